@@ -1,0 +1,146 @@
+"""The `hvcu` command line: dataset checks, re-scoring of result files, and helpers for lmms-eval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.metrics import FamilyScores, overall_score, score_family
+from hvcu_tasks.schema import DataError
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a dataset and print one line per problem, then the counts."""
+    from hvcu_tasks.validate import validate
+
+    report = validate(args.source, decode_images=not args.no_decode)
+    for problem in report.problems:
+        print(problem)
+    total = sum(sum(c.values()) for c in report.counts.values())
+    print(f"{total} sample(s)")
+    for family, counts in report.counts.items():
+        detail = ", ".join(f"{a} {n}" for a, n in counts.items())
+        print(f"  {family}: {sum(counts.values())} ({detail})")
+    if report.problems:
+        print(f"INVALID: {len(report.problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("OK")
+    return 0
+
+
+def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> dict:
+    """Score authors' result files and return the JSON-ready summary (families and Overall Score)."""
+    from hvcu_tasks.rescore import outcomes_from_results, read_authors_results
+
+    by_family: dict[str, list] = {}
+    for path in paths:
+        preds = read_authors_results(path, family)
+        for outcome in outcomes_from_results(preds, reparse=reparse):
+            by_family.setdefault(outcome.family, []).append(outcome)
+    scores = {f: score_family(by_family[f]) for f in FAMILIES if f in by_family}
+    complete = len(scores) == len(FAMILIES)
+    return {
+        "families": {f: s.to_dict() for f, s in scores.items()},
+        "overall_score": overall_score([s.acc_full for s in scores.values()]) if complete else None,
+        "note": None if complete else f"Overall Score needs all of {list(FAMILIES)}; got {list(scores)}",
+        "parser": "hvcu parse_choice on raw replies" if reparse else "model_response_key as stored",
+    }
+
+
+def _print_table(summary: dict) -> None:
+    """Print the score summary as a table in the paper's layout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="HVCU-Bench scores (percent)")
+    for col in ["family", "n", "Acc_perc", "Acc_bridge", "Acc_conn", "Acc_full", "invalid p/b/c", "first error p/b/c"]:
+        table.add_column(col, justify="left" if col == "family" else "right")
+    for family, d in summary["families"].items():
+        s = FamilyScores(**d)
+        names = list(LEVEL_NAMES.values())
+        table.add_row(
+            family,
+            str(s.n_samples),
+            *(f"{s.acc[n]:.2f}" for n in names),
+            f"{s.acc_full:.2f}",
+            "/".join(f"{s.invalid[n]:.1f}" for n in names),
+            "/".join(str(s.error_counts[n]) for n in names),
+        )
+    console = Console(width=max(Console().width, 110))
+    console.print(table)
+    if summary["overall_score"] is not None:
+        console.print(f"Overall Score: {summary['overall_score']:.2f}")
+    else:
+        console.print(summary["note"])
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    """Re-score authors' result files."""
+    summary = score_files(args.files, args.family, args.reparse)
+    if args.format == "json":
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_table(summary)
+    return 0
+
+
+def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
+    """Print the folder to pass to lmms-eval's --include_path."""
+    from hvcu_tasks.plugin import TASKS_DIR
+
+    print(TASKS_DIR)
+    return 0
+
+
+def _cmd_tiny_model(args: argparse.Namespace) -> int:
+    """Build the tiny random Qwen2.5-VL used by the offline demo and tests."""
+    from hvcu_tasks.tiny_model import build_qwen2_5_vl
+
+    print(build_qwen2_5_vl(args.out, seed=args.seed))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the `hvcu` command."""
+    parser = argparse.ArgumentParser(prog="hvcu", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command", required=True)
+    val = data.add_parser("validate", help="check a dataset (folder, JSON/parquet file, 'hub[:REPO]' or 'smoke')")
+    val.add_argument("source")
+    val.add_argument("--no-decode", action="store_true", help="do not decode every image (faster)")
+    val.set_defaults(func=_cmd_validate)
+
+    score = sub.add_parser("score", help="re-score the authors' evaluation result files")
+    score.add_argument("files", nargs="+", type=Path)
+    score.add_argument("--family", help="family of every file when the file name does not say it")
+    score.add_argument("--reparse", action="store_true", help="parse the raw replies with hvcu's parser")
+    score.add_argument("--format", choices=["table", "json"], default="table")
+    score.set_defaults(func=_cmd_score)
+
+    tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
+    tasks.set_defaults(func=_cmd_tasks_dir)
+
+    tiny = sub.add_parser("tiny-model", help="build a tiny random Qwen2.5-VL (offline stand-in, answers are noise)")
+    tiny.add_argument("out", type=Path)
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=_cmd_tiny_model)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `hvcu` command line and return its exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

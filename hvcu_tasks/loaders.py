@@ -1,0 +1,385 @@
+"""Read HVCU-Bench from the hub parquet splits, the authors' JSON + image folders, or a local copy."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
+
+HUB_DATASET = "Chime316/HVCU-Bench"
+HUB_CONFIG = "benchmark"
+IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
+
+# Column names we accept for each field of a flat parquet row, most likely first.
+ID_COLUMNS = ("id", "sample_id", "image_id", "uid", "idx", "index")
+IMAGE_COLUMNS = ("image", "img", "image_bytes", "picture")
+LEVELS_COLUMNS = ("qa_levels", "levels", "qa", "questions")
+ASPECT_COLUMNS = ("aspect", "sub_category", "subcategory", "category", "sub_task", "subtask", "type")
+
+
+@dataclass
+class LoadResult:
+    """Samples read from one source plus every problem found on the way."""
+
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def extend(self, other: LoadResult) -> None:
+        """Append another result's samples and problems."""
+        self.samples.extend(other.samples)
+        self.problems.extend(other.problems)
+
+    def raise_for_problems(self) -> list[Sample]:
+        """Return the samples, or raise DataError listing every problem."""
+        if self.problems:
+            raise DataError(self.problems)
+        return self.samples
+
+
+def _as_key(value: Any) -> str:
+    """Normalise an answer or option key: strip and upper-case."""
+    return str(value).strip().upper()
+
+
+def _parse_options(raw: Any, source: str, sid: str, where: str, problems: list[Problem]) -> tuple[tuple[str, str], ...]:
+    """Read options given as [{option_key, option_text}], {"A": text} or a list of texts."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            problems.append(Problem(source, sid, f"{where}.options", "not a list, mapping or JSON text"))
+            return ()
+    if isinstance(raw, Mapping):
+        return tuple((_as_key(k), str(v)) for k, v in raw.items())
+    if not isinstance(raw, Iterable):
+        problems.append(
+            Problem(source, sid, f"{where}.options", f"expected a list of options, got {type(raw).__name__}")
+        )
+        return ()
+    out: list[tuple[str, str]] = []
+    for i, opt in enumerate(raw):
+        if isinstance(opt, Mapping):
+            key = opt.get("option_key", opt.get("key", opt.get("label")))
+            text = opt.get("option_text", opt.get("text", opt.get("value")))
+            if key is None or text is None:
+                problems.append(
+                    Problem(
+                        source,
+                        sid,
+                        f"{where}.options[{i}]",
+                        f"expected option_key and option_text, found {sorted(opt)}",
+                    )
+                )
+                continue
+            out.append((_as_key(key), str(text)))
+        elif isinstance(opt, str):
+            out.append((chr(ord("A") + i), opt))
+        else:
+            problems.append(Problem(source, sid, f"{where}.options[{i}]", f"unreadable option {opt!r}"))
+    return tuple(out)
+
+
+def _parse_levels(raw: Any, source: str, sid: str, problems: list[Problem]) -> tuple[Level, ...]:
+    """Read the `qa_levels` list (or its JSON text) into Level records."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            problems.append(Problem(source, sid, "qa_levels", "not a list or JSON text"))
+            return ()
+    if not isinstance(raw, Iterable) or isinstance(raw, Mapping):
+        problems.append(Problem(source, sid, "qa_levels", f"expected a list of levels, got {type(raw).__name__}"))
+        return ()
+    levels = []
+    for i, item in enumerate(raw):
+        where = f"qa_levels[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(Problem(source, sid, where, f"expected an object, got {type(item).__name__}"))
+            continue
+        missing = [k for k in ("question", "options", "correct_answer_key") if k not in item]
+        if missing:
+            problems.append(Problem(source, sid, where, f"missing field(s) {missing}"))
+            continue
+        try:
+            number = int(str(item.get("level", i + 1)).strip().upper().removeprefix("L").removeprefix("EVEL"))
+        except ValueError:
+            problems.append(Problem(source, sid, f"{where}.level", f"not a level number: {item.get('level')!r}"))
+            continue
+        levels.append(
+            Level(
+                level=number,
+                question=str(item["question"]),
+                options=_parse_options(item["options"], source, sid, where, problems),
+                answer=_as_key(item["correct_answer_key"]),
+            )
+        )
+    return tuple(levels)
+
+
+def _aspect(record: Mapping[str, Any], family: str, sid: str) -> str:
+    """Take the aspect from a metadata field, else from the id prefix, else 'unknown'."""
+    for col in ASPECT_COLUMNS:
+        value = record.get(col)
+        if isinstance(value, str) and value.strip():
+            found = aspect_from_text(value, family)
+            if found:
+                return found
+    return aspect_from_text(sid, family) or UNKNOWN_ASPECT
+
+
+def find_image(image_dir: Path, sid: str) -> Path | None:
+    """Return the first existing `<image_dir>/<id><ext>` in the authors' extension order."""
+    for ext in IMAGE_EXTENSIONS:
+        candidate = image_dir / f"{sid}{ext}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def record_to_sample(
+    record: Mapping[str, Any], family: str, source: str, image: ImageRef | None, index: int
+) -> tuple[Sample | None, list[Problem]]:
+    """Map one authors'-format record to a Sample and the structural problems it has."""
+    problems: list[Problem] = []
+    raw_id = record.get("id")
+    if raw_id is None or str(raw_id).strip() == "":
+        return None, [Problem(source, f"#{index}", "id", "missing id")]
+    sid = str(raw_id).strip()
+    if "qa_levels" not in record:
+        return None, [Problem(source, sid, "qa_levels", f"missing; record has fields {sorted(record)}")]
+    levels = _parse_levels(record["qa_levels"], source, sid, problems)
+    sample = Sample(
+        id=sid, family=family, aspect=_aspect(record, family, sid), image=image, levels=levels, source=source
+    )
+    return sample, problems + check_sample(sample)
+
+
+def load_official_json(path: Path, family: str | None = None, image_dir: Path | None = None) -> LoadResult:
+    """Load one authors'-format JSON file, resolving images under `Image/<stem>/<id>.<ext>`."""
+    path = Path(path)
+    family = family or family_from_name(path.stem)
+    result = LoadResult()
+    if family is None:
+        result.problems.append(
+            Problem(str(path), "-", "file", f"cannot tell the task family from the file name {path.name!r}")
+        )
+        return result
+    image_dir = image_dir or path.parent / "Image" / path.stem
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        result.problems.append(Problem(str(path), "-", "file", f"cannot read JSON: {exc}"))
+        return result
+    if not isinstance(records, list):
+        result.problems.append(Problem(str(path), "-", "file", "expected a JSON array of items"))
+        return result
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            result.problems.append(Problem(str(path), f"#{index}", "item", "expected a JSON object"))
+            continue
+        sid = str(record.get("id", "")).strip()
+        found = find_image(image_dir, sid) if sid else None
+        sample, problems = record_to_sample(record, family, str(path), ImageRef(path=found) if found else None, index)
+        if sample is not None and found is None:
+            problems = [
+                Problem(str(path), sid, "image", f"no file {image_dir}/{sid}{{{','.join(IMAGE_EXTENSIONS)}}}")
+                if p.field == "image"
+                else p
+                for p in problems
+            ]
+        result.problems.extend(problems)
+        if sample is not None:
+            result.samples.append(sample)
+    return result
+
+
+def _image_cell(value: Any) -> ImageRef | None:
+    """Read an image cell from parquet: PIL image, {'bytes', 'path'} struct, raw bytes or a path."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return ImageRef(data=bytes(value))
+    if isinstance(value, Mapping):
+        if value.get("bytes"):
+            return ImageRef(data=bytes(value["bytes"]))
+        if value.get("path") and Path(value["path"]).is_file():
+            return ImageRef(path=Path(value["path"]))
+        return None
+    if isinstance(value, str):
+        return ImageRef(path=Path(value)) if Path(value).is_file() else None
+    if hasattr(value, "save"):  # a decoded PIL image
+        buffer = io.BytesIO()
+        value.save(buffer, format="PNG")
+        return ImageRef(data=buffer.getvalue())
+    return None
+
+
+def _first(row: Mapping[str, Any], names: Iterable[str]) -> str | None:
+    """Return the first of `names` that is a column of `row`."""
+    return next((n for n in names if n in row), None)
+
+
+def _flat_levels(row: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Rebuild qa_levels from flat columns such as l1_question / level_1_options / l1_answer."""
+    levels = []
+    for n in (1, 2, 3):
+        prefixes = [f"l{n}_", f"level{n}_", f"level_{n}_", f"L{n}_"]
+        found = None
+        for p in prefixes:
+            q = row.get(p + "question")
+            o = row.get(p + "options")
+            a = row.get(p + "answer", row.get(p + "correct_answer_key"))
+            if q is not None and o is not None and a is not None:
+                found = {"level": n, "question": q, "options": o, "correct_answer_key": a}
+                break
+        if found is None:
+            return None
+        levels.append(found)
+    return levels
+
+
+def describe_expected_columns() -> str:
+    """Explain the parquet layouts this loader understands."""
+    return (
+        f"an id column (one of {list(ID_COLUMNS)}), an image column (one of {list(IMAGE_COLUMNS)}) and "
+        f"either a levels column (one of {list(LEVELS_COLUMNS)}) holding the authors' qa_levels list or "
+        "flat columns l1_question/l1_options/l1_answer ... l3_answer"
+    )
+
+
+def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
+    """Map parquet/hub rows to Samples, failing clearly when the columns are not ones we know."""
+    result = LoadResult()
+    for index, row in enumerate(rows):
+        id_col = _first(row, ID_COLUMNS)
+        img_col = _first(row, IMAGE_COLUMNS)
+        lv_col = _first(row, LEVELS_COLUMNS)
+        levels = row[lv_col] if lv_col else _flat_levels(row)
+        if id_col is None or img_col is None or levels is None:
+            raise DataError(
+                [
+                    Problem(
+                        source,
+                        f"#{index}",
+                        "columns",
+                        f"unrecognised layout: expected {describe_expected_columns()}; found columns {sorted(row)}",
+                    )
+                ]
+            )
+        record = {**row, "id": row[id_col], "qa_levels": levels}
+        sample, problems = record_to_sample(record, family, source, _image_cell(row[img_col]), index)
+        result.problems.extend(problems)
+        if sample is not None:
+            result.samples.append(sample)
+    return result
+
+
+def load_parquet(path: Path, family: str | None = None) -> LoadResult:
+    """Load one parquet file of a family split (a local copy of the hub data)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    family = family or family_from_name(path.stem.split("-")[0]) or family_from_name(path.stem)
+    if family is None:
+        return LoadResult(problems=[Problem(str(path), "-", "file", f"cannot tell the task family from {path.name!r}")])
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises many types for a bad file
+        return LoadResult(problems=[Problem(str(path), "-", "file", f"cannot read parquet: {exc}")])
+    return rows_to_samples(table.to_pylist(), family, str(path))
+
+
+def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) -> LoadResult:
+    """Load one family split of the hub dataset through Hugging Face `datasets`."""
+    import datasets
+
+    split = FAMILIES[family][0]
+    ds = datasets.load_dataset(repo, HUB_CONFIG, split=split, revision=revision)
+    ds = ds.cast_column(_image_column_of(ds.column_names, f"{repo}[{split}]"), datasets.Image(decode=False))
+    return rows_to_samples(ds, family, f"{repo}[{split}]")
+
+
+def _image_column_of(columns: list[str], source: str) -> str:
+    """Return the image column name or raise a DataError naming what was found."""
+    col = next((c for c in IMAGE_COLUMNS if c in columns), None)
+    if col is None:
+        raise DataError(
+            [
+                Problem(
+                    source, "-", "columns", f"no image column; expected {describe_expected_columns()}; found {columns}"
+                )
+            ]
+        )
+    return col
+
+
+def _family_files(root: Path) -> Iterator[tuple[str, Path]]:
+    """Yield (family, file) for every family JSON or parquet file directly under or below `root`."""
+    for family, (split, stem, _short) in FAMILIES.items():
+        json_file = root / f"{stem}.json"
+        if json_file.is_file():
+            yield family, json_file
+            continue
+        parquet = sorted(root.glob(f"**/{split}*.parquet"))
+        if parquet:
+            for p in parquet:
+                yield family, p
+
+
+def load_path(path: Path, families: Iterable[str] | None = None) -> LoadResult:
+    """Load a local dataset: a family JSON/parquet file, or a folder holding them (authors' or hub layout)."""
+    path = Path(path)
+    wanted = set(families) if families is not None else set(FAMILIES)
+    result = LoadResult()
+    if path.is_file():
+        loader = load_parquet if path.suffix == ".parquet" else load_official_json
+        loaded = loader(path)
+        loaded.samples = [s for s in loaded.samples if s.family in wanted]
+        return loaded
+    if not path.is_dir():
+        result.problems.append(Problem(str(path), "-", "path", "no such file or folder"))
+        return result
+    seen = set()
+    for family, file in _family_files(path):
+        if family in wanted:
+            seen.add(family)
+            loader = load_parquet if file.suffix == ".parquet" else load_official_json
+            result.extend(loader(file, family))
+    for family in sorted(wanted - seen):
+        split, stem, _ = FAMILIES[family]
+        result.problems.append(
+            Problem(str(path), "-", "files", f"no data for family {family!r}: expected {stem}.json or {split}*.parquet")
+        )
+    return result
+
+
+def load_source(source: str, family: str) -> LoadResult:
+    """Load one family from a source string: 'hub' / 'hub:REPO[@REV]', 'smoke', or a local path."""
+    if source == "hub" or source.startswith("hub:"):
+        spec = source[4:] or HUB_DATASET
+        repo, _, revision = spec.partition("@")
+        return load_hub(family, repo, revision or None)
+    if source == "smoke":
+        from hvcu_tasks.smoke import SMOKE_DIR
+
+        return load_path(SMOKE_DIR, [family])
+    return load_path(Path(source).expanduser(), [family])
+
+
+def family_counts(samples: Iterable[Sample]) -> dict[str, dict[str, int]]:
+    """Count samples per family and aspect, in the benchmark's canonical order."""
+    counts: dict[str, dict[str, int]] = {}
+    for s in samples:
+        counts.setdefault(s.family, {}).setdefault(s.aspect, 0)
+        counts[s.family][s.aspect] += 1
+    order = {f: i for i, f in enumerate(ASPECTS)}
+    return {
+        f: dict(sorted(c.items(), key=lambda kv: list(ASPECTS[f]).index(kv[0]) if kv[0] in ASPECTS[f] else 99))
+        for f, c in sorted(counts.items(), key=lambda kv: order.get(kv[0], 99))
+    }

@@ -1,0 +1,140 @@
+"""The paper's metrics over per-level outcomes: level accuracy, full-chain accuracy, error attribution."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from hvcu_tasks.families import LEVEL_NAMES, LEVELS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The scored answer to one (sample, level) question."""
+
+    sample_id: str
+    family: str
+    aspect: str
+    level: int
+    gold: str
+    pred: str | None
+    response: str = ""
+
+    @property
+    def correct(self) -> bool:
+        """Whether the parsed answer equals the gold key (unparseable is wrong)."""
+        return self.pred is not None and self.pred == self.gold
+
+    @property
+    def invalid(self) -> bool:
+        """Whether the reply committed to no option."""
+        return self.pred is None
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (what lmms-eval logs per document)."""
+        return {**asdict(self), "correct": self.correct}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Outcome:
+        """Rebuild an outcome from `to_dict` output."""
+        return cls(
+            sample_id=str(d["sample_id"]),
+            family=str(d["family"]),
+            aspect=str(d["aspect"]),
+            level=int(d["level"]),
+            gold=str(d["gold"]),
+            pred=None if d.get("pred") is None else str(d["pred"]),
+            response=str(d.get("response", "")),
+        )
+
+
+@dataclass
+class FamilyScores:
+    """Every metric of one task family, in percent (0-100) unless named n_*/count."""
+
+    acc: dict[str, float]
+    invalid: dict[str, float]
+    asked: dict[str, int]
+    acc_full: float
+    n_samples: int
+    n_incomplete: int
+    error_counts: dict[str, int]
+    error_share: dict[str, float]
+    aspect_acc_full: dict[str, float] = field(default_factory=dict)
+    aspect_n: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Return a flat JSON-ready dict."""
+        return asdict(self)
+
+
+def _pct(num: int, den: int) -> float:
+    """Return num/den in percent, 0.0 for an empty denominator."""
+    return 100.0 * num / den if den else 0.0
+
+
+def chains(outcomes: Iterable[Outcome]) -> tuple[dict[tuple[str, str], dict[int, Outcome]], int]:
+    """Group outcomes by (family, sample id) and return complete chains plus the count of incomplete ones."""
+    by_sample: dict[tuple[str, str], dict[int, Outcome]] = defaultdict(dict)
+    for o in outcomes:
+        key = (o.family, o.sample_id)
+        if o.level in by_sample[key]:
+            raise ValueError(f"duplicate outcome for sample {o.sample_id!r} level {o.level} in {o.family}")
+        by_sample[key][o.level] = o
+    complete = {k: v for k, v in by_sample.items() if set(v) == set(LEVELS)}
+    return complete, len(by_sample) - len(complete)
+
+
+def first_error_level(chain: dict[int, Outcome]) -> int | None:
+    """Return the first level (in L1, L2, L3 order) answered wrongly, or None if all are right."""
+    for level in LEVELS:
+        if not chain[level].correct:
+            return level
+    return None
+
+
+def score_family(outcomes: Sequence[Outcome]) -> FamilyScores:
+    """Compute all metrics for the outcomes of one family."""
+    asked = {LEVEL_NAMES[lv]: 0 for lv in LEVELS}
+    right = dict.fromkeys(asked, 0)
+    bad = dict.fromkeys(asked, 0)
+    for o in outcomes:
+        name = LEVEL_NAMES[o.level]
+        asked[name] += 1
+        right[name] += o.correct
+        bad[name] += o.invalid
+    complete, n_incomplete = chains(outcomes)
+    errors = dict.fromkeys(asked, 0)
+    aspect_total: dict[str, int] = defaultdict(int)
+    aspect_right: dict[str, int] = defaultdict(int)
+    full_right = 0
+    for chain in complete.values():
+        aspect = chain[1].aspect
+        aspect_total[aspect] += 1
+        first = first_error_level(chain)
+        if first is None:
+            full_right += 1
+            aspect_right[aspect] += 1
+        else:
+            errors[LEVEL_NAMES[first]] += 1
+    failed = sum(errors.values())
+    return FamilyScores(
+        acc={k: _pct(right[k], asked[k]) for k in asked},
+        invalid={k: _pct(bad[k], asked[k]) for k in asked},
+        asked=asked,
+        acc_full=_pct(full_right, len(complete)),
+        n_samples=len(complete),
+        n_incomplete=n_incomplete,
+        error_counts=errors,
+        error_share={k: _pct(v, failed) for k, v in errors.items()},
+        aspect_acc_full={a: _pct(aspect_right[a], n) for a, n in sorted(aspect_total.items())},
+        aspect_n=dict(sorted(aspect_total.items())),
+    )
+
+
+def overall_score(acc_full_by_family: Sequence[float]) -> float:
+    """Return the Overall Score: the unweighted mean of the families' full-chain accuracies, 2 decimals."""
+    if not acc_full_by_family:
+        raise ValueError("the Overall Score needs at least one family's full-chain accuracy")
+    return round(sum(acc_full_by_family) / len(acc_full_by_family), 2)

@@ -1,0 +1,68 @@
+"""lmms-eval entry point: registers this package's models and makes `--tasks hvcu_bench` work with no flag.
+
+lmms-eval 0.7.3 discovers plugins only through the `lmms_eval.models` entry-point group, which it loads
+before building its TaskManager. While loaded, this module wraps `TaskManager.initialize_tasks` so that
+the package's task folder is indexed after lmms-eval's own tasks and any `--include_path` (those win a
+name clash). Set HVCU_NO_AUTO_TASKS=1 to opt out and pass `--include_path $(hvcu tasks-dir)` instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from pathlib import Path
+
+TASKS_DIR: Path = Path(__file__).resolve().parent / "tasks"
+OPT_OUT_ENV = "HVCU_NO_AUTO_TASKS"
+EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
+
+log = logging.getLogger("hvcu_tasks")
+
+
+class IncompatibleLmmsEval(RuntimeError):
+    """Raised when lmms-eval's TaskManager no longer has the signature this hook wraps."""
+
+
+def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
+    """Return the include paths with this package's task folder appended once."""
+    paths = [include_path] if isinstance(include_path, str) else list(include_path or [])
+    if not any(Path(p).resolve() == TASKS_DIR for p in paths if p):
+        paths.append(str(TASKS_DIR))
+    return paths
+
+
+def install_task_hook() -> None:
+    """Wrap lmms-eval's TaskManager.initialize_tasks to also index TASKS_DIR (idempotent)."""
+    from lmms_eval.tasks import TaskManager
+
+    original = TaskManager.initialize_tasks
+    if getattr(original, "_hvcu_hook", False):
+        return
+    params = tuple(inspect.signature(original).parameters)
+    if params != EXPECTED_SIGNATURE:
+        raise IncompatibleLmmsEval(
+            f"lmms_eval TaskManager.initialize_tasks{params} no longer matches {EXPECTED_SIGNATURE}; "
+            f"run lmms-eval with --include_path {TASKS_DIR} and set {OPT_OUT_ENV}=1"
+        )
+
+    def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
+        return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
+
+    initialize_tasks._hvcu_hook = True  # type: ignore[attr-defined]
+    initialize_tasks.__wrapped__ = original  # type: ignore[attr-defined]
+    TaskManager.initialize_tasks = initialize_tasks
+
+
+def manifests() -> list:
+    """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
+    from lmms_eval.models.registry_v2 import ModelManifest
+
+    if os.environ.get(OPT_OUT_ENV, "").strip() not in {"1", "true", "yes"}:
+        try:
+            install_task_hook()
+        except IncompatibleLmmsEval as exc:
+            log.error("%s", exc)
+    return [
+        ModelManifest(model_id="hvcu_replay", chat_class_path="hvcu_tasks.models.replay.ReplayModel"),
+    ]

@@ -1,0 +1,117 @@
+"""Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.taskgen`.
+
+The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
+`harness.family_metric_names` and `harness.AGGREGATIONS`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.harness import AGGREGATIONS, family_metric_names
+from hvcu_tasks.plugin import TASKS_DIR
+
+LOWER_IS_BETTER = ("invalid_", "errors_at_", "error_share_", "n_")
+# (task-name infix, stub source, human label) per dataset the base-setting tasks can read.
+VARIANTS = (
+    ("", "hub", "the hub dataset Chime316/HVCU-Bench"),
+    ("sample_", "smoke", "the bundled smoke sample (NOT the benchmark)"),
+)
+
+
+def metrics_yaml(family: str) -> str:
+    """Return the metric_list fragment of one family."""
+    split = FAMILIES[family][0].replace("_", " ")
+    lines = [f"# Metrics of the {split} family (percent, except the errors_at_* and n_* counts).", "metric_list:"]
+    for m in family_metric_names(family):
+        lines += [
+            f"  - metric: {m}",
+            f"    aggregation: !function utils.agg_{m}",
+            f"    higher_is_better: {'false' if m.startswith(LOWER_IS_BETTER) else 'true'}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def task_yaml(family: str, infix: str, source: str, label: str) -> str:
+    """Return one family task's YAML."""
+    split, _stem, short = FAMILIES[family]
+    return (
+        f"# HVCU-Bench {split.replace('_', ' ')}, base setting, on {label}.\n"
+        f"task: hvcu_bench_{infix}{short}\n"
+        "dataset_kwargs:\n"
+        f"  data_files: stubs/{source}_{family}.jsonl\n"
+        "include:\n"
+        "  - _default_template_yaml\n"
+        f"  - _{short}_metrics_yaml\n"
+    )
+
+
+def group_yaml(infix: str, label: str) -> str:
+    """Return the group YAML whose acc_full is the Overall Score."""
+    name = "hvcu_bench" + (f"_{infix.rstrip('_')}" if infix else "")
+    tasks = "".join(f"  - hvcu_bench_{infix}{short}\n" for _split, _stem, short in FAMILIES.values())
+    return (
+        f"# HVCU-Bench, base setting, on {label}: the three task families.\n"
+        "# The group's acc_full is the paper's Overall Score: the unweighted mean of the families' acc_full.\n"
+        f"group: {name}\n"
+        f"task:\n{tasks}"
+        "aggregate_metric_list:\n"
+        "  - metric: acc_full\n"
+        "    aggregation: !function utils.overall_score_group\n"
+        "    weight_by_size: false\n"
+        "metadata:\n"
+        "  version: 1.0\n"
+    )
+
+
+def utils_py() -> str:
+    """Return the task folder's utils.py: re-exports of the harness hooks, one name per aggregation."""
+    hooks = [
+        "doc_to_messages",
+        "doc_to_text",
+        "doc_to_visual",
+        "overall_score_group",
+        "process_docs",
+        "process_results",
+    ]
+    lines = [
+        '"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""',
+        "",
+        "from hvcu_tasks.harness import (",
+        "    AGGREGATIONS,",
+        *[f"    {h}," for h in hooks],
+        ")",
+        "",
+        "__all__ = [",
+        *[f'    "{h}",' for h in hooks],
+        "]",
+        "",
+        *[f'agg_{n} = AGGREGATIONS["{n}"]' for n in sorted(AGGREGATIONS)],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def generated_files() -> dict[str, str]:
+    """Return every generated file, relative to the tasks folder."""
+    files = {"utils.py": utils_py()}
+    for family, (_split, _stem, short) in FAMILIES.items():
+        files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
+        for infix, source, label in VARIANTS:
+            files[f"hvcu_bench_{infix}{short}.yaml"] = task_yaml(family, infix, source, label)
+            files[f"stubs/{source}_{family}.jsonl"] = f'{{"family": "{family}", "source": "{source}"}}\n'
+    for infix, _source, label in VARIANTS:
+        files["hvcu_bench" + (f"_{infix.rstrip('_')}" if infix else "") + ".yaml"] = group_yaml(infix, label)
+    return files
+
+
+def write(root: Path = TASKS_DIR) -> None:
+    """Write the generated files under `root`."""
+    for rel, text in generated_files().items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else TASKS_DIR)

@@ -1,0 +1,52 @@
+"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""
+
+from hvcu_tasks.harness import (
+    AGGREGATIONS,
+    doc_to_messages,
+    doc_to_text,
+    doc_to_visual,
+    overall_score_group,
+    process_docs,
+    process_results,
+)
+
+__all__ = [
+    "doc_to_messages",
+    "doc_to_text",
+    "doc_to_visual",
+    "overall_score_group",
+    "process_docs",
+    "process_results",
+]
+
+agg_acc_bridge = AGGREGATIONS["acc_bridge"]
+agg_acc_conn = AGGREGATIONS["acc_conn"]
+agg_acc_full = AGGREGATIONS["acc_full"]
+agg_acc_perc = AGGREGATIONS["acc_perc"]
+agg_error_share_bridge = AGGREGATIONS["error_share_bridge"]
+agg_error_share_conn = AGGREGATIONS["error_share_conn"]
+agg_error_share_perc = AGGREGATIONS["error_share_perc"]
+agg_errors_at_bridge = AGGREGATIONS["errors_at_bridge"]
+agg_errors_at_conn = AGGREGATIONS["errors_at_conn"]
+agg_errors_at_perc = AGGREGATIONS["errors_at_perc"]
+agg_full_affection = AGGREGATIONS["full_affection"]
+agg_full_anger = AGGREGATIONS["full_anger"]
+agg_full_color = AGGREGATIONS["full_color"]
+agg_full_composition = AGGREGATIONS["full_composition"]
+agg_full_contrast = AGGREGATIONS["full_contrast"]
+agg_full_dislocation = AGGREGATIONS["full_dislocation"]
+agg_full_exaggeration = AGGREGATIONS["full_exaggeration"]
+agg_full_fear = AGGREGATIONS["full_fear"]
+agg_full_font = AGGREGATIONS["full_font"]
+agg_full_graphics = AGGREGATIONS["full_graphics"]
+agg_full_joy = AGGREGATIONS["full_joy"]
+agg_full_metaphor = AGGREGATIONS["full_metaphor"]
+agg_full_sadness = AGGREGATIONS["full_sadness"]
+agg_full_symbolism = AGGREGATIONS["full_symbolism"]
+agg_full_wonder = AGGREGATIONS["full_wonder"]
+agg_invalid_bridge = AGGREGATIONS["invalid_bridge"]
+agg_invalid_conn = AGGREGATIONS["invalid_conn"]
+agg_invalid_perc = AGGREGATIONS["invalid_perc"]
+agg_n_chains = AGGREGATIONS["n_chains"]
+agg_n_failed_requests = AGGREGATIONS["n_failed_requests"]
+agg_n_incomplete = AGGREGATIONS["n_incomplete"]

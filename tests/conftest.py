@@ -1,0 +1,153 @@
+"""Shared fixtures: datasets in the authors' layout, result files, the tiny model and the lmms-eval CLI."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.loaders import load_source
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def level(n: int, answer: str = "A", question: str | None = None) -> dict:
+    """Return one authors'-format level with four options."""
+    return {
+        "level": n,
+        "question": question or f"Question at level {n}?",
+        "options": [{"option_key": k, "option_text": f"option {k} of level {n}"} for k in "ABCD"],
+        "correct_answer_key": answer,
+    }
+
+
+def item(sid, answers: str = "ABC", **extra) -> dict:
+    """Return one authors'-format item whose three levels have the given answers."""
+    return {"id": sid, "qa_levels": [level(i + 1, a) for i, a in enumerate(answers)], **extra}
+
+
+@pytest.fixture
+def write_dataset(tmp_path: Path) -> Callable[..., Path]:
+    """Write an authors'-layout dataset (JSON + Image/<stem>/<id>.<ext>) and return its folder."""
+
+    def write(items_by_family: dict[str, list[dict]], ext: str = ".png", images: bool = True) -> Path:
+        root = tmp_path / "data"
+        for family, items in items_by_family.items():
+            stem = FAMILIES[family][1]
+            root.mkdir(parents=True, exist_ok=True)
+            (root / f"{stem}.json").write_text(json.dumps(items), encoding="utf-8")
+            if images:
+                (root / "Image" / stem).mkdir(parents=True, exist_ok=True)
+                for it in items:
+                    Image.new("RGB", (8, 8), "red").save(root / "Image" / stem / f"{it['id']}{ext}")
+        return root
+
+    return write
+
+
+# Deterministic replies for the smoke sample: (family, id) -> replies for levels 1, 2, 3 (None = no parsable key).
+SMOKE_REPLIES: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {
+    ("implication", "metaphor_001"): ("B", "A", "C"),  # all right
+    ("implication", "symbolism_001"): ("B", "D", "B"),  # L1 wrong
+    ("implication", "contrast_001"): ("C", "B", "B"),  # L2 wrong
+    ("implication", "exaggeration_001"): ("D", "B", "C"),  # L3 wrong
+    ("implication", "dislocation_001"): ("C", "C", None),  # L3 unparsable
+    ("aesthetic", "color_001"): ("D", "B", "A"),  # all right
+    ("aesthetic", "composition_001"): ("C", "A", "D"),  # all right
+    ("aesthetic", "font_001"): ("A", "B", "A"),  # L1 wrong
+    ("aesthetic", "graphics_001"): ("B", "A", "A"),  # L2 and L3 wrong
+    ("affective", "joy_001"): ("A", "B", "C"),
+    ("affective", "affection_001"): ("B", "D", "A"),
+    ("affective", "wonder_001"): ("C", "A", "B"),
+    ("affective", "anger_001"): ("D", "C", "B"),
+    ("affective", "fear_001"): ("A", "B", "C"),
+    ("affective", "sadness_001"): (None, "B", "A"),  # L1 unparsable
+}
+
+# The metrics those replies must give, computed by hand.
+SMOKE_EXPECTED = {
+    "implication": {
+        "acc_perc": 80.0,
+        "acc_bridge": 80.0,
+        "acc_conn": 60.0,
+        "acc_full": 20.0,
+        "invalid_conn": 20.0,
+        "errors_at_perc": 1,
+        "errors_at_bridge": 1,
+        "errors_at_conn": 2,
+        "error_share_conn": 50.0,
+        "full_metaphor": 100.0,
+        "full_symbolism": 0.0,
+    },
+    "aesthetic": {
+        "acc_perc": 75.0,
+        "acc_bridge": 75.0,
+        "acc_conn": 75.0,
+        "acc_full": 50.0,
+        "errors_at_perc": 1,
+        "errors_at_bridge": 1,
+        "errors_at_conn": 0,
+        "full_color": 100.0,
+    },
+    "affective": {
+        "acc_perc": 500 / 6,
+        "acc_bridge": 100.0,
+        "acc_conn": 100.0,
+        "acc_full": 500 / 6,
+        "invalid_perc": 100 / 6,
+        "errors_at_perc": 1,
+        "error_share_perc": 100.0,
+        "full_sadness": 0.0,
+    },
+}
+SMOKE_SCORE = round((20.0 + 50.0 + 500 / 6) / 3, 2)  # 51.11
+
+
+@pytest.fixture
+def authors_results(tmp_path: Path) -> Path:
+    """Write authors'-format result files (one per family) holding SMOKE_REPLIES; return their folder."""
+    out = tmp_path / "authors_results"
+    out.mkdir()
+    for family in FAMILIES:
+        preds = []
+        for s in load_source("smoke", family).raise_for_problems():
+            replies = SMOKE_REPLIES[(family, s.id)]
+            turns = [
+                {"level": lv.level, "correct_answer_key": lv.answer, "model_response_key": r}
+                for lv, r in zip(s.levels, replies, strict=True)
+            ]
+            preds.append({"id": s.id, "conversation_turns": turns})
+        (out / f"results_{FAMILIES[family][1]}.json").write_text(json.dumps({"predictions": preds}), encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the tiny random Qwen2.5-VL once per session."""
+    from hvcu_tasks.tiny_model import build_qwen2_5_vl
+
+    return build_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen2_5_vl")
+
+
+def run_lmms_eval(args: list[str], out: Path, env: dict | None = None, expect_ok: bool = True) -> dict:
+    """Run the real lmms-eval CLI and return the parsed results JSON (lmms-eval exits 0 on crashes)."""
+    cmd = [str(BIN / "lmms-eval"), *args, "--output_path", str(out), "--verbosity", "DEBUG"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900, cwd=out.parent
+    )
+    found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
+    if not expect_ok:
+        return {"returncode": proc.returncode, "output": proc.stdout + proc.stderr, "results": found}
+    assert found, (
+        f"lmms-eval wrote no results file (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )
+    return json.loads(Path(found[0]).read_text())

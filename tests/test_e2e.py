@@ -1,0 +1,147 @@
+"""End to end through the real `lmms-eval` CLI: a tiny real model, the replay model, data parallelism."""
+
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, run_lmms_eval
+
+from hvcu_tasks.cli import score_files
+from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.harness import family_metric_names
+from hvcu_tasks.smoke import SMOKE_DIR
+
+pytestmark = pytest.mark.slow
+TASK_OF = {family: f"hvcu_bench_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}
+
+
+def test_tiny_qwen2_5_vl_through_the_cli_reports_every_metric(tiny_qwen: Path, tmp_path: Path) -> None:
+    model_args = f"pretrained={tiny_qwen},device=cpu,device_map=cpu"
+    results = run_lmms_eval(
+        ["--model", "qwen2_5_vl", "--model_args", model_args, "--tasks", "hvcu_bench_sample", "--log_samples"],
+        tmp_path / "out",
+    )
+    for family, task in TASK_OF.items():
+        got = results["results"][task]
+        for metric in family_metric_names(family):
+            assert f"{metric},none" in got, (task, metric)
+        assert got["n_chains,none"] == {"implication": 5, "aesthetic": 4, "affective": 6}[family]
+        assert 0.0 <= got["acc_full,none"] <= 100.0
+    score = results["results"]["hvcu_bench_sample"]["acc_full,none"]
+    expected = round(sum(results["results"][t]["acc_full,none"] for t in TASK_OF.values()) / 3, 2)
+    assert score == expected
+    logged = glob.glob(str(tmp_path / "out" / "**" / "*_samples_hvcu_bench_sample_impl.jsonl"), recursive=True)
+    first = json.loads(Path(logged[0]).read_text().splitlines()[0])
+    assert first["acc_full"]["sample_id"] == "metaphor_001" and first["acc_full"]["level"] == 1
+    assert "pred" in first["acc_full"] and first["acc_full"]["question"].startswith("What object")
+
+
+def _flat_expected_from_hvcu_score(summary: dict, family: str) -> dict[str, float]:
+    fam = summary["families"][family]
+    return {
+        **{f"acc_{k}": v for k, v in fam["acc"].items()},
+        "acc_full": fam["acc_full"],
+        **{f"invalid_{k}": v for k, v in fam["invalid"].items()},
+        **{f"errors_at_{k}": v for k, v in fam["error_counts"].items()},
+        **{f"error_share_{k}": v for k, v in fam["error_share"].items()},
+        **{f"full_{k}": v for k, v in fam["aspect_acc_full"].items()},
+        "n_chains": fam["n_samples"],
+        "n_incomplete": fam["n_incomplete"],
+    }
+
+
+def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: Path, tmp_path: Path) -> None:
+    results = run_lmms_eval(
+        ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench_sample"],
+        tmp_path / "out",
+    )
+    summary = score_files(sorted(authors_results.iterdir()))
+    assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE == summary["overall_score"]
+    for family, task in TASK_OF.items():
+        got = results["results"][task]
+        for metric, value in SMOKE_EXPECTED[family].items():
+            assert got[f"{metric},none"] == pytest.approx(value), (task, metric)
+        for metric, value in _flat_expected_from_hvcu_score(summary, family).items():
+            assert got[f"{metric},none"] == pytest.approx(value), (task, metric)
+
+
+def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -> None:
+    results = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_replay",
+            "--model_args",
+            f"predictions={authors_results}",
+            "--tasks",
+            "hvcu_bench_sample_aesth",
+            "--limit",
+            "4",
+        ],
+        tmp_path / "out",
+    )
+    got = results["results"]["hvcu_bench_sample_aesth"]
+    assert got["n_chains,none"] == 1 and got["n_incomplete,none"] == 1
+    assert got["acc_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
+
+
+def test_data_parallel_run_gathers_before_scoring(authors_results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [
+        str(BIN / "accelerate"),
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "lmms_eval",
+        "--model",
+        "hvcu_replay",
+        "--model_args",
+        f"predictions={authors_results}",
+        "--tasks",
+        "hvcu_bench_sample",
+        "--output_path",
+        str(out),
+        "--verbosity",
+        "DEBUG",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    found = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
+    assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(Path(found[0]).read_text())
+    assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE
+    assert results["results"]["hvcu_bench_sample_affect"]["n_chains,none"] == 6
+
+
+def test_a_local_copy_with_a_missing_image_stops_the_run(tmp_path: Path, authors_results: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(SMOKE_DIR, copy)
+    (copy / "Image" / "Implication-Understanding" / "contrast_001.png").unlink()
+    run = run_lmms_eval(
+        ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench_impl"],
+        tmp_path / "out",
+        env={"HVCU_BENCH_DATA": str(copy), "HF_HUB_OFFLINE": "1"},
+        expect_ok=False,
+    )
+    assert run["results"] == []
+    assert "id=contrast_001: image: no file" in run["output"]
+
+
+def test_hub_tasks_read_a_local_copy_from_the_environment(tmp_path: Path, authors_results: Path) -> None:
+    results = run_lmms_eval(
+        ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench"],
+        tmp_path / "out",
+        env={"HVCU_BENCH_DATA": str(SMOKE_DIR), "HF_HUB_OFFLINE": "1"},
+    )
+    assert results["results"]["hvcu_bench"]["acc_full,none"] == SMOKE_SCORE

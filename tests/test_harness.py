@@ -1,0 +1,103 @@
+"""The lmms-eval glue: level documents, the data-source switch, per-document payloads, aggregations."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+from conftest import item
+from lmms_eval.protocol import ChatMessages
+
+from hvcu_tasks import harness
+from hvcu_tasks.prompts import SYSTEM_PROMPT
+from hvcu_tasks.schema import DataError
+
+
+def stub(family: str, source: str) -> datasets.Dataset:
+    return datasets.Dataset.from_list([{"family": family, "source": source}])
+
+
+def test_documents_are_one_per_level_in_sample_order() -> None:
+    docs = harness.process_docs(stub("implication", "smoke"))
+    assert len(docs) == 15
+    assert [(d["sample_id"], d["level"]) for d in docs][:4] == [
+        ("metaphor_001", 1),
+        ("metaphor_001", 2),
+        ("metaphor_001", 3),
+        ("symbolism_001", 1),
+    ]
+    assert docs[0]["image"].size == (96, 96)
+
+
+def test_env_variable_points_hub_tasks_at_a_local_copy(write_dataset, monkeypatch) -> None:
+    root = write_dataset({"aesthetic": [item("font_001"), item("color_001")]})
+    monkeypatch.setenv(harness.DATA_ENV, str(root))
+    docs = harness.process_docs(stub("aesthetic", "hub"))
+    assert sorted({d["sample_id"] for d in docs}) == ["color_001", "font_001"]
+
+
+def test_env_variable_does_not_redirect_the_smoke_tasks(monkeypatch) -> None:
+    monkeypatch.setenv(harness.DATA_ENV, "/nowhere")
+    assert harness.resolve_source("smoke", {harness.DATA_ENV: "/nowhere"}) == "smoke"
+    assert len(harness.process_docs(stub("affective", "smoke"))) == 18
+
+
+def test_a_broken_local_copy_stops_the_task_with_every_problem(write_dataset, monkeypatch) -> None:
+    root = write_dataset({"affective": [item("joy_001"), item("fear_001")]}, images=False)
+    monkeypatch.setenv(harness.DATA_ENV, str(root))
+    with pytest.raises(DataError, match=r"(?s)id=joy_001: image.*id=fear_001: image"):
+        harness.process_docs(stub("affective", "hub"))
+
+
+def test_messages_follow_the_protocol_and_lmms_eval_schema() -> None:
+    doc = harness.process_docs(stub("implication", "smoke"))[0]
+    messages = harness.doc_to_messages(doc)
+    ChatMessages(messages=messages)
+    assert messages[0]["content"][0]["text"] == SYSTEM_PROMPT
+    assert messages[1]["content"][0]["text"].startswith("What object is drawn behind the grey bars?\nOptions:\nA. ")
+    assert harness.doc_to_visual(doc)[0].mode == "RGB"
+
+
+def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
+    doc = harness.process_docs(stub("implication", "smoke"))[1]
+    result = harness.process_results(doc, ["The answer is (A)."])
+    assert set(result) == set(harness.family_metric_names("implication"))
+    assert result["acc_perc"] == {
+        "sample_id": "metaphor_001",
+        "family": "implication",
+        "aspect": "metaphor",
+        "level": 2,
+        "gold": "A",
+        "pred": "A",
+        "correct": True,
+        "failed": False,
+    }
+    assert result["acc_full"]["question"].startswith("What does placing the heart behind bars suggest?")
+
+
+def test_failed_api_requests_are_counted() -> None:
+    doc = harness.process_docs(stub("implication", "smoke"))[0]
+    payload = harness.process_results(doc, ["[LMMS_EVAL_REQUEST_FAILED after 5 retries] 503"])["n_failed_requests"]
+    assert payload["failed"] and payload["pred"] is None
+    assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+
+
+def test_aggregations_and_the_missing_aspect() -> None:
+    docs = harness.process_docs(stub("aesthetic", "smoke"))
+    items = [harness.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
+    assert harness.AGGREGATIONS["acc_full"](items) == 100.0
+    assert harness.AGGREGATIONS["n_chains"](items) == 3
+    assert harness.AGGREGATIONS["full_font"](items) is None  # shown as N/A, never a made-up 0
+
+
+def test_cut_chains_are_reported(caplog) -> None:
+    docs = harness.process_docs(stub("aesthetic", "smoke"))
+    items = [harness.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:4]]
+    assert harness.AGGREGATIONS["n_incomplete"](items) == 1
+    assert harness.AGGREGATIONS["acc_full"](items) == 100.0
+    assert "lack one of their three levels" in caplog.text
+
+
+def test_group_aggregation_is_the_unweighted_overall_score() -> None:
+    assert harness.overall_score_group([53.25, 53.14, 50.33], [1200, 1050, 900], False) == 52.24
+    with pytest.raises(ValueError, match="unweighted"):
+        harness.overall_score_group([1.0], [1], True)

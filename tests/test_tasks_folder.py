@@ -1,0 +1,99 @@
+"""The task folder: generated files are current, YAMLs parse, and lmms-eval finds the tasks with no flag."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hvcu_tasks import plugin, taskgen
+
+HVCU_TASKS = {
+    "hvcu_bench",
+    "hvcu_bench_impl",
+    "hvcu_bench_aesth",
+    "hvcu_bench_affect",
+    "hvcu_bench_sample",
+    "hvcu_bench_sample_impl",
+    "hvcu_bench_sample_aesth",
+    "hvcu_bench_sample_affect",
+}
+
+
+@pytest.mark.parametrize("rel", sorted(taskgen.generated_files()))
+def test_generated_files_are_committed_and_current(rel: str) -> None:
+    path = plugin.TASKS_DIR / rel
+    assert path.is_file(), f"{rel} missing: run python -m hvcu_tasks.taskgen"
+    assert path.read_text(encoding="utf-8") == taskgen.generated_files()[rel], (
+        f"{rel} stale: run python -m hvcu_tasks.taskgen"
+    )
+
+
+def test_only_task_files_use_the_yaml_suffix() -> None:
+    names = {p.stem for p in plugin.TASKS_DIR.glob("*.yaml")}
+    assert names == HVCU_TASKS
+
+
+def test_every_yaml_loads_with_lmms_eval_and_names_known_hooks() -> None:
+    from lmms_eval.utils import load_yaml_config
+
+    for path in plugin.TASKS_DIR.glob("*.yaml"):
+        config = load_yaml_config(str(path), mode="full")
+        assert "group" in config or isinstance(config["task"], str)
+        for metric in config.get("metric_list", []):
+            assert callable(metric["aggregation"]), (path.name, metric["metric"])
+
+
+def test_lmms_eval_still_has_the_signature_the_task_hook_wraps() -> None:
+    """Fails loudly when lmms-eval changes the internal that makes `--tasks hvcu_bench` work with no flag."""
+    from lmms_eval.tasks import TaskManager
+
+    original = getattr(TaskManager.initialize_tasks, "__wrapped__", TaskManager.initialize_tasks)
+    assert tuple(inspect.signature(original).parameters) == plugin.EXPECTED_SIGNATURE
+
+
+def _listed_tasks(env: dict[str, str], *args: str) -> set[str]:
+    code = (
+        "import json, sys, lmms_eval.models\n"  # importing models loads the entry points, as the CLI does
+        "from lmms_eval.tasks import TaskManager\n"
+        "paths = sys.argv[1:] or None\n"
+        "print(json.dumps([t for t in TaskManager(include_path=paths).all_tasks if t.startswith('hvcu')]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_installed_entry_point_registers_the_tasks_without_include_path() -> None:
+    env = {k: v for k, v in os.environ.items() if k != plugin.OPT_OUT_ENV}
+    assert _listed_tasks(env) == HVCU_TASKS
+
+
+def test_opt_out_leaves_include_path_as_the_way_in() -> None:
+    env = {**os.environ, plugin.OPT_OUT_ENV: "1"}
+    assert _listed_tasks(env) == set()
+    assert _listed_tasks(env, str(plugin.TASKS_DIR)) == HVCU_TASKS
+
+
+def test_include_path_given_twice_is_indexed_once() -> None:
+    assert plugin._with_our_tasks([str(plugin.TASKS_DIR)]) == [str(plugin.TASKS_DIR)]
+    assert plugin._with_our_tasks("/x") == ["/x", str(plugin.TASKS_DIR)]
+    assert plugin._with_our_tasks(None) == [str(plugin.TASKS_DIR)]
+
+
+def test_replay_model_is_registered() -> None:
+    from lmms_eval.models import get_model
+
+    assert get_model("hvcu_replay").__name__ == "ReplayModel"
+
+
+def test_hvcu_tasks_dir_prints_the_folder(capsys) -> None:
+    from hvcu_tasks.cli import main
+
+    assert main(["tasks-dir"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == plugin.TASKS_DIR
