@@ -145,3 +145,52 @@ def test_hub_tasks_read_a_local_copy_from_the_environment(tmp_path: Path, author
         env={"HVCU_BENCH_DATA": str(SMOKE_DIR), "HF_HUB_OFFLINE": "1"},
     )
     assert results["results"]["hvcu_bench"]["acc_full,none"] == SMOKE_SCORE
+
+
+def _answer_from_question(request: dict) -> str:
+    """Reply like a chatty model: the gold key of the smoke question, wrapped in prose."""
+    from hvcu_tasks.loaders import load_source
+    from hvcu_tasks.prompts import level_text_of
+
+    user_text = request["messages"][-1]["content"][0]["text"]
+    for family in FAMILIES:
+        for sample in load_source("smoke", family).samples:
+            for lv in sample.levels:
+                if user_text == level_text_of(lv):
+                    wrong = "A" if lv.answer != "A" else "B"
+                    return f"The answer is ({wrong})." if sample.id == "font_001" else f"Answer: {lv.answer}"
+    return "no idea"
+
+
+def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) -> None:
+    from fake_openai import FakeOpenAI
+
+    from hvcu_tasks.prompts import SYSTEM_PROMPT
+
+    with FakeOpenAI(_answer_from_question) as server:
+        results = run_lmms_eval(
+            [
+                "--model",
+                "openai",
+                "--model_args",
+                f"model_version=fake-vlm,base_url={server.base_url},api_key=x",
+                "--tasks",
+                "hvcu_bench_sample",
+            ],
+            tmp_path / "out",
+        )
+        requests = list(server.requests)
+    assert len(requests) == 45
+    first = requests[0]
+    assert first["messages"][0]["role"] == "system"
+    system = first["messages"][0]["content"]
+    assert (system if isinstance(system, str) else system[0]["text"]) == SYSTEM_PROMPT
+    user = first["messages"][1]["content"]
+    assert [part["type"] for part in user] == ["text", "image_url"]
+    assert user[1]["image_url"]["url"].startswith("data:image/")
+    assert first.get("temperature", 0) == 0
+    got = results["results"]
+    assert got["hvcu_bench_sample_impl"]["acc_full,none"] == 100.0
+    assert got["hvcu_bench_sample_aesth"]["acc_full,none"] == 75.0  # font_001 answered wrong at every level
+    assert got["hvcu_bench_sample_aesth"]["errors_at_perc,none"] == 1
+    assert got["hvcu_bench_sample"]["acc_full,none"] == round((100 + 75 + 100) / 3, 2)
