@@ -97,10 +97,11 @@ def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
-    """Build the tiny random Qwen2.5-VL used by the offline demo and tests."""
-    from hvcu_tasks.tiny_model import build_qwen2_5_vl
+    """Build a tiny random Qwen2.5-VL or Qwen3-VL (the offline stand-ins of the demo and tests)."""
+    from hvcu_tasks.tiny_model import build_qwen2_5_vl, build_qwen3_vl
 
-    print(build_qwen2_5_vl(args.out, seed=args.seed))
+    build = {"qwen2_5_vl": build_qwen2_5_vl, "qwen3_vl": build_qwen3_vl}[args.arch]
+    print(build(args.out, seed=args.seed))
     return 0
 
 
@@ -125,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)
 
-    tiny = sub.add_parser("tiny-model", help="build a tiny random Qwen2.5-VL (offline stand-in, answers are noise)")
+    tiny = sub.add_parser("tiny-model", help="build a tiny random VLM (offline stand-in; its answers are noise)")
     tiny.add_argument("out", type=Path)
+    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen3_vl"], default="qwen2_5_vl")
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_cmd_tiny_model)
     return parser

@@ -1,6 +1,7 @@
-"""The lmms-eval side of the base setting: level documents, prompts, per-document results, aggregations.
+"""The lmms-eval side of HVCU-Bench: data sources, base-setting hooks, payloads and aggregations.
 
-The functions here are pure over documents; `tasks/utils.py` only re-exports them for the YAMLs.
+The functions here are pure over documents; `tasks/utils.py` only re-exports them for the YAMLs. The
+context setting's hooks live in `context.py` and share the payloads and aggregations defined here.
 """
 
 from __future__ import annotations
@@ -34,14 +35,17 @@ def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
     return declared
 
 
+def image_cell(sample: Sample) -> dict[str, Any]:
+    """Return a `datasets.Image` cell for a sample: its file path, or its encoded bytes."""
+    if sample.image and sample.image.path:
+        return {"path": str(sample.image.path), "bytes": None}
+    return {"path": None, "bytes": sample.image.data if sample.image else None}
+
+
 def level_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
     """Yield one document per (sample, level), sample-major, carrying the image reference."""
     for s in samples:
-        image = (
-            {"path": str(s.image.path), "bytes": None}
-            if s.image and s.image.path
-            else {"path": None, "bytes": s.image.data if s.image else None}
-        )
+        image = image_cell(s)
         for lv in s.levels:
             yield {
                 "sample_id": s.id,
@@ -76,8 +80,8 @@ def level_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
     return datasets.Dataset.from_list(list(level_rows(samples)), features=features)
 
 
-def process_docs(stub) -> Any:
-    """Replace a task's one-row stub ({family, source}) with that family's level documents."""
+def samples_for_stub(stub) -> list[Sample]:
+    """Load the samples a task's one-row stub ({family, source}) names, validated, or raise."""
     if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
         raise ValueError(f"HVCU task stub must hold one row with 'family' and 'source', got {stub.column_names}")
     family, declared = stub[0]["family"], stub[0]["source"]
@@ -87,7 +91,12 @@ def process_docs(stub) -> Any:
     samples = load_source(source, family).raise_for_problems()
     if not samples:
         raise ValueError(f"HVCU-Bench {family}: source {source!r} holds no samples")
-    return level_dataset(samples)
+    return samples
+
+
+def process_docs(stub) -> Any:
+    """Replace a base task's stub with that family's level documents (one per sample and level)."""
+    return level_dataset(samples_for_stub(stub))
 
 
 def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -110,18 +119,40 @@ def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[s
     return base_messages(doc_to_text(doc), doc["image"].convert("RGB"))
 
 
-def outcome_of(doc: Mapping[str, Any], response: str) -> Outcome:
-    """Score one reply against its document."""
-    options = dict(doc_options(doc))
+def score_reply(
+    doc: Mapping[str, Any], level: int, options: tuple[tuple[str, str], ...], gold: str, reply: str
+) -> Outcome:
+    """Parse one reply to one level of a document's sample and score it."""
     return Outcome(
         sample_id=str(doc["sample_id"]),
         family=str(doc["family"]),
         aspect=str(doc["aspect"]),
-        level=int(doc["level"]),
-        gold=str(doc["answer"]),
-        pred=parse_choice(response, options),
-        response=response,
+        level=int(level),
+        gold=str(gold),
+        pred=parse_choice(reply, dict(options)),
+        response=reply,
     )
+
+
+def outcome_of(doc: Mapping[str, Any], response: str) -> Outcome:
+    """Score one reply against a base-setting (one level) document."""
+    return score_reply(doc, int(doc["level"]), doc_options(doc), str(doc["answer"]), response)
+
+
+def outcome_payload(outcome: Outcome) -> dict[str, Any]:
+    """Return the compact, JSON-ready record of one scored level (no raw reply)."""
+    record = outcome.to_dict()
+    reply = record.pop("response")
+    record["failed"] = str(reply).startswith(FAILED_REQUEST_MARKER)
+    return record
+
+
+def payloads(family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any]) -> dict[str, dict]:
+    """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`."""
+    core = {"outcomes": [outcome_payload(o) for o in outcomes]}
+    result = {name: core for name in family_metric_names(family)}
+    result["acc_full"] = {**core, **log_entry}
+    return result
 
 
 def family_metric_names(family: str) -> list[str]:
@@ -139,23 +170,23 @@ def family_metric_names(family: str) -> list[str]:
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str, dict]:
-    """Return the per-document payload under every metric name of the document's family.
+    """Score a base-setting document: {"outcomes": [one level]} under every metric of its family.
 
-    The payload is small (ids, gold, parsed letter); the `acc_full` entry also carries the question so
-    that `--log_samples` files can be read without the dataset (the raw reply is lmms-eval's `resps`).
+    The `acc_full` entry also carries the question so that `--log_samples` files can be read without
+    the dataset (the raw reply is lmms-eval's `resps`).
     """
-    response = results[0] if results else ""
-    core = outcome_of(doc, response).to_dict()
-    core.pop("response")
-    core["failed"] = str(response).startswith(FAILED_REQUEST_MARKER)
-    payloads = {name: core for name in family_metric_names(str(doc["family"]))}
-    payloads["acc_full"] = {**core, "question": doc_to_text(doc)}
-    return payloads
+    outcome = outcome_of(doc, results[0] if results else "")
+    return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)})
+
+
+def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return the per-level records of every payload."""
+    return [record for item in items for record in item["outcomes"]]
 
 
 def scores_of(items: Sequence[Mapping[str, Any]]) -> FamilyScores:
     """Aggregate the logged payloads of one family task into its scores, warning about cut chains."""
-    scores = score_family([Outcome.from_dict(i) for i in items])
+    scores = score_family([Outcome.from_dict(r) for r in flatten(items)])
     if scores.n_incomplete:
         log.warning(
             "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "
@@ -180,7 +211,7 @@ def _metric(pick: Callable[[FamilyScores], float | int | None]) -> Aggregation:
 
 def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
     """Count replies that are lmms-eval's failed-request marker (scored wrong, and warned about)."""
-    n = sum(bool(i.get("failed")) for i in items)
+    n = sum(bool(r["failed"]) for r in flatten(items))
     if n:
         log.warning("HVCU-Bench: %d request(s) failed after all retries and are scored as wrong answers", n)
     return n

@@ -300,9 +300,25 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
     import datasets
 
     split = FAMILIES[family][0]
-    ds = datasets.load_dataset(repo, HUB_CONFIG, split=split, revision=revision)
-    ds = ds.cast_column(_image_column_of(ds.column_names, f"{repo}[{split}]"), datasets.Image(decode=False))
-    return rows_to_samples(ds, family, f"{repo}[{split}]")
+    source = f"{repo}[{split}]" + (f"@{revision}" if revision else "")
+    try:
+        ds = datasets.load_dataset(repo, HUB_CONFIG, split=split, revision=revision)
+    except Exception as exc:  # network, auth, missing config/split: all end here
+        raise DataError(
+            [
+                Problem(
+                    source,
+                    "-",
+                    "dataset",
+                    f"cannot load config {HUB_CONFIG!r} split {split!r}: {type(exc).__name__}: {exc}; "
+                    "offline, set HVCU_BENCH_DATA to a local copy",
+                )
+            ]
+        ) from exc
+    image_col = _image_column_of(ds.column_names, source)
+    if isinstance(ds.features.get(image_col), datasets.Image):
+        ds = ds.cast_column(image_col, datasets.Image(decode=False))
+    return rows_to_samples(ds, family, source)
 
 
 def _image_column_of(columns: list[str], source: str) -> str:

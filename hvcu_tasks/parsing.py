@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 
-__all__ = ["parse_choice"]
+__all__ = ["parse_choice", "strip_reasoning"]
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```[\w+-]*\n?(.*?)```", re.S)
@@ -25,9 +25,8 @@ _NEGATION = re.compile(
 _NOT_ARTICLE = r"(?!\s+(?!(?:or|and|nor|vs|versus|is|was|seems|looks|because|since|as|then|but)\b)[a-z])"
 
 
-def _normalise(text: str) -> str:
-    """Strip reasoning, unwrap fences and LaTeX, and fold full-width characters."""
-    text = unicodedata.normalize("NFKC", text).translate(_CJK_PUNCT)
+def strip_reasoning(text: str) -> str:
+    """Remove <think> blocks: closed ones, a dangling close (opened in the prompt) and an unclosed one."""
     text = _THINK_BLOCK.sub(" ", text)
     lowered = text.lower()
     if "</think>" in lowered:  # opening tag was part of the prompt: keep what follows the last close
@@ -35,6 +34,12 @@ def _normalise(text: str) -> str:
         lowered = text.lower()
     if "<think>" in lowered:  # unclosed reasoning: only what precedes it can be an answer
         text = text[: lowered.find("<think>")]
+    return text.strip()
+
+
+def _normalise(text: str) -> str:
+    """Strip reasoning, unwrap fences and LaTeX, and fold full-width characters."""
+    text = strip_reasoning(unicodedata.normalize("NFKC", text).translate(_CJK_PUNCT))
     text = _FENCE.sub(lambda m: "\n" + m.group(1) + "\n", text)
     text = _LATEX_WRAPPERS.sub(r"\1", text)
     text = _EMPHASIS.sub("", text)

@@ -65,4 +65,5 @@ def manifests() -> list:
             log.error("%s", exc)
     return [
         ModelManifest(model_id="hvcu_replay", chat_class_path="hvcu_tasks.models.replay.ReplayModel"),
+        ModelManifest(model_id="hvcu_context", chat_class_path="hvcu_tasks.models.wrapper.ContextWrapper"),
     ]

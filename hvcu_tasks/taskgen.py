@@ -14,10 +14,15 @@ from hvcu_tasks.harness import AGGREGATIONS, family_metric_names
 from hvcu_tasks.plugin import TASKS_DIR
 
 LOWER_IS_BETTER = ("invalid_", "errors_at_", "error_share_", "n_")
-# (task-name infix, stub source, human label) per dataset the base-setting tasks can read.
+# (task-name infix, stub source, human label) per dataset the tasks can read.
 VARIANTS = (
     ("", "hub", "the hub dataset Chime316/HVCU-Bench"),
     ("sample_", "smoke", "the bundled smoke sample (NOT the benchmark)"),
+)
+# (task-name prefix, template, setting label) per evaluation setting.
+SETTINGS = (
+    ("hvcu_bench_", "_default_template_yaml", "base setting"),
+    ("hvcu_bench_context_", "_context_template_yaml", "context setting"),
 )
 
 
@@ -34,28 +39,32 @@ def metrics_yaml(family: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def task_yaml(family: str, infix: str, source: str, label: str) -> str:
+def task_yaml(family: str, prefix: str, template: str, setting: str, infix: str, source: str, label: str) -> str:
     """Return one family task's YAML."""
     split, _stem, short = FAMILIES[family]
     return (
-        f"# HVCU-Bench {split.replace('_', ' ')}, base setting, on {label}.\n"
-        f"task: hvcu_bench_{infix}{short}\n"
+        f"# HVCU-Bench {split.replace('_', ' ')}, {setting}, on {label}.\n"
+        f"task: {prefix}{infix}{short}\n"
         "dataset_kwargs:\n"
         f"  data_files: stubs/{source}_{family}.jsonl\n"
         "include:\n"
-        "  - _default_template_yaml\n"
+        f"  - {template}\n"
         f"  - _{short}_metrics_yaml\n"
     )
 
 
-def group_yaml(infix: str, label: str) -> str:
+def group_name(prefix: str, infix: str) -> str:
+    """Return the group name of a setting and data variant (hvcu_bench, hvcu_bench_context_sample, ...)."""
+    return (prefix + infix).rstrip("_")
+
+
+def group_yaml(prefix: str, setting: str, infix: str, label: str) -> str:
     """Return the group YAML whose acc_full is the Overall Score."""
-    name = "hvcu_bench" + (f"_{infix.rstrip('_')}" if infix else "")
-    tasks = "".join(f"  - hvcu_bench_{infix}{short}\n" for _split, _stem, short in FAMILIES.values())
+    tasks = "".join(f"  - {prefix}{infix}{short}\n" for _split, _stem, short in FAMILIES.values())
     return (
-        f"# HVCU-Bench, base setting, on {label}: the three task families.\n"
+        f"# HVCU-Bench, {setting}, on {label}: the three task families.\n"
         "# The group's acc_full is the paper's Overall Score: the unweighted mean of the families' acc_full.\n"
-        f"group: {name}\n"
+        f"group: {group_name(prefix, infix)}\n"
         f"task:\n{tasks}"
         "aggregate_metric_list:\n"
         "  - metric: acc_full\n"
@@ -67,7 +76,7 @@ def group_yaml(infix: str, label: str) -> str:
 
 
 def utils_py() -> str:
-    """Return the task folder's utils.py: re-exports of the harness hooks, one name per aggregation."""
+    """Return the task folder's utils.py: re-exports of the base and context hooks and every aggregation."""
     hooks = [
         "doc_to_messages",
         "doc_to_text",
@@ -76,9 +85,11 @@ def utils_py() -> str:
         "process_docs",
         "process_results",
     ]
+    context_hooks = ["doc_to_messages", "doc_to_text", "process_docs", "process_results"]
     lines = [
         '"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""',
         "",
+        "from hvcu_tasks import context",
         "from hvcu_tasks.harness import (",
         "    AGGREGATIONS,",
         *[f"    {h}," for h in hooks],
@@ -87,6 +98,8 @@ def utils_py() -> str:
         "__all__ = [",
         *[f'    "{h}",' for h in hooks],
         "]",
+        "",
+        *[f"context_{h} = context.{h}" for h in context_hooks],
         "",
         *[f'agg_{n} = AGGREGATIONS["{n}"]' for n in sorted(AGGREGATIONS)],
     ]
@@ -99,10 +112,14 @@ def generated_files() -> dict[str, str]:
     for family, (_split, _stem, short) in FAMILIES.items():
         files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
         for infix, source, label in VARIANTS:
-            files[f"hvcu_bench_{infix}{short}.yaml"] = task_yaml(family, infix, source, label)
             files[f"stubs/{source}_{family}.jsonl"] = f'{{"family": "{family}", "source": "{source}"}}\n'
+            for prefix, template, setting in SETTINGS:
+                files[f"{prefix}{infix}{short}.yaml"] = task_yaml(
+                    family, prefix, template, setting, infix, source, label
+                )
     for infix, _source, label in VARIANTS:
-        files["hvcu_bench" + (f"_{infix.rstrip('_')}" if infix else "") + ".yaml"] = group_yaml(infix, label)
+        for prefix, _template, setting in SETTINGS:
+            files[group_name(prefix, infix) + ".yaml"] = group_yaml(prefix, setting, infix, label)
     return files
 
 

@@ -124,3 +124,62 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
     processor.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
+    """Write a tiny Qwen3-VL model, tokenizer and processor to `out` and return it."""
+    import torch
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer()
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    config = Qwen3VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [1],
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    model = Qwen3VLForConditionalGeneration(config)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out)
+    pixels = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size=pixels, patch_size=16),
+        tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(size=pixels, patch_size=16),
+        chat_template=CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -37,8 +37,29 @@ def test_tiny_qwen2_5_vl_through_the_cli_reports_every_metric(tiny_qwen: Path, t
     assert score == expected
     logged = glob.glob(str(tmp_path / "out" / "**" / "*_samples_hvcu_bench_sample_impl.jsonl"), recursive=True)
     first = json.loads(Path(logged[0]).read_text().splitlines()[0])
-    assert first["acc_full"]["sample_id"] == "metaphor_001" and first["acc_full"]["level"] == 1
-    assert "pred" in first["acc_full"] and first["acc_full"]["question"].startswith("What object")
+    (record,) = first["acc_full"]["outcomes"]
+    assert record["sample_id"] == "metaphor_001" and record["level"] == 1 and "pred" in record
+    assert first["acc_full"]["question"].startswith("What object")
+
+
+def test_tiny_qwen3_vl_through_the_cli(tmp_path: Path) -> None:
+    from hvcu_tasks.cli import main
+
+    assert main(["tiny-model", str(tmp_path / "q3"), "--arch", "qwen3_vl"]) == 0
+    results = run_lmms_eval(
+        [
+            "--model",
+            "qwen3_vl",
+            "--model_args",
+            f"pretrained={tmp_path / 'q3'},device=cpu,device_map=cpu",
+            "--tasks",
+            "hvcu_bench_sample_aesth",
+        ],
+        tmp_path / "out",
+    )
+    got = results["results"]["hvcu_bench_sample_aesth"]
+    assert got["n_chains,none"] == 4
+    assert all(f"{m},none" in got for m in family_metric_names("aesthetic"))
 
 
 def _flat_expected_from_hvcu_score(summary: dict, family: str) -> dict[str, float]:
@@ -194,3 +215,104 @@ def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) ->
     assert got["hvcu_bench_sample_aesth"]["acc_full,none"] == 75.0  # font_001 answered wrong at every level
     assert got["hvcu_bench_sample_aesth"]["errors_at_perc,none"] == 1
     assert got["hvcu_bench_sample"]["acc_full,none"] == round((100 + 75 + 100) / 3, 2)
+
+
+CONTEXT_TASK_OF = {family: f"hvcu_bench_context_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}
+
+
+def test_context_setting_through_the_wrapper_gives_exact_metrics(authors_results: Path, tmp_path: Path) -> None:
+    results = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_context",
+            "--model_args",
+            f"inner=hvcu_replay,predictions={authors_results}",
+            "--tasks",
+            "hvcu_bench_context_sample",
+            "--log_samples",
+        ],
+        tmp_path / "out",
+    )
+    assert results["results"]["hvcu_bench_context_sample"]["acc_full,none"] == SMOKE_SCORE
+    for family, task in CONTEXT_TASK_OF.items():
+        for metric, value in SMOKE_EXPECTED[family].items():
+            assert results["results"][task][f"{metric},none"] == pytest.approx(value), (task, metric)
+    logged = glob.glob(str(tmp_path / "out" / "**" / "*_samples_hvcu_bench_context_sample_impl.jsonl"), recursive=True)
+    lines = [json.loads(line)["acc_full"] for line in Path(logged[0]).read_text().splitlines()]
+    dislocation = next(e for e in lines if e["sample_id"] == "dislocation_001")
+    assert dislocation["replies"] == ["C", "C", ""] and dislocation["parsed"] == ["C", "C", None]
+    assert dislocation["chain_correct"] is False and len(dislocation["questions"]) == 3
+
+
+def test_tiny_qwen2_5_vl_runs_the_context_setting_through_the_wrapper(tiny_qwen: Path, tmp_path: Path) -> None:
+    results = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_context",
+            "--model_args",
+            f"inner=qwen2_5_vl,pretrained={tiny_qwen},device=cpu,device_map=cpu",
+            "--batch_size",
+            "8",
+            "--tasks",
+            "hvcu_bench_context_sample_affect",
+        ],
+        tmp_path / "out",
+    )
+    got = results["results"]["hvcu_bench_context_sample_affect"]
+    assert got["n_chains,none"] == 6
+    assert all(f"{m},none" in got for m in family_metric_names("affective"))
+
+
+def test_a_backend_without_multi_round_is_told_how_to_wrap_it(authors_results: Path, tmp_path: Path) -> None:
+    run = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_replay",
+            "--model_args",
+            f"predictions={authors_results}",
+            "--tasks",
+            "hvcu_bench_context_sample_impl",
+        ],
+        tmp_path / "out",
+        expect_ok=False,
+    )
+    assert run["results"] == []
+    assert "--model hvcu_context --model_args inner=" in run["output"]
+
+
+def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path) -> None:
+    from fake_openai import FakeOpenAI
+
+    from hvcu_tasks.prompts import CONTEXT_PREFIX
+
+    with FakeOpenAI(lambda request: "Answer: D") as server:
+        results = run_lmms_eval(
+            [
+                "--model",
+                "hvcu_context",
+                "--model_args",
+                f"inner=openai,model_version=fake-vlm,base_url={server.base_url},api_key=x",
+                "--tasks",
+                "hvcu_bench_context_sample",
+            ],
+            tmp_path / "out",
+        )
+        requests = list(server.requests)
+    assert len(requests) == 45
+    by_depth = {}
+    for r in requests:
+        by_depth.setdefault(len(r["messages"]), []).append(r["messages"])
+    assert sorted((k, len(v)) for k, v in by_depth.items()) == [(2, 15), (4, 15), (6, 15)]
+    last = by_depth[6][0]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert all(m["content"] in ("D", [{"type": "text", "text": "D"}]) for m in (last[2], last[4]))
+    images = [
+        i
+        for i, m in enumerate(last)
+        if isinstance(m["content"], list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+    assert images == [5]
+    assert last[5]["content"][0]["text"].startswith(CONTEXT_PREFIX)
+    assert results["results"]["hvcu_bench_context_sample_impl"]["invalid_perc,none"] == 0.0

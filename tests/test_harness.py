@@ -61,23 +61,25 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     doc = harness.process_docs(stub("implication", "smoke"))[1]
     result = harness.process_results(doc, ["The answer is (A)."])
     assert set(result) == set(harness.family_metric_names("implication"))
-    assert result["acc_perc"] == {
-        "sample_id": "metaphor_001",
-        "family": "implication",
-        "aspect": "metaphor",
-        "level": 2,
-        "gold": "A",
-        "pred": "A",
-        "correct": True,
-        "failed": False,
-    }
+    assert result["acc_perc"]["outcomes"] == [
+        {
+            "sample_id": "metaphor_001",
+            "family": "implication",
+            "aspect": "metaphor",
+            "level": 2,
+            "gold": "A",
+            "pred": "A",
+            "correct": True,
+            "failed": False,
+        }
+    ]
     assert result["acc_full"]["question"].startswith("What does placing the heart behind bars suggest?")
 
 
 def test_failed_api_requests_are_counted() -> None:
     doc = harness.process_docs(stub("implication", "smoke"))[0]
     payload = harness.process_results(doc, ["[LMMS_EVAL_REQUEST_FAILED after 5 retries] 503"])["n_failed_requests"]
-    assert payload["failed"] and payload["pred"] is None
+    assert payload["outcomes"][0]["failed"] and payload["outcomes"][0]["pred"] is None
     assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
 
 

@@ -157,3 +157,41 @@ def test_folder_of_hub_parquet_files_loads_every_family(tmp_path: Path) -> None:
     result = load_path(tmp_path)
     assert not result.problems
     assert sorted(s.family for s in result.samples) == ["aesthetic", "affective", "implication"]
+
+
+def test_hub_loader_maps_the_split_and_keeps_images_as_bytes(monkeypatch) -> None:
+    import datasets
+
+    from hvcu_tasks import loaders
+
+    calls = []
+
+    def fake_load_dataset(repo, config, split, revision=None):
+        calls.append((repo, config, split, revision))
+        features = datasets.Features(
+            {"id": datasets.Value("string"), "image": datasets.Image(), "qa_levels": datasets.Value("string")}
+        )
+        row = {
+            "id": "anger_001",
+            "image": {"bytes": _png_bytes(), "path": None},
+            "qa_levels": json.dumps(item("x")["qa_levels"]),
+        }
+        return datasets.Dataset.from_list([row], features=features)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    (sample,) = loaders.load_source("hub:me/copy@v2", "affective").raise_for_problems()
+    assert calls == [("me/copy", "benchmark", "Affective_Reasoning", "v2")]
+    assert sample.aspect == "anger" and sample.image.data and sample.source == "me/copy[Affective_Reasoning]@v2"
+
+
+def test_hub_failure_is_a_clear_error_with_the_offline_hint(monkeypatch) -> None:
+    import datasets
+
+    from hvcu_tasks import loaders
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match=r"Chime316/HVCU-Bench\[Implication_Understanding\].*HVCU_BENCH_DATA"):
+        loaders.load_source("hub", "implication")

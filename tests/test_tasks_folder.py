@@ -14,6 +14,14 @@ import pytest
 from hvcu_tasks import plugin, taskgen
 
 HVCU_TASKS = {
+    "hvcu_bench_context",
+    "hvcu_bench_context_impl",
+    "hvcu_bench_context_aesth",
+    "hvcu_bench_context_affect",
+    "hvcu_bench_context_sample",
+    "hvcu_bench_context_sample_impl",
+    "hvcu_bench_context_sample_aesth",
+    "hvcu_bench_context_sample_affect",
     "hvcu_bench",
     "hvcu_bench_impl",
     "hvcu_bench_aesth",
@@ -86,10 +94,11 @@ def test_include_path_given_twice_is_indexed_once() -> None:
     assert plugin._with_our_tasks(None) == [str(plugin.TASKS_DIR)]
 
 
-def test_replay_model_is_registered() -> None:
+def test_replay_and_context_models_are_registered() -> None:
     from lmms_eval.models import get_model
 
     assert get_model("hvcu_replay").__name__ == "ReplayModel"
+    assert get_model("hvcu_context").__name__ == "ContextWrapper"
 
 
 def test_hvcu_tasks_dir_prints_the_folder(capsys) -> None:

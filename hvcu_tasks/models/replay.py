@@ -37,7 +37,9 @@ class ReplayModel(lmms):
         doc = self.task_dict[task][split][doc_id]
         messages = doc_to_messages(doc)
         ChatMessages(messages=messages)  # raises if the task built malformed messages
-        key = (str(doc["family"]), str(doc["sample_id"]), int(doc["level"]))
+        # Base documents name their level; a context-setting chat asks level = number of user turns.
+        level = int(doc["level"]) if "level" in doc else sum(m["role"] == "user" for m in messages)
+        key = (str(doc["family"]), str(doc["sample_id"]), level)
         if key not in self.predictions:
             raise KeyError(f"hvcu_replay: no stored reply for family={key[0]} sample_id={key[1]} level={key[2]}")
         return self.predictions[key]
@@ -51,5 +53,5 @@ class ReplayModel(lmms):
         raise NotImplementedError("hvcu_replay only answers generate_until requests")
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[str]:
-        """Not supported yet: the context setting drives models through its own wrapper."""
-        raise NotImplementedError("hvcu_replay does not implement generate_until_multi_round")
+        """Not supported: wrap it, `--model hvcu_context --model_args inner=hvcu_replay,predictions=...`."""
+        raise NotImplementedError("hvcu_replay answers single rounds; wrap it with --model hvcu_context")

@@ -1,5 +1,6 @@
 """Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""
 
+from hvcu_tasks import context
 from hvcu_tasks.harness import (
     AGGREGATIONS,
     doc_to_messages,
@@ -18,6 +19,11 @@ __all__ = [
     "process_docs",
     "process_results",
 ]
+
+context_doc_to_messages = context.doc_to_messages
+context_doc_to_text = context.doc_to_text
+context_process_docs = context.process_docs
+context_process_results = context.process_results
 
 agg_acc_bridge = AGGREGATIONS["acc_bridge"]
 agg_acc_conn = AGGREGATIONS["acc_conn"]

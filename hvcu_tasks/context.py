@@ -1,0 +1,147 @@
+"""The "context" setting: each level asked after the model's own earlier questions and answers.
+
+One document per sample; lmms-eval's `generate_until_multi_round` protocol drives three rounds. Round 0
+is the base-setting chat for L1; round r (1, 2) shows the earlier levels as real user/assistant turns
+whose assistant content is the model's own parsed letter (or its own words when no letter could be
+parsed), then asks level r+1 with the image; round 3 ends the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from hvcu_tasks.harness import image_cell, payloads, samples_for_stub, score_reply
+from hvcu_tasks.metrics import Outcome
+from hvcu_tasks.parsing import parse_choice
+from hvcu_tasks.prompts import context_answer, context_messages, level_text
+from hvcu_tasks.schema import Sample
+
+NATIVE_KEY = "multi_round"
+"""Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds."""
+
+WRAPPER_MODEL = "hvcu_context"
+
+
+class UnsupportedBackend(RuntimeError):
+    """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
+
+
+def sample_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
+    """Yield one document per sample with its three levels side by side."""
+    for s in samples:
+        yield {
+            "sample_id": s.id,
+            "family": s.family,
+            "aspect": s.aspect,
+            "levels": [lv.level for lv in s.levels],
+            "questions": [lv.question for lv in s.levels],
+            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
+            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
+            "answers": [lv.answer for lv in s.levels],
+            "image": image_cell(s),
+        }
+
+
+def sample_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
+    """Build the context-setting document table (one row per sample)."""
+    import datasets
+
+    strings = datasets.Sequence(datasets.Value("string"))
+    features = datasets.Features(
+        {
+            "sample_id": datasets.Value("string"),
+            "family": datasets.Value("string"),
+            "aspect": datasets.Value("string"),
+            "levels": datasets.Sequence(datasets.Value("int32")),
+            "questions": strings,
+            "option_keys": datasets.Sequence(strings),
+            "option_texts": datasets.Sequence(strings),
+            "answers": strings,
+            "image": datasets.Image(),
+        }
+    )
+    return datasets.Dataset.from_list(list(sample_rows(samples)), features=features)
+
+
+def process_docs(stub) -> Any:
+    """Replace a context task's stub with that family's sample documents."""
+    return sample_dataset(samples_for_stub(stub))
+
+
+def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
+    """Return the (key, text) options of the document's level at position `index`."""
+    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
+
+
+def level_texts(doc: Mapping[str, Any]) -> list[str]:
+    """Return the protocol's user text of each level of a document."""
+    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
+
+
+def earlier_answers(doc: Mapping[str, Any], replies: Sequence[str]) -> list[str]:
+    """Return the assistant turns for the levels already answered: parsed letter, else the raw words."""
+    return [context_answer(parse_choice(reply, dict(level_options(doc, i))), reply) for i, reply in enumerate(replies)]
+
+
+def messages_for_round(doc: Mapping[str, Any], replies: Sequence[str]) -> list[dict]:
+    """Return the chat for the next unanswered level given the replies so far."""
+    return context_messages(level_texts(doc), earlier_answers(doc, replies), doc["image"].convert("RGB"))
+
+
+def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
+    """Raise a clear error unless the running model can drive multi-round chats."""
+    if (lmms_eval_specific_kwargs or {}).get(NATIVE_KEY) != "native":
+        raise UnsupportedBackend(
+            "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
+            f"Wrap it: --model {WRAPPER_MODEL} --model_args inner=<model>,<that model's args> "
+            "(e.g. inner=openai,model_version=gpt-4o or inner=qwen2_5_vl,pretrained=...), or use --model vllm"
+        )
+
+
+def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return level 1's text (lmms-eval's request context), after checking the backend can run rounds."""
+    require_native(lmms_eval_specific_kwargs)
+    return level_texts(doc)[0]
+
+
+def doc_to_messages(
+    doc: Mapping[str, Any],
+    lmms_eval_specific_kwargs: Mapping[str, Any] | None = None,
+    round_idx: int | None = None,
+    previous_output: Sequence[str] | None = None,
+    previous_round_info: Any = None,
+) -> Any:
+    """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
+    if not round_idx:
+        return messages_for_round(doc, [])
+    replies = list(previous_output or [])
+    if len(replies) != round_idx:
+        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
+    if round_idx >= len(doc["questions"]):
+        return None, True, replies, previous_round_info
+    return messages_for_round(doc, replies), False, replies, previous_round_info
+
+
+def outcomes_of(doc: Mapping[str, Any], replies: Sequence[str]) -> list[Outcome]:
+    """Score the replies of one chain (fewer replies than levels leave those levels unasked)."""
+    return [
+        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], reply)
+        for i, reply in enumerate(replies[: len(doc["questions"])])
+    ]
+
+
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict]:
+    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdict."""
+    replies = results[0] if results and isinstance(results[0], (list, tuple)) else list(results)
+    replies = [str(r) for r in replies]
+    outcomes = outcomes_of(doc, replies)
+    entry = {
+        "sample_id": doc["sample_id"],
+        "questions": level_texts(doc),
+        "replies": replies,
+        "parsed": [o.pred for o in outcomes],
+        "gold": list(doc["answers"]),
+        "chain_correct": len(outcomes) == len(doc["questions"]) and all(o.correct for o in outcomes),
+    }
+    return payloads(str(doc["family"]), outcomes, entry)

@@ -1,0 +1,160 @@
+"""The context setting: per-round messages, the model's own answers in the history, and the wrapper."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+from lmms_eval.api.instance import Instance
+from lmms_eval.api.model import lmms
+from lmms_eval.protocol import ChatMessages
+
+from hvcu_tasks import context
+from hvcu_tasks.models.wrapper import ContextWrapper
+from hvcu_tasks.prompts import CONTEXT_PREFIX, NO_ANSWER, SYSTEM_PROMPT
+
+
+@pytest.fixture(scope="module")
+def docs() -> datasets.Dataset:
+    return context.process_docs(datasets.Dataset.from_list([{"family": "implication", "source": "smoke"}]))
+
+
+def roles(messages: list[dict]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+def image_turns(messages: list[dict]) -> list[int]:
+    return [i for i, m in enumerate(messages) for part in m["content"] if part["type"] == "image"]
+
+
+def test_one_document_per_sample(docs) -> None:
+    assert len(docs) == 5
+    assert docs[0]["sample_id"] == "metaphor_001" and docs[0]["answers"] == ["B", "A", "C"]
+
+
+def test_round_zero_is_the_base_setting_chat(docs) -> None:
+    messages = context.doc_to_messages(docs[0])
+    ChatMessages(messages=messages)
+    assert roles(messages) == ["system", "user"]
+    assert messages[0]["content"][0]["text"] == SYSTEM_PROMPT
+    assert [p["type"] for p in messages[1]["content"]] == ["text", "image"]
+
+
+def test_level_three_sees_both_earlier_levels_and_the_models_own_answers(docs) -> None:
+    doc = docs[0]
+    messages, done, replies, _info = context.doc_to_messages(doc, round_idx=2, previous_output=["D", "(A)"])
+    ChatMessages(messages=messages)
+    texts = context.level_texts(doc)
+    assert not done and replies == ["D", "(A)"]
+    assert roles(messages) == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert messages[1]["content"] == [{"type": "text", "text": texts[0]}]
+    assert messages[2]["content"] == [{"type": "text", "text": "D"}]  # the model's own (wrong) answer, not gold B
+    assert messages[3]["content"] == [{"type": "text", "text": texts[1]}]
+    assert messages[4]["content"] == [{"type": "text", "text": "A"}]  # parsed letter of "(A)"
+    assert messages[5]["content"][0] == {"type": "text", "text": CONTEXT_PREFIX + texts[2]}
+    assert image_turns(messages) == [5]  # the image only in the final turn
+
+
+def test_an_unparsable_earlier_reply_is_sent_as_the_models_own_words(docs) -> None:
+    messages, *_ = context.doc_to_messages(
+        docs[0], round_idx=2, previous_output=["<think>hmm</think>It is a heart, I think.", "   "]
+    )
+    assert messages[2]["content"][0]["text"] == "It is a heart, I think."
+    assert messages[4]["content"][0]["text"] == NO_ANSWER  # empty reply: never an empty assistant turn
+
+
+def test_the_chain_ends_after_three_rounds(docs) -> None:
+    assert context.doc_to_messages(docs[0], round_idx=3, previous_output=["B", "A", "C"])[:3] == (
+        None,
+        True,
+        ["B", "A", "C"],
+    )
+
+
+def test_round_and_history_length_must_agree(docs) -> None:
+    with pytest.raises(ValueError, match="round 2 of sample metaphor_001 got 1 earlier replies"):
+        context.doc_to_messages(docs[0], round_idx=2, previous_output=["B"])
+
+
+def test_chain_results_are_scored_and_logged(docs) -> None:
+    result = context.process_results(docs[0], [["B", "A", "The answer is C."]])
+    entry = result["acc_full"]
+    assert [o["correct"] for o in entry["outcomes"]] == [True, True, True]
+    assert entry["parsed"] == ["B", "A", "C"] and entry["chain_correct"] is True
+    assert entry["replies"][2] == "The answer is C." and entry["questions"][0].startswith("What object")
+    assert set(result) >= {"acc_perc", "acc_full", "n_incomplete"}
+
+
+def test_backends_without_multi_round_get_a_clear_error(docs) -> None:
+    with pytest.raises(context.UnsupportedBackend, match="--model hvcu_context --model_args inner="):
+        context.doc_to_text(docs[0], {"multi_round": "unsupported"})
+    assert context.doc_to_text(docs[0], {"multi_round": "native"}).startswith("What object")
+
+
+class Recorder(lmms):
+    """A chat model that answers 'B' and records each generate_until batch's messages."""
+
+    is_simple = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__()
+        self.batches: list[list[list[dict]]] = []
+
+    def generate_until(self, requests):
+        self.batches.append([r.args[1](self.task_dict[r.args[4]][r.args[5]][r.args[3]]) for r in requests])
+        return ["B"] * len(requests)
+
+    def loglikelihood(self, requests):
+        raise NotImplementedError
+
+    def generate_until_multi_round(self, requests):
+        raise NotImplementedError
+
+
+def _requests(docs, n: int) -> list[Instance]:
+    def doc_to_messages(doc, round_idx=None, previous_output=None, previous_round_info=None):
+        if round_idx is None:
+            return context.doc_to_messages(doc)
+        return context.doc_to_messages(
+            doc, round_idx=round_idx, previous_output=previous_output, previous_round_info=previous_round_info
+        )
+
+    return [
+        Instance(
+            request_type="generate_until_multi_round",
+            arguments=("ctx", doc_to_messages, {"max_new_tokens": 8}, i, "t", "train"),
+            idx=0,
+            metadata={"task": "t", "doc_id": i, "repeats": 1},
+        )
+        for i in range(n)
+    ]
+
+
+def test_wrapper_sends_each_round_of_all_documents_as_one_batch(docs, monkeypatch) -> None:
+    import lmms_eval.models
+
+    monkeypatch.setattr(lmms_eval.models, "get_model", lambda name: Recorder)
+    wrapper = ContextWrapper(inner="recorder")
+    wrapper.task_dict["t"] = {"train": docs}
+    outputs = wrapper.generate_until_multi_round(_requests(docs, 5))
+    assert outputs == [["B", "B", "B"]] * 5
+    assert wrapper.rounds_sent == [5, 5, 5]
+    first, second, third = wrapper.inner.batches
+    assert [roles(m) for m in first] == [["system", "user"]] * 5
+    assert [roles(m) for m in third] == [["system", "user", "assistant", "user", "assistant", "user"]] * 5
+    assert all(m[2]["content"][0]["text"] == "B" for m in third)
+
+
+def test_wrapper_rejects_a_simple_inner_model(monkeypatch) -> None:
+    import lmms_eval.models
+
+    class Simple(Recorder):
+        is_simple = True
+
+    monkeypatch.setattr(lmms_eval.models, "get_model", lambda name: Simple)
+    with pytest.raises(ValueError, match="cannot take multi-turn chat messages"):
+        ContextWrapper(inner="simple_thing")
+
+
+def test_wrapper_needs_an_inner_model() -> None:
+    with pytest.raises(ValueError, match="inner=<lmms-eval model>"):
+        ContextWrapper()
