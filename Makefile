@@ -16,21 +16,22 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $@
 
-# The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model.
+# The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model,
+# both settings in one run (hvcu_context passes base requests straight to qwen2_5_vl, batches context rounds).
 demo: setup
 	rm -rf $(DEMO)/runs
 	$(BIN)/hvcu tiny-model $(DEMO)/tiny-qwen2_5_vl
-	$(BIN)/lmms-eval --model qwen2_5_vl \
-	  --model_args pretrained=$(DEMO)/tiny-qwen2_5_vl,device=cpu,device_map=cpu \
-	  --tasks hvcu_bench_sample --output_path $(DEMO)/runs --log_samples
+	$(BIN)/lmms-eval --model hvcu_context \
+	  --model_args inner=qwen2_5_vl,pretrained=$(DEMO)/tiny-qwen2_5_vl,device=cpu,device_map=cpu \
+	  --batch_size 8 --tasks hvcu_bench_sample,hvcu_bench_context_sample --output_path $(DEMO)/runs --log_samples
 	@test -n "$$(find $(DEMO)/runs -name '*_results.json')" || { echo "lmms-eval wrote no results: see the log above"; exit 1; }
 	@echo
 	@echo "Results: $$(find $(DEMO)/runs -name '*_results.json')"
 	@echo "That was a SMOKE SAMPLE and a random tiny model: the numbers mean nothing. For real use (GPU + hub):"
 	@echo "  lmms-eval --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct,tensor_parallel_size=1 \\"
-	@echo "    --tasks hvcu_bench --output_path runs/ --log_samples"
-	@echo "  lmms-eval --model openai --model_args model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
-	@echo "    --tasks hvcu_bench --output_path runs/ --log_samples"
+	@echo "    --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
+	@echo "  lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
+	@echo "    --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
 
 lint: setup
 	$(BIN)/ruff check .

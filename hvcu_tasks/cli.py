@@ -88,6 +88,28 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_chains(args: argparse.Namespace) -> int:
+    """Print one JSON line per sample chain found in lmms-eval samples files."""
+    from hvcu_tasks.chains import chains_of_file, samples_files
+
+    files = samples_files(args.paths)
+    if not files:
+        print(
+            f"error: no *_samples_hvcu_bench*.jsonl under {[str(p) for p in args.paths]} (run with --log_samples)",
+            file=sys.stderr,
+        )
+        return 2
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+    try:
+        for task, path in files:
+            for chain in chains_of_file(task, path):
+                out.write(json.dumps(chain, ensure_ascii=False) + "\n")
+    finally:
+        if args.out:
+            out.close()
+    return 0
+
+
 def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
     """Print the folder to pass to lmms-eval's --include_path."""
     from hvcu_tasks.plugin import TASKS_DIR
@@ -123,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--format", choices=["table", "json"], default="table")
     score.set_defaults(func=_cmd_score)
 
+    chains = sub.add_parser(
+        "chains", help="per-sample chains (questions, replies, letters, verdict) from --log_samples"
+    )
+    chains.add_argument("paths", nargs="+", type=Path, help="lmms-eval output folders or samples files")
+    chains.add_argument("--out", type=Path, help="write JSONL here instead of stdout")
+    chains.set_defaults(func=_cmd_chains)
+
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)
 
@@ -139,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except DataError as exc:
+    except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -129,11 +129,8 @@ def _requests(docs, n: int) -> list[Instance]:
     ]
 
 
-def test_wrapper_sends_each_round_of_all_documents_as_one_batch(docs, monkeypatch) -> None:
-    import lmms_eval.models
-
-    monkeypatch.setattr(lmms_eval.models, "get_model", lambda name: Recorder)
-    wrapper = ContextWrapper(inner="recorder")
+def test_wrapper_sends_each_round_of_all_documents_as_one_batch(docs) -> None:
+    wrapper = ContextWrapper.around(Recorder())
     wrapper.task_dict["t"] = {"train": docs}
     outputs = wrapper.generate_until_multi_round(_requests(docs, 5))
     assert outputs == [["B", "B", "B"]] * 5
@@ -150,9 +147,31 @@ def test_wrapper_rejects_a_simple_inner_model(monkeypatch) -> None:
     class Simple(Recorder):
         is_simple = True
 
+    with pytest.raises(ValueError, match="'Simple' resolves to a simple"):
+        ContextWrapper.around(Simple())
     monkeypatch.setattr(lmms_eval.models, "get_model", lambda name: Simple)
-    with pytest.raises(ValueError, match="cannot take multi-turn chat messages"):
+    with pytest.raises(ValueError, match="'simple_thing' resolves to a simple"):
         ContextWrapper(inner="simple_thing")
+
+
+def test_wrapper_finishes_chains_of_different_lengths(docs) -> None:
+    """A chain that ends early (the task says terminal) leaves the batch; the others go on."""
+
+    def doc_to_messages(doc, round_idx=None, previous_output=None, previous_round_info=None):
+        if round_idx is None:
+            return context.doc_to_messages(doc)
+        if doc["sample_id"] == "contrast_001":
+            return None, True, previous_output, None
+        return context.doc_to_messages(doc, round_idx=round_idx, previous_output=previous_output)
+
+    wrapper = ContextWrapper.around(Recorder())
+    wrapper.task_dict["t"] = {"train": docs}
+    requests = _requests(docs, 5)
+    for r in requests:
+        r.arguments = (r.arguments[0], doc_to_messages, *r.arguments[2:])
+    outputs = wrapper.generate_until_multi_round(requests)
+    assert [len(o) for o in outputs] == [3, 3, 1, 3, 3]
+    assert wrapper.rounds_sent == [5, 4, 4]
 
 
 def test_wrapper_needs_an_inner_model() -> None:

@@ -76,11 +76,34 @@ def _flat_expected_from_hvcu_score(summary: dict, family: str) -> dict[str, floa
     }
 
 
+def chains_of_run(out: Path) -> dict[str, dict]:
+    """Run `hvcu chains` on a run folder and return its records by sample id."""
+    from hvcu_tasks.cli import main
+
+    target = out.parent / "chains.jsonl"
+    assert main(["chains", str(out), "--out", str(target)]) == 0
+    return {c["sample_id"]: c for c in map(json.loads, target.read_text().splitlines())}
+
+
 def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: Path, tmp_path: Path) -> None:
     results = run_lmms_eval(
-        ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench_sample"],
+        [
+            "--model",
+            "hvcu_replay",
+            "--model_args",
+            f"predictions={authors_results}",
+            "--tasks",
+            "hvcu_bench_sample",
+            "--log_samples",
+        ],
         tmp_path / "out",
     )
+    chains = chains_of_run(tmp_path / "out")
+    assert len(chains) == 15
+    assert chains["graphics_001"]["setting"] == "base"
+    assert chains["graphics_001"]["parsed"] == ["B", "A", "A"] and chains["graphics_001"]["gold"] == ["B", "C", "D"]
+    assert chains["graphics_001"]["chain_correct"] is False and chains["color_001"]["chain_correct"] is True
+    assert chains["color_001"]["questions"][0].startswith("Which colours make up the gradient?")
     summary = score_files(sorted(authors_results.iterdir()))
     assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE == summary["overall_score"]
     for family, task in TASK_OF.items():
@@ -242,6 +265,10 @@ def test_context_setting_through_the_wrapper_gives_exact_metrics(authors_results
     dislocation = next(e for e in lines if e["sample_id"] == "dislocation_001")
     assert dislocation["replies"] == ["C", "C", ""] and dislocation["parsed"] == ["C", "C", None]
     assert dislocation["chain_correct"] is False and len(dislocation["questions"]) == 3
+    chains = chains_of_run(tmp_path / "out")
+    assert chains["dislocation_001"]["setting"] == "context"
+    assert chains["dislocation_001"]["replies"] == ["C", "C", ""]
+    assert sum(c["chain_correct"] for c in chains.values()) == 1 + 2 + 5
 
 
 def test_tiny_qwen2_5_vl_runs_the_context_setting_through_the_wrapper(tiny_qwen: Path, tmp_path: Path) -> None:

@@ -45,14 +45,32 @@ class ContextWrapper(lmms):
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
-        if getattr(cls, "is_simple", True):
+        self._check_chat(cls, inner)
+        self._attach(cls(**inner_args), inner)
+
+    @classmethod
+    def around(cls, inner: lmms, name: str = "") -> ContextWrapper:
+        """Wrap an already-built lmms-eval chat model (for code that builds its models itself)."""
+        cls._check_chat(type(inner), name or type(inner).__name__)
+        wrapper = cls.__new__(cls)
+        lmms.__init__(wrapper)
+        wrapper._attach(inner, name or type(inner).__name__)
+        return wrapper
+
+    @staticmethod
+    def _check_chat(model_cls: type, name: str) -> None:
+        """Reject models that take a text prompt instead of chat messages."""
+        if getattr(model_cls, "is_simple", True):
             raise ValueError(
-                f"hvcu_context: inner model {inner!r} resolves to a simple (text-prompt) model that cannot take "
+                f"hvcu_context: inner model {name!r} resolves to a simple (text-prompt) model that cannot take "
                 "multi-turn chat messages; pick a chat backend (openai, vllm, qwen2_5_vl, qwen3_vl, llava_hf, ...)"
             )
-        self.inner_name = inner
-        self.inner = cls(**inner_args)
-        self.task_dict = self.inner.task_dict  # the evaluator fills ours; the inner model reads the same dict
+
+    def _attach(self, inner: lmms, name: str) -> None:
+        """Hold the inner model and share its task_dict (the evaluator fills ours, the inner model reads it)."""
+        self.inner_name = name
+        self.inner = inner
+        self.task_dict = inner.task_dict
         self.rounds_sent: list[int] = []  # batch size of every inner call made for multi-round requests
 
     @property

@@ -1,0 +1,84 @@
+"""Per-sample chains from lmms-eval `--log_samples` files, for both settings (behind `hvcu chains`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SAMPLES_FILE = re.compile(r"_samples_(?P<task>hvcu_bench\w*)\.jsonl$")
+
+
+def samples_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
+    """Return (task, file) for every HVCU-Bench samples file under the given files or folders."""
+    found = []
+    for p in map(Path, paths):
+        for f in sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]:
+            m = SAMPLES_FILE.search(f.name)
+            if m:
+                found.append((m.group("task"), f))
+    return found
+
+
+def _reply(line: dict[str, Any]) -> Any:
+    """Return the raw reply(s) lmms-eval logged for a document."""
+    value = line.get("filtered_resps", line.get("resps"))
+    while isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]
+    return value
+
+
+def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
+    """Return one record per sample: questions, raw replies, parsed letters, gold keys and the verdict."""
+    setting = "context" if task.startswith("hvcu_bench_context") else "base"
+    by_sample: dict[str, dict[str, Any]] = {}
+    for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text)
+            entry = line["acc_full"]
+            outcomes = entry["outcomes"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({exc})") from exc
+        sid = str(outcomes[0]["sample_id"]) if outcomes else str(entry.get("sample_id"))
+        chain = by_sample.setdefault(
+            sid,
+            {
+                "task": task,
+                "setting": setting,
+                "family": outcomes[0]["family"] if outcomes else None,
+                "sample_id": sid,
+                "levels": {},
+            },
+        )
+        replies = _reply(line)
+        if setting == "context":
+            texts, replies = entry["questions"], list(replies if isinstance(replies, list) else [replies])
+        else:
+            texts, replies = [entry["question"]], [replies[0] if isinstance(replies, list) else replies]
+        for outcome, question, reply in zip(outcomes, texts, replies, strict=False):
+            chain["levels"][int(outcome["level"])] = {
+                "question": question,
+                "reply": reply,
+                "parsed": outcome["pred"],
+                "gold": outcome["gold"],
+                "correct": outcome["correct"],
+            }
+    out = []
+    for chain in by_sample.values():
+        levels = [chain["levels"][k] for k in sorted(chain["levels"])]
+        complete = sorted(chain["levels"]) == [1, 2, 3]
+        out.append(
+            {
+                **{k: chain[k] for k in ("task", "setting", "family", "sample_id")},
+                "questions": [lv["question"] for lv in levels],
+                "replies": [lv["reply"] for lv in levels],
+                "parsed": [lv["parsed"] for lv in levels],
+                "gold": [lv["gold"] for lv in levels],
+                "chain_correct": all(lv["correct"] for lv in levels) if complete else None,
+            }
+        )
+    return out
