@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,train]"
 	touch $@
 
 # The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model,
@@ -44,7 +44,8 @@ unit: setup
 test: lint
 	$(BIN)/python -m pytest -q
 
-constraints: setup
+# Refresh the pins from the current .venv (after installing a new set into it by hand).
+constraints:
 	{ sed -n '1,2p' constraints.txt; $(BIN)/pip freeze --exclude-editable | grep -v '^hvcu'; } > constraints.new
 	mv constraints.new constraints.txt
 

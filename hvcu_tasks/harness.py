@@ -13,7 +13,7 @@ from typing import Any
 
 from hvcu_tasks.families import ASPECTS, LEVEL_NAMES
 from hvcu_tasks.loaders import load_source
-from hvcu_tasks.metrics import FamilyScores, Outcome, score_family
+from hvcu_tasks.metrics import FamilyScores, Outcome, overall_score, score_family
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
 from hvcu_tasks.schema import Sample
@@ -185,15 +185,8 @@ def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scores_of(items: Sequence[Mapping[str, Any]]) -> FamilyScores:
-    """Aggregate the logged payloads of one family task into its scores, warning about cut chains."""
-    scores = score_family([Outcome.from_dict(r) for r in flatten(items)])
-    if scores.n_incomplete:
-        log.warning(
-            "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "
-            "acc_full, error attribution and per-aspect scores",
-            scores.n_incomplete,
-        )
-    return scores
+    """Aggregate the logged payloads of one family task into its scores."""
+    return score_family([Outcome.from_dict(r) for r in flatten(items)])
 
 
 Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]
@@ -217,6 +210,18 @@ def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
+def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
+    """Count samples missing a level (e.g. under --limit), warning that full-chain metrics leave them out."""
+    n = scores_of(items).n_incomplete
+    if n:
+        log.warning(
+            "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "
+            "acc_full, error attribution and per-aspect scores",
+            n,
+        )
+    return n
+
+
 def _aspect_metric(aspect: str) -> Aggregation:
     """Make the per-aspect full-chain accuracy aggregation (None, shown N/A, when no chain has it)."""
     return _metric(lambda s: s.aspect_acc_full.get(aspect))
@@ -229,7 +234,7 @@ AGGREGATIONS: dict[str, Aggregation] = {
     **{f"errors_at_{n}": _metric(lambda s, n=n: s.error_counts[n]) for n in LEVEL_NAMES.values()},
     **{f"error_share_{n}": _metric(lambda s, n=n: s.error_share[n]) for n in LEVEL_NAMES.values()},
     "n_chains": _metric(lambda s: s.n_samples),
-    "n_incomplete": _metric(lambda s: s.n_incomplete),
+    "n_incomplete": incomplete_chains,
     "n_failed_requests": failed_requests,
     **{f"full_{a}": _aspect_metric(a) for fam in ASPECTS.values() for a in fam},
 }
@@ -237,8 +242,6 @@ AGGREGATIONS: dict[str, Aggregation] = {
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
     """lmms-eval group aggregation: the paper's Overall Score (unweighted mean, 2 decimals)."""
-    from hvcu_tasks.metrics import overall_score
-
     if weight_by_size:
         raise ValueError("the Overall Score is an unweighted mean; set weight_by_size: false")
     return overall_score(list(metrics))

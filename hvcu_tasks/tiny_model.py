@@ -65,9 +65,52 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     return fast
 
 
+def _text_config(tokenizer, ids: dict[str, int], **extra: object) -> dict:
+    """Return the tiny language-model config shared by both architectures."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+        "pad_token_id": ids["<|endoftext|>"],
+        **extra,
+    }
+
+
+def _vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
+    """Return the image/video token id arguments of a Qwen-VL config."""
+    return {
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+    }
+
+
+def _build(out: Path, seed: int, make_model, make_processor) -> Path:
+    """Seed, build tokenizer, model (make_model(tokenizer, ids)) and processor, and save them to `out`."""
+    import torch
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer()
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    model = make_model(tokenizer, ids)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out)
+    make_processor(tokenizer).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny Qwen2.5-VL model, tokenizer and processor to `out` and return it."""
-    import torch
     from transformers import (
         Qwen2_5_VLConfig,
         Qwen2_5_VLForConditionalGeneration,
@@ -76,26 +119,9 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
         Qwen2VLVideoProcessor,
     )
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen2_5_VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 4096,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
-            "bos_token_id": ids["<|endoftext|>"],
-            "eos_token_id": ids["<|im_end|>"],
-            "pad_token_id": ids["<|endoftext|>"],
-        },
-        vision_config={
+    def model(tokenizer, ids):
+        text = _text_config(tokenizer, ids, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
+        vision = {
             "depth": 1,
             "hidden_size": 32,
             "intermediate_size": 64,
@@ -103,32 +129,23 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
             "out_hidden_size": 64,
             "fullatt_block_indexes": [0],
             "window_size": 56,
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    model = Qwen2_5_VLForConditionalGeneration(config)
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.save_pretrained(out)
-    image_processor = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
-    video_processor = Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112)
-    processor = Qwen2_5_VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+        }
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
+        return Qwen2_5_VLForConditionalGeneration(config)
+
+    def processor(tokenizer):
+        return Qwen2_5_VLProcessor(
+            image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
+            tokenizer=tokenizer,
+            video_processor=Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
+            chat_template=CHAT_TEMPLATE,
+        )
+
+    return _build(out, seed, model, processor)
 
 
 def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
     """Write a tiny Qwen3-VL model, tokenizer and processor to `out` and return it."""
-    import torch
     from transformers import (
         Qwen2VLImageProcessor,
         Qwen3VLConfig,
@@ -137,25 +154,8 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         Qwen3VLVideoProcessor,
     )
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 16,
-            "max_position_embeddings": 4096,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
-            "pad_token_id": ids["<|endoftext|>"],
-        },
-        vision_config={
+    def model(tokenizer, ids):
+        vision = {
             "depth": 2,
             "hidden_size": 32,
             "intermediate_size": 64,
@@ -163,23 +163,18 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
             "out_hidden_size": 64,
             "num_position_embeddings": 64,
             "deepstack_visual_indexes": [1],
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-    )
-    model = Qwen3VLForConditionalGeneration(config)
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.save_pretrained(out)
-    pixels = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}
-    processor = Qwen3VLProcessor(
-        image_processor=Qwen2VLImageProcessor(size=pixels, patch_size=16),
-        tokenizer=tokenizer,
-        video_processor=Qwen3VLVideoProcessor(size=pixels, patch_size=16),
-        chat_template=CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+        }
+        text = _text_config(tokenizer, ids, head_dim=16)
+        config = Qwen3VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
+        return Qwen3VLForConditionalGeneration(config)
+
+    def processor(tokenizer):
+        pixels = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}
+        return Qwen3VLProcessor(
+            image_processor=Qwen2VLImageProcessor(size=pixels, patch_size=16),
+            tokenizer=tokenizer,
+            video_processor=Qwen3VLVideoProcessor(size=pixels, patch_size=16),
+            chat_template=CHAT_TEMPLATE,
+        )
+
+    return _build(out, seed, model, processor)

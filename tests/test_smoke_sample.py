@@ -1,0 +1,32 @@
+"""The bundled smoke sample is exactly what its generator writes, and says it is not the benchmark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.smoke.build import build
+
+
+def test_committed_sample_equals_a_fresh_build(tmp_path: Path) -> None:
+    build(tmp_path)
+    committed = sorted(p.relative_to(SMOKE_DIR) for p in SMOKE_DIR.rglob("*") if p.is_file())
+    assert committed == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    for rel in committed:
+        if rel.suffix == ".json":
+            assert (SMOKE_DIR / rel).read_text() == (tmp_path / rel).read_text(), rel
+        else:
+            a = np.asarray(Image.open(SMOKE_DIR / rel).convert("RGB"))
+            b = np.asarray(Image.open(tmp_path / rel).convert("RGB"))
+            assert a.shape == b.shape == (96, 96, 3), rel
+            assert (a != b).any(axis=2).mean() < 0.02, f"{rel}: rerun python -m hvcu_tasks.smoke.build"
+
+
+def test_every_record_is_labelled_as_a_smoke_sample() -> None:
+    for path in SMOKE_DIR.glob("*.json"):
+        for record in json.loads(path.read_text()):
+            assert "SMOKE SAMPLE" in record["note"] and "not HVCU-Bench" in record["note"]
