@@ -285,7 +285,7 @@ def load_parquet(path: Path, family: str | None = None) -> LoadResult:
     import pyarrow.parquet as pq
 
     path = Path(path)
-    family = family or family_from_name(path.stem.split("-")[0]) or family_from_name(path.stem)
+    family = family or parquet_family(path)
     if family is None:
         return LoadResult(problems=[Problem(str(path), "-", "file", f"cannot tell the task family from {path.name!r}")])
     try:
@@ -335,16 +335,22 @@ def _image_column_of(columns: list[str], source: str) -> str:
     return col
 
 
+def parquet_family(path: Path) -> str | None:
+    """Return the family a parquet file holds, judged by its name (any case, '-'/'_' alike)."""
+    name = path.stem.lower().replace("-", "_")
+    return next((f for f, (split, _stem, _short) in FAMILIES.items() if split.lower() in name), None)
+
+
 def _family_files(root: Path) -> Iterator[tuple[str, Path]]:
-    """Yield (family, file) for every family JSON or parquet file directly under or below `root`."""
-    for family, (split, stem, _short) in FAMILIES.items():
+    """Yield (family, file): the authors' JSON at `root` when present, else that family's parquet shards below it."""
+    shards = sorted(root.rglob("*.parquet"))
+    for family, (_split, stem, _short) in FAMILIES.items():
         json_file = root / f"{stem}.json"
         if json_file.is_file():
             yield family, json_file
             continue
-        parquet = sorted(root.glob(f"**/{split}*.parquet"))
-        if parquet:
-            for p in parquet:
+        for p in shards:
+            if parquet_family(p) == family:
                 yield family, p
 
 

@@ -1,4 +1,4 @@
-"""Build a tiny randomly-initialised Qwen2.5-VL on disk, offline, to exercise real backends end to end.
+"""Build tiny randomly-initialised VLMs (Qwen2.5-VL, Qwen3-VL, LLaVA) on disk, offline, for end-to-end runs.
 
 Its answers are random: it proves that a path works (loading, chat template, images, generation),
 never a score. About 200k parameters; built in seconds on a CPU.
@@ -39,21 +39,28 @@ _TRAINING_TEXT = [
 ]
 
 
-def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
-    """Train a byte-level BPE with Qwen's special tokens and wrap it as a Qwen2 tokenizer."""
+def _byte_level_bpe(special_tokens: list[str], unk: str | None = None):  # -> tokenizers.Tokenizer
+    """Train a small byte-level BPE over a few prompt-like strings, with the full byte alphabet."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
 
-    tok = Tokenizer(models.BPE())
+    tok = Tokenizer(models.BPE(unk_token=unk))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=600,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(_TRAINING_TEXT, trainer=trainer)
+    return tok
+
+
+def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
+    """Train a byte-level BPE with Qwen's special tokens and wrap it as a Qwen2 tokenizer."""
+    from transformers import Qwen2TokenizerFast
+
+    tok = _byte_level_bpe(SPECIAL_TOKENS)
     fast = Qwen2TokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -178,3 +185,79 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         )
 
     return _build(out, seed, model, processor)
+
+
+# A USER:/ASSISTANT: template (llava-1.5 style) that understands lmms-eval's typed content parts.
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'].upper() }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<image>\n{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}\n"
+    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+
+def build_llava(out: Path, seed: int = 0) -> Path:
+    """Write a tiny LLaVA (CLIP vision tower + Llama LM) with tokenizer and processor to `out`."""
+    import torch
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=_byte_level_bpe(specials, unk="<unk>"),
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    vision = CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )
+    model = LlavaForConditionalGeneration(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
+        tokenizer=tokenizer,
+        patch_size=14,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -177,3 +177,35 @@ def test_wrapper_finishes_chains_of_different_lengths(docs) -> None:
 def test_wrapper_needs_an_inner_model() -> None:
     with pytest.raises(ValueError, match="inner=<lmms-eval model>"):
         ContextWrapper()
+
+
+def test_lmms_eval_task_object_speaks_vllms_round_protocol() -> None:
+    """lmms-eval's own vllm loop calls task.doc_to_messages(doc) then (doc, round_idx=..., ...): replay it."""
+    from lmms_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager(model_name="vllm", include_path=None)
+    task = get_task_dict(["hvcu_bench_context_sample_impl"], manager, task_type="chat")[
+        "hvcu_bench_context_sample_impl"
+    ]
+    assert task.OUTPUT_TYPE == "generate_until_multi_round"
+    assert task.lmms_eval_specific_kwargs == {"multi_round": "native"}
+    doc = task.dataset[task.config.test_split][0]
+    replies: list[str] = []
+    seen = []
+    while True:  # the loop vllm's generate_until_multi_round runs, one document at a time
+        if not replies:
+            messages = task.doc_to_messages(doc)
+        else:
+            messages, terminal, _out, _info = task.doc_to_messages(
+                doc, round_idx=len(replies), previous_output=list(replies), previous_round_info=None
+            )
+            if terminal:
+                break
+        ChatMessages(messages=messages)
+        seen.append(roles(messages))
+        replies.append("C")
+    assert seen == [
+        ["system", "user"],
+        ["system", "user", "assistant", "user"],
+        ["system", "user", "assistant", "user", "assistant", "user"],
+    ]

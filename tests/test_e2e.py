@@ -343,3 +343,29 @@ def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path)
     assert images == [5]
     assert last[5]["content"][0]["text"].startswith(CONTEXT_PREFIX)
     assert results["results"]["hvcu_bench_context_sample_impl"]["invalid_perc,none"] == 0.0
+
+
+def test_tiny_llava_through_llava_hf_in_both_settings(tmp_path: Path) -> None:
+    """llava_hf swallows generation errors into empty replies: assert every reply is real text."""
+    from hvcu_tasks.cli import main
+
+    assert main(["tiny-model", str(tmp_path / "llava"), "--arch", "llava"]) == 0
+    results = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_context",
+            "--model_args",
+            f"inner=llava_hf,pretrained={tmp_path / 'llava'},device=cpu,device_map=cpu",
+            "--tasks",
+            "hvcu_bench_sample_aesth,hvcu_bench_context_sample_aesth",
+            "--log_samples",
+        ],
+        tmp_path / "out",
+    )
+    for task in ("hvcu_bench_sample_aesth", "hvcu_bench_context_sample_aesth"):
+        assert results["results"][task]["n_chains,none"] == 4
+    from hvcu_tasks.chains import chains_of_file, samples_files
+
+    chains = [c for task, path in samples_files([tmp_path / "out"]) for c in chains_of_file(task, path)]
+    assert sorted(c["setting"] for c in chains) == ["base"] * 4 + ["context"] * 4
+    assert all(len(c["replies"]) == 3 and all(r.strip() for r in c["replies"]) for c in chains)

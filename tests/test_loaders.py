@@ -150,10 +150,10 @@ def test_unknown_parquet_columns_fail_naming_expected_and_found() -> None:
 
 
 def test_folder_of_hub_parquet_files_loads_every_family(tmp_path: Path) -> None:
-    for split in ("Implication_Understanding", "Aesthetic_Appreciation", "Affective_Reasoning"):
+    for split in ("Implication_Understanding", "aesthetic-appreciation", "test_Affective_Reasoning"):
         rows = [{"id": f"{split}_1", "image": _png_bytes(), "qa_levels": item("x")["qa_levels"]}]
         (tmp_path / "assets").mkdir(exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "assets" / f"{split}-00000.parquet")
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "assets" / f"{split}-00000-of-00001.parquet")
     result = load_path(tmp_path)
     assert not result.problems
     assert sorted(s.family for s in result.samples) == ["aesthetic", "affective", "implication"]
