@@ -21,8 +21,8 @@ _NEGATION = re.compile(
     re.I,
 )
 
-# A capital letter followed by a lower-case word reads as the article "A ..." unless that word links options.
-_NOT_ARTICLE = r"(?!\s+(?!(?:or|and|nor|vs|versus|is|was|seems|looks|because|since|as|then|but)\b)[a-z])"
+# "A" followed by a lower-case word reads as the article ("A man ...") unless that word links options.
+_NOT_ARTICLE = r"(?<!A)|(?<=A)(?!\s+(?!(?:or|and|nor|vs|versus|is|was|seems|looks|because|since|as|then|but)\b)[a-z])"
 
 
 def strip_reasoning(text: str) -> str:
@@ -88,20 +88,36 @@ def _strip_echoed_options(text: str, keys: str, options: Mapping[str, str]) -> s
 
 
 def _phrase_patterns(keys: str) -> list[re.Pattern[str]]:
-    """Build the explicit-commitment patterns for the given option keys."""
-    upper = r"(?-i:[" + keys + r"])"
+    """Build the explicit-commitment patterns for the given option keys (index 3: corrections)."""
+    upper = r"(?-i:[" + keys + r"])(?![\w'])"
     paren_any = r"[(\[](?:[" + keys + keys.lower() + r"])[)\]]"
-    key = r"(?P<key>" + upper + r"(?![\w'])|" + paren_any + r")"
+    lower_at_end = r"(?-i:[" + keys.lower() + r"])(?=[\s.!)\]\"']*$)"  # "answer - d", never "answer is a cat"
+    key = r"(?P<key>" + upper + "|" + paren_any + "|" + lower_at_end + r")"
+    quoted = r"[\"'“”‘’]?"
     verbs = r"(?:answer|option|choice|choose|chose|select|selected|pick|picked|go with|going with|opt for)"
     return [
         re.compile(
-            r"\b(?:final\s+)?answer\s*(?:is|would be|should be|will be|=|:|-)?\s*(?:option\s*)?:?\s*" + key, re.I
+            r"\b(?:final\s+)?answer\s*(?:is|would be|should be|will be|=|:|-)?\s*(?:option\s*)?:?\s*" + quoted + key,
+            re.I,
         ),
-        re.compile(r"\b(?:correct|best|right)\s+(?:answer|option|choice)\s*(?:is|would be|:)?\s*" + key, re.I),
-        re.compile(r"\b" + verbs + r"\s*(?:is|:)?\s*" + key, re.I),
         re.compile(
-            r"\b(?:actually|rather|instead|correction|on second thought|wait)\b[\s,:;-]*(?:it'?s\s+|the answer is\s+)?"
+            r"\b(?:correct|best|right|most likely|most appropriate)\s+(?:answer|option|choice)\s*(?:is|would be|:)?\s*"
+            + quoted
             + key,
+            re.I,
+        ),
+        re.compile(r"\b" + verbs + r"\s*(?:is|:)?\s*" + quoted + key, re.I),
+        re.compile(
+            r"\b(?:actually|rather|instead|correction|on second thought|wait)\b[\s,:;-]*"
+            r"(?:it'?s\s+|the answer is\s+)?" + key,
+            re.I,
+        ),
+        re.compile(r"\b(?:so|therefore|thus|hence)\b[\s,:]*(?:it'?s\s+|the answer is\s+)?" + key + r"[\s.!]*$", re.I),
+        re.compile(
+            r"(?<![\w'])(?P<key>(?-i:[" + keys + r"]))\s+(?:is\s+|seems\s+|looks\s+)?(?:the\s+)?"
+            r"(?:best|correct|right|most likely|most fitting)\b(?!\s+(?:than|if))|(?<![\w'])(?P<key2>(?-i:["
+            + keys
+            + r"]))\s+fits\s+best\b",
             re.I,
         ),
     ]
@@ -112,15 +128,21 @@ def _clean_key(raw: str) -> str:
     return raw.strip("()[] ").upper()
 
 
+_AMBIGUOUS = "?"
+
+
 def _explicit_answer(text: str, keys: str) -> str | None:
-    """Return the key of the last explicit, non-negated answer statement in the reply."""
+    """Return the key of the last explicit, non-negated answer statement, '?' when it names two keys."""
     best: tuple[int, str] | None = None
+    alternative = re.compile(r"\s*(?:or|/|and/or)\s*[(\[]?(?-i:[" + keys + r"])(?![\w'])")
     for pattern in _phrase_patterns(keys):
         for m in pattern.finditer(text):
             if _NEGATION.search(text[max(0, m.start() - 30) : m.start()]):
                 continue
+            raw = m.groupdict().get("key") or m.groupdict().get("key2")
+            key = _AMBIGUOUS if alternative.match(text, m.end()) else _clean_key(raw)
             if best is None or m.start() > best[0]:
-                best = (m.start(), _clean_key(m.group("key")))
+                best = (m.start(), key)
     return best[1] if best else None
 
 
@@ -165,7 +187,7 @@ def parse_choice(response: str | None, options: Mapping[str, str] | Sequence[str
 
     explicit = _explicit_answer(text, keys)
     if explicit:
-        return explicit
+        return None if explicit == _AMBIGUOUS else explicit
 
     whole = _key_of_text(text, opts)
     if whole:
@@ -174,7 +196,7 @@ def parse_choice(response: str | None, options: Mapping[str, str] | Sequence[str
     # Standalone capital letters; "A" followed by a lower-case word is the article, not an answer.
     tokens = {
         m.group(1)
-        for m in re.finditer(r"(?<![\w'])(?-i:([" + keys + r"]))(?![\w'])" + _NOT_ARTICLE, text)
+        for m in re.finditer(r"(?<![\w'])(?-i:([" + keys + r"]))(?![\w'])(?:" + _NOT_ARTICLE + ")", text)
         if not _NEGATION.search(text[max(0, m.start() - 30) : m.start()])
     }
     if len(tokens) == 1:

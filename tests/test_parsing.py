@@ -57,6 +57,18 @@ TABLE = [
     ("Ｂ", "B"),  # full-width letter
     ("答案：（Ｃ）。", "C"),  # full-width punctuation
     ("It could be A or B.", None),
+    ("The answer is B or C.", None),  # names two options
+    ("The answer is A/B", None),
+    ("Both A and B are plausible but C fits best.", "C"),
+    ("B seems the best choice here.", "B"),
+    ("D is the most likely.", "D"),
+    ("C is better than D", None),
+    ("B is incorrect; the answer is A.", "A"),
+    ("Looking at the options: A is joy, B is sadness. The figure cries, so B.", "B"),
+    ("answer - d", "D"),  # a lower-case letter counts only where nothing follows it
+    ("the answer is a metaphor for loss", None),
+    ('The correct option is "B".', "B"),
+    ("My answer: (D) Solid", "D"),
     ("E", None),  # not an option
     ("The answer is E.", None),
     ("", None),
