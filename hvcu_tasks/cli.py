@@ -110,6 +110,32 @@ def _cmd_chains(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    """Write or print paper-layout tables for the given lmms-eval run folders."""
+    from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, to_json
+    from hvcu_tasks.report.runs import read_runs
+    from hvcu_tasks.report.tables import all_tables
+
+    models = read_runs(args.runs)
+    tables = all_tables(models, reference=not args.no_reference)
+    for model in models:
+        for setting, notes in model.notes.items():
+            for note in notes:
+                print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
+    if args.format == "json":
+        texts = {"report": to_json(tables)}
+    else:
+        texts = {t.name: RENDERERS[args.format](t) for t in tables}
+    if args.out is None:
+        print("\n".join(texts.values()), end="")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (args.out / f"{name}.{EXTENSIONS[args.format]}").write_text(text, encoding="utf-8")
+    print(f"wrote {len(texts)} file(s) to {args.out}")
+    return 0
+
+
 def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
     """Print the folder to pass to lmms-eval's --include_path."""
     from hvcu_tasks.plugin import TASKS_DIR
@@ -151,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     chains.add_argument("paths", nargs="+", type=Path, help="lmms-eval output folders or samples files")
     chains.add_argument("--out", type=Path, help="write JSONL here instead of stdout")
     chains.set_defaults(func=_cmd_chains)
+
+    report = sub.add_parser("report", help="paper-layout tables from lmms-eval run folders, beside the paper's rows")
+    report.add_argument("runs", nargs="+", type=Path, help="lmms-eval --output_path folders or results files")
+    report.add_argument("--format", choices=["md", "csv", "latex", "json"], default="md")
+    report.add_argument("--out", type=Path, help="write one file per table here instead of printing")
+    report.add_argument("--no-reference", action="store_true", help="leave out the paper's reference rows")
+    report.set_defaults(func=_cmd_report)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)

@@ -1,0 +1,35 @@
+"""The paper's reference rows (Tables 2 and 8), shipped as data with their source."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+REFERENCE_FILE = Path(__file__).resolve().parent / "paper_reference.json"
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """One published row: per-family level accuracies and the Score, with its table."""
+
+    model: str
+    setting: str
+    families: dict[str, dict[str, float]]
+    score: float
+    source: str
+
+
+@cache
+def reference_rows() -> tuple[ReferenceRow, ...]:
+    """Return every shipped reference row."""
+    data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
+    return tuple(
+        ReferenceRow(r["model"], r["setting"], r["families"], float(r["score"]), r["source"]) for r in data["rows"]
+    )
+
+
+def rows_for(setting: str) -> list[ReferenceRow]:
+    """Return the reference rows of one setting, in the paper's order."""
+    return [r for r in reference_rows() if r.setting == setting]

@@ -1,0 +1,98 @@
+"""Render report tables as Markdown, CSV, LaTeX or JSON text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from hvcu_tasks.report.tables import Cell, Table
+
+MISSING = "–"
+
+
+def cell_text(value: Cell) -> str:
+    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash."""
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def to_markdown(table: Table) -> str:
+    """Return a GitHub-flavoured Markdown table with its title and footnotes."""
+    lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |"]
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|")
+    lines += ["| " + " | ".join(cell_text(c).replace("|", "\\|") for c in row) + " |" for row in table.rows]
+    if table.notes:
+        lines += [""] + [f"- {n}" for n in table.notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    """Return the table as CSV (missing values empty, numbers unrounded)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table.columns)
+    for row in table.rows:
+        writer.writerow(["" if c is None else c for c in row])
+    return buffer.getvalue()
+
+
+_LATEX_ESCAPES = {
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "Δ": r"$\Delta$",
+    "–": "--",
+    "†": r"\dag{}",
+}
+
+
+def _latex(text: str) -> str:
+    """Escape LaTeX special characters."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def to_latex(table: Table) -> str:
+    """Return a booktabs tabular with the title as caption and footnotes below."""
+    spec = "l" + "r" * (len(table.columns) - 1)
+    lines = [
+        "\\begin{table}[t]",
+        "\\centering",
+        f"\\caption{{{_latex(table.title)}}}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(_latex(c) for c in table.columns) + " \\\\",
+        "\\midrule",
+        *[" & ".join(_latex(cell_text(c)) for c in row) + " \\\\" for row in table.rows],
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    lines += [f"\\par{{\\footnotesize {_latex(n)}}}" for n in table.notes]
+    lines.append("\\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(tables: list[Table]) -> str:
+    """Return every table as one JSON document."""
+    return (
+        json.dumps(
+            [
+                {"name": t.name, "title": t.title, "columns": t.columns, "rows": t.rows, "notes": t.notes}
+                for t in tables
+            ],
+            indent=2,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
+
+
+RENDERERS = {"md": to_markdown, "csv": to_csv, "latex": to_latex}
+EXTENSIONS = {"md": "md", "csv": "csv", "latex": "tex", "json": "json"}

@@ -1,0 +1,131 @@
+"""Read lmms-eval output folders into per-model HVCU-Bench results, flagging anything partial."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES
+from hvcu_tasks.metrics import overall_score
+
+TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
+SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
+LEVEL_METRICS = [f"acc_{n}" for n in LEVEL_NAMES.values()] + ["acc_full"]
+
+
+class ReportError(ValueError):
+    """Raised when run folders cannot be turned into a report; the message says which folder and why."""
+
+
+@dataclass
+class FamilyResult:
+    """One family task's metrics from one results file (percent unless a count)."""
+
+    metrics: dict[str, float | None]
+    task: str
+
+    def get(self, name: str) -> float | None:
+        """Return a metric value, None when absent."""
+        return self.metrics.get(name)
+
+
+@dataclass
+class ModelResult:
+    """Everything known about one model: per setting, per family results and what is partial."""
+
+    model: str
+    sources: list[str] = field(default_factory=list)
+    settings: dict[str, dict[str, FamilyResult]] = field(default_factory=dict)
+    dataset: set[str] = field(default_factory=set)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    def score(self, setting: str) -> float | None:
+        """Return the Overall Score of a setting, or None unless all three families are present."""
+        fams = self.settings.get(setting, {})
+        if set(fams) != set(FAMILIES):
+            return None
+        values = [fams[f].get("acc_full") for f in FAMILIES]
+        return None if any(v is None for v in values) else overall_score(values)  # type: ignore[arg-type]
+
+    def partial(self, setting: str) -> bool:
+        """Whether the setting lacks a family or was run on a subset."""
+        return self.score(setting) is None or bool(self.notes.get(setting))
+
+    def note(self, setting: str, text: str) -> None:
+        """Record why a setting's numbers are partial."""
+        self.notes.setdefault(setting, []).append(text)
+
+
+def _model_name(results: dict[str, Any]) -> str:
+    """Return a readable model name from an lmms-eval results file."""
+    config = results.get("config", {}) or {}
+    args = dict(kv.split("=", 1) for kv in str(config.get("model_args") or "").split(",") if "=" in kv)
+    for key in ("model_version", "model", "pretrained", "inner"):
+        if args.get(key):
+            return str(args[key])
+    return str(results.get("model_name") or config.get("model") or "unknown")
+
+
+def results_files(path: Path) -> list[Path]:
+    """Return every lmms-eval results file under a folder (or the file itself)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    return sorted(path.rglob("*_results.json"))
+
+
+def read_runs(paths: list[Path]) -> list[ModelResult]:
+    """Read run folders into one ModelResult per model, merging base and context runs of the same model."""
+    models: dict[str, ModelResult] = {}
+    for root in map(Path, paths):
+        if not root.exists():
+            raise ReportError(f"{root}: no such file or folder")
+        files = results_files(root)
+        if not files:
+            raise ReportError(f"{root}: no lmms-eval results file (*_results.json) in it")
+        found_any = False
+        for f in files:
+            try:
+                results = json.loads(f.read_text(encoding="utf-8"))
+                per_task = results["results"]
+            except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
+            name = _model_name(results)
+            model = models.setdefault(name, ModelResult(model=name))
+            limit = (results.get("config") or {}).get("limit")
+            for task, values in per_task.items():
+                m = TASK_NAME.match(task)
+                if not m:
+                    continue
+                found_any = True
+                setting = "context" if m.group("context") else "base"
+                family = SHORT_TO_FAMILY[m.group("short")]
+                metrics = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+                if family in model.settings.get(setting, {}):
+                    raise ReportError(
+                        f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
+                    )
+                model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
+                model.dataset.add("smoke sample" if m.group("sample") else "HVCU-Bench")
+                if limit is not None or (metrics.get("n_incomplete") or 0) > 0:
+                    model.note(setting, f"{family} ran on a subset (--limit {limit})")
+            if str(f) not in model.sources:
+                model.sources.append(str(f))
+        if not found_any:
+            raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*)")
+    for model in models.values():
+        if len(model.dataset) > 1:
+            raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
+        for setting, fams in model.settings.items():
+            missing = [f for f in FAMILIES if f not in fams]
+            if missing:
+                model.note(setting, f"missing {', '.join(missing)} (no Overall Score)")
+    return [m for m in models.values() if m.settings]
+
+
+def aspect_names() -> list[tuple[str, str]]:
+    """Return (family, aspect) for the 15 aspects in the paper's order."""
+    return [(f, a) for f, aspects in ASPECTS.items() for a in aspects]

@@ -1,0 +1,151 @@
+"""Paper-layout tables (Tables 2, 3, 8, per-aspect, error attribution) as plain data, before rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.report.reference import rows_for
+from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names
+
+Cell = str | float | int | None
+FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
+METRIC_LABEL = {"acc_perc": "Acc_perc", "acc_bridge": "Acc_bridge", "acc_conn": "Acc_conn", "acc_full": "Acc_full"}
+PAPER_MARK = "[paper]"
+PARTIAL_MARK = "*"
+SMOKE_MARK = "†"
+
+
+@dataclass
+class Table:
+    """A titled grid of cells with footnotes; `name` is its file stem."""
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _label(model: ModelResult, setting: str) -> str:
+    """Return a model's row label, starred when partial, daggered when run on the smoke sample."""
+    smoke = SMOKE_MARK if model.dataset == {"smoke sample"} else ""
+    return model.model + smoke + (PARTIAL_MARK if model.partial(setting) else "")
+
+
+def _partial_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list[str]:
+    """Return the footnotes: one per partial model and setting, and the smoke-sample warning."""
+    notes = [
+        f"{PARTIAL_MARK} {m.model} ({s}): " + "; ".join(m.notes[s]) for m in models for s in settings if m.notes.get(s)
+    ]
+    if any(m.dataset == {"smoke sample"} and set(settings) & set(m.settings) for m in models):
+        notes.append(f"{SMOKE_MARK} ran on the bundled smoke sample, not HVCU-Bench: not comparable to the paper.")
+    return notes
+
+
+def setting_table(models: list[ModelResult], setting: str, reference: bool = True) -> Table:
+    """Table 2 (base) / Table 8 (context) layout: per family Acc_perc/bridge/conn/full, then the Score."""
+    number = {"base": 2, "context": 8}[setting]
+    columns = ["Model"] + [f"{FAMILY_LABEL[f]} {METRIC_LABEL[m]}" for f in FAMILIES for m in LEVEL_METRICS] + ["Score"]
+    table = Table(
+        f"table{number}_{setting}", f"HVCU-Bench, {setting} setting (layout of the paper's Table {number})", columns
+    )
+    if reference:
+        for ref in rows_for(setting):
+            cells = [ref.families[f][m] for f in FAMILIES for m in LEVEL_METRICS]
+            table.rows.append([f"{ref.model} {PAPER_MARK}", *cells, ref.score])
+    for model in models:
+        fams = model.settings.get(setting)
+        if not fams:
+            continue
+        cells = [fams[f].get(m) if f in fams else None for f in FAMILIES for m in LEVEL_METRICS]
+        table.rows.append([_label(model, setting), *cells, model.score(setting)])
+    if reference:
+        table.notes.append(f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors.")
+    table.notes += _partial_notes(models, (setting,))
+    return table
+
+
+def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> Table:
+    """Table 3 layout: per model and family, base and context accuracies and the Score gain."""
+    columns = ["Model", "Setting", "Task", *METRIC_LABEL.values(), "Score", "Δ Score"]
+    table = Table("table3_base_vs_context", "Base vs context setting (layout of the paper's Table 3)", columns)
+
+    def add(name: str, setting: str, fams: dict[str, dict[str, float | None]], score, delta) -> None:  # noqa: ANN001
+        for i, f in enumerate(FAMILIES):
+            cells = [fams.get(f, {}).get(m) for m in LEVEL_METRICS]
+            first = i == 0
+            table.rows.append(
+                [
+                    name if first else "",
+                    setting if first else "",
+                    FAMILY_LABEL[f],
+                    *cells,
+                    score if first else None,
+                    delta if first else None,
+                ]
+            )
+
+    if reference:
+        context = {r.model: r for r in rows_for("context")}
+        for base in rows_for("base"):
+            if base.model in context:
+                ctx = context[base.model]
+                add(f"{base.model} {PAPER_MARK}", "base", base.families, base.score, None)
+                add(f"{base.model} {PAPER_MARK}", "context", ctx.families, ctx.score, round(ctx.score - base.score, 2))
+    for model in models:
+        if not {"base", "context"} <= set(model.settings):
+            continue
+        scores = {s: model.score(s) for s in ("base", "context")}
+        delta = None if None in scores.values() else round(scores["context"] - scores["base"], 2)
+        for setting in ("base", "context"):
+            fams = {f: r.metrics for f, r in model.settings[setting].items()}
+            add(_label(model, setting), setting, fams, scores[setting], delta if setting == "context" else None)
+    table.notes += _partial_notes(models, ("base", "context"))
+    return table
+
+
+def aspect_table(models: list[ModelResult], setting: str) -> Table:
+    """Per-aspect full-chain accuracy (15 aspects) of each model in one setting."""
+    pairs = aspect_names()
+    table = Table(f"aspects_{setting}", f"Acc_full per aspect, {setting} setting", ["Model", *[a for _f, a in pairs]])
+    for model in models:
+        fams = model.settings.get(setting)
+        if fams:
+            table.rows.append(
+                [_label(model, setting), *[fams[f].get(f"full_{a}") if f in fams else None for f, a in pairs]]
+            )
+    table.notes += _partial_notes(models, (setting,))
+    return table
+
+
+def error_table(models: list[ModelResult], setting: str) -> Table:
+    """Error attribution: failed samples by first wrong level (count and share), plus invalid replies."""
+    levels = list(LEVEL_NAMES.values())
+    columns = ["Model", "Task", "Failed", *[f"first wrong: {n}" for n in levels], *[f"invalid {n} %" for n in levels]]
+    table = Table(f"errors_{setting}", f"Error attribution, {setting} setting (count, share of failed %)", columns)
+    for model in models:
+        fams = model.settings.get(setting, {})
+        for f, result in ((f, fams[f]) for f in FAMILIES if f in fams):
+            counts = [result.get(f"errors_at_{n}") for n in levels]
+            shares = [result.get(f"error_share_{n}") for n in levels]
+            failed = sum(int(c) for c in counts if c is not None)
+            cells = [None if c is None else f"{int(c)} ({s:.2f}%)" for c, s in zip(counts, shares, strict=True)]
+            table.rows.append(
+                [_label(model, setting), FAMILY_LABEL[f], failed, *cells, *[result.get(f"invalid_{n}") for n in levels]]
+            )
+    table.notes += _partial_notes(models, (setting,))
+    return table
+
+
+def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
+    """Return every table the runs support, in reading order."""
+    settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
+    tables = [setting_table(models, s, reference) for s in settings]
+    if settings == ["base", "context"]:
+        both = base_vs_context_table(models, reference)
+        if both.rows:
+            tables.append(both)
+    for s in settings:
+        tables += [aspect_table(models, s), error_table(models, s)]
+    return tables

@@ -1,0 +1,119 @@
+"""`hvcu report`: paper-layout tables from lmms-eval run folders, partial runs flagged, bad input refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hvcu_tasks.cli import main
+from hvcu_tasks.report.reference import rows_for
+from hvcu_tasks.report.runs import ReportError, read_runs
+from hvcu_tasks.report.tables import all_tables, base_vs_context_table, setting_table
+
+FULL = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+
+
+def write_results(folder: Path, tasks: dict[str, dict], model_args: str = "model=Qwen/X", limit=None) -> Path:
+    """Write a minimal lmms-eval results file in lmms-eval's own layout."""
+    folder.mkdir(parents=True, exist_ok=True)
+    results = {t: {f"{k},none": v for k, v in m.items()} | {"alias": t} for t, m in tasks.items()}
+    data = {"results": results, "config": {"model": "vllm", "model_args": model_args, "limit": limit}}
+    path = folder / "20260101_000000_results.json"
+    path.write_text(json.dumps(data))
+    return folder
+
+
+def families(prefix: str, **overrides: float) -> dict[str, dict]:
+    return {f"{prefix}_{s}": {**FULL, **overrides} for s in ("impl", "aesth", "affect")}
+
+
+def test_reference_rows_are_the_papers_tables() -> None:
+    base, context = rows_for("base"), rows_for("context")
+    assert [r.model for r in base][:2] == ["Human", "GPT-4o"] and len(base) == 14 and len(context) == 13
+    gpt = base[1]
+    assert gpt.families["implication"]["acc_conn"] == 62.75 and gpt.score == 52.24
+    assert all("Table 2" in r.source for r in base) and all("Table 8" in r.source for r in context)
+
+
+def test_base_and_context_runs_of_one_model_merge_into_one_row(tmp_path: Path) -> None:
+    write_results(tmp_path / "a", families("hvcu_bench"))
+    write_results(tmp_path / "b", families("hvcu_bench_context", acc_full=70.0), "inner=openai,model=Qwen/X")
+    (model,) = read_runs([tmp_path / "a", tmp_path / "b"])
+    assert model.model == "Qwen/X" and model.score("base") == 60.0 and model.score("context") == 70.0
+    table = base_vs_context_table([model], reference=False)
+    assert table.rows[3][:3] == ["Qwen/X", "context", "Impl."] and table.rows[3][-1] == 10.0
+
+
+def test_table2_puts_paper_rows_first_and_marks_them(tmp_path: Path) -> None:
+    write_results(tmp_path, families("hvcu_bench"))
+    table = setting_table(read_runs([tmp_path]), "base")
+    assert table.rows[0][0] == "Human [paper]" and table.rows[-1][0] == "Qwen/X"
+    assert table.rows[-1][-1] == 60.0
+    assert any("Table 2" in n for n in table.notes)
+
+
+def test_a_missing_family_is_partial_and_has_no_score(tmp_path: Path) -> None:
+    tasks = families("hvcu_bench")
+    del tasks["hvcu_bench_affect"]
+    (model,) = read_runs([write_results(tmp_path, tasks)])
+    assert model.score("base") is None and model.partial("base")
+    table = setting_table([model], "base", reference=False)
+    assert table.rows[0][0] == "Qwen/X*" and table.rows[0][-1] is None
+    assert "missing affective (no Overall Score)" in table.notes[0]
+
+
+def test_a_limited_run_is_partial(tmp_path: Path) -> None:
+    (model,) = read_runs([write_results(tmp_path, families("hvcu_bench"), limit=20)])
+    assert model.partial("base") and "--limit 20" in model.notes["base"][0]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda p: None, "no such file or folder"),
+        (lambda p: p.mkdir(), "no lmms-eval results file"),
+        (lambda p: write_results(p, {"mmstar": {"average": 50.0}}), "hold no HVCU-Bench task"),
+        (lambda p: (p.mkdir(), (p / "x_results.json").write_text("{")), "not an lmms-eval results file"),
+    ],
+)
+def test_bad_input_is_refused_with_the_folder_named(tmp_path: Path, setup, message: str) -> None:
+    run = tmp_path / "run"
+    setup(run)
+    with pytest.raises(ReportError, match=message):
+        read_runs([run])
+
+
+def test_smoke_and_benchmark_runs_of_one_model_are_not_mixed(tmp_path: Path) -> None:
+    write_results(tmp_path / "a", families("hvcu_bench"))
+    write_results(tmp_path / "b", families("hvcu_bench_context_sample"))
+    with pytest.raises(ReportError, match="mixes the smoke sample and the benchmark"):
+        read_runs([tmp_path / "a", tmp_path / "b"])
+
+
+def test_the_same_family_twice_is_refused(tmp_path: Path) -> None:
+    write_results(tmp_path / "a", families("hvcu_bench"))
+    write_results(tmp_path / "b", families("hvcu_bench"))
+    with pytest.raises(ReportError, match="has base implication results twice"):
+        read_runs([tmp_path / "a", tmp_path / "b"])
+
+
+def test_cli_reports_errors_without_a_traceback(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
+    write_results(tmp_path / "a", families("hvcu_bench"))
+    write_results(tmp_path / "b", families("hvcu_bench_context", acc_full=70.0))
+    assert (
+        main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "csv", "--out", str(tmp_path / "o")]) == 0
+    )
+    names = sorted(p.name for p in (tmp_path / "o").iterdir())
+    assert names == sorted(f"{t.name}.csv" for t in all_tables(read_runs([tmp_path / "a", tmp_path / "b"])))
+    assert "table3_base_vs_context.csv" in names
+    json_out = tmp_path / "j"
+    assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(json_out)]) == 0
+    tables = json.loads((json_out / "report.json").read_text())
+    assert tables[0]["name"] == "table2_base" and tables[0]["rows"][-1][-1] == 60.0

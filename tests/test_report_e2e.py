@@ -1,0 +1,81 @@
+"""`hvcu report` on real lmms-eval output (replay model, both settings), checked against golden files.
+
+Regenerate the golden files after an intended change with HVCU_UPDATE_GOLDEN=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import SMOKE_REPLIES, run_lmms_eval
+
+from hvcu_tasks.cli import main
+from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.loaders import load_source
+
+pytestmark = pytest.mark.slow
+GOLDEN = Path(__file__).resolve().parent / "golden" / "report"
+
+
+def _write_predictions(path: Path, wrong: set[tuple[str, int]] | None) -> None:
+    """Write replay predictions: SMOKE_REPLIES when `wrong` is None, else gold except the (id, level) listed."""
+    with path.open("w") as out:
+        for family in FAMILIES:
+            for s in load_source("smoke", family).raise_for_problems():
+                for i, lv in enumerate(s.levels):
+                    if wrong is None:
+                        reply = SMOKE_REPLIES[(family, s.id)][i] or ""
+                    else:
+                        reply = ("A" if lv.answer != "A" else "B") if (s.id, lv.level) in wrong else lv.answer
+                    record = {"family": family, "sample_id": s.id, "level": lv.level, "response": reply}
+                    out.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("report_runs")
+    _write_predictions(root / "base.jsonl", None)
+    _write_predictions(root / "context.jsonl", {("font_001", 1)})
+    args = ["--model_args"]
+    run_lmms_eval(
+        ["--model", "hvcu_replay", *args, f"predictions={root / 'base.jsonl'}", "--tasks", "hvcu_bench_sample"],
+        root / "base",
+    )
+    run_lmms_eval(
+        [
+            "--model",
+            "hvcu_context",
+            *args,
+            f"inner=hvcu_replay,predictions={root / 'context.jsonl'}",
+            "--tasks",
+            "hvcu_bench_context_sample",
+        ],
+        root / "context",
+    )
+    return root / "base", root / "context"
+
+
+@pytest.mark.parametrize("fmt", ["md", "csv", "latex"])
+def test_report_matches_the_golden_files(runs: tuple[Path, Path], tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / fmt
+    assert main(["report", *map(str, runs), "--format", fmt, "--out", str(out)]) == 0
+    produced = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    if os.environ.get("HVCU_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in produced.items():
+            (GOLDEN / name).write_text(text)
+    ext = {"md": ".md", "csv": ".csv", "latex": ".tex"}[fmt]
+    expected = {p.name: p.read_text() for p in sorted(GOLDEN.glob(f"*{ext}"))}
+    assert produced == expected
+
+
+def test_the_context_gain_is_computed_from_the_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    assert main(["report", *map(str, runs), "--format", "json", "--out", str(tmp_path)]) == 0
+    tables = {t["name"]: t for t in json.loads((tmp_path / "report.json").read_text())}
+    ours = [r for r in tables["table3_base_vs_context"]["rows"] if r[0] and r[0].startswith("hvcu_replay")]
+    base, context = ours
+    assert (base[1], base[7]) == ("base", 51.11)
+    assert (context[1], context[7], context[8]) == ("context", 91.67, 40.56)  # (100 + 75 + 100) / 3 - 51.11
