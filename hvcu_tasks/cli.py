@@ -113,11 +113,16 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print paper-layout tables for the given lmms-eval run folders."""
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, to_json
-    from hvcu_tasks.report.runs import read_runs
-    from hvcu_tasks.report.tables import all_tables
+    from hvcu_tasks.report.runs import ReportError, read_runs
+    from hvcu_tasks.report.tables import all_tables, compare_table
 
     models = read_runs(args.runs)
     tables = all_tables(models, reference=not args.no_reference)
+    if args.compare:
+        if len(models) != 2:
+            raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")
+        a, b = models
+        tables += [compare_table(a, b, s) for s in ("base", "context") if s in a.settings and s in b.settings]
     for model in models:
         for setting, notes in model.notes.items():
             for note in notes:
@@ -183,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=["md", "csv", "latex", "json"], default="md")
     report.add_argument("--out", type=Path, help="write one file per table here instead of printing")
     report.add_argument("--no-reference", action="store_true", help="leave out the paper's reference rows")
+    report.add_argument(
+        "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
+    )
     report.set_defaults(func=_cmd_report)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")

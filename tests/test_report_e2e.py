@@ -35,27 +35,28 @@ def _write_predictions(path: Path, wrong: set[tuple[str, int]] | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def all_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model A in both settings and model B in base, all with --log_samples (B answers like A's context)."""
     root = tmp_path_factory.mktemp("report_runs")
-    _write_predictions(root / "base.jsonl", None)
-    _write_predictions(root / "context.jsonl", {("font_001", 1)})
-    args = ["--model_args"]
-    run_lmms_eval(
-        ["--model", "hvcu_replay", *args, f"predictions={root / 'base.jsonl'}", "--tasks", "hvcu_bench_sample"],
-        root / "base",
-    )
-    run_lmms_eval(
-        [
-            "--model",
+    _write_predictions(root / "a.jsonl", None)
+    _write_predictions(root / "b.jsonl", {("font_001", 1)})
+    plans = {
+        "a_base": ("hvcu_replay", f"model=model-a,predictions={root / 'a.jsonl'}", "hvcu_bench_sample"),
+        "a_context": (
             "hvcu_context",
-            *args,
-            f"inner=hvcu_replay,predictions={root / 'context.jsonl'}",
-            "--tasks",
+            f"inner=hvcu_replay,model=model-a,predictions={root / 'b.jsonl'}",
             "hvcu_bench_context_sample",
-        ],
-        root / "context",
-    )
-    return root / "base", root / "context"
+        ),
+        "b_base": ("hvcu_replay", f"model=model-b,predictions={root / 'b.jsonl'}", "hvcu_bench_sample"),
+    }
+    for name, (model, model_args, tasks) in plans.items():
+        run_lmms_eval(["--model", model, "--model_args", model_args, "--tasks", tasks, "--log_samples"], root / name)
+    return {name: root / name for name in plans}
+
+
+@pytest.fixture(scope="module")
+def runs(all_runs: dict[str, Path]) -> tuple[Path, Path]:
+    return all_runs["a_base"], all_runs["a_context"]
 
 
 @pytest.mark.parametrize("fmt", ["md", "csv", "latex"])
@@ -75,7 +76,26 @@ def test_report_matches_the_golden_files(runs: tuple[Path, Path], tmp_path: Path
 def test_the_context_gain_is_computed_from_the_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
     assert main(["report", *map(str, runs), "--format", "json", "--out", str(tmp_path)]) == 0
     tables = {t["name"]: t for t in json.loads((tmp_path / "report.json").read_text())}
-    ours = [r for r in tables["table3_base_vs_context"]["rows"] if r[0] and r[0].startswith("hvcu_replay")]
+    ours = [r for r in tables["table3_base_vs_context"]["rows"] if r[0] and r[0].startswith("model-a")]
     base, context = ours
     assert (base[1], base[7]) == ("base", 51.11)
     assert (context[1], context[7], context[8]) == ("context", 91.67, 40.56)  # (100 + 75 + 100) / 3 - 51.11
+
+
+def test_compare_mode_shows_gains_and_paired_tests(all_runs: dict[str, Path], tmp_path: Path) -> None:
+    runs = [str(all_runs["a_base"]), str(all_runs["b_base"])]
+    assert main(["report", *runs, "--compare", "--format", "json", "--out", str(tmp_path)]) == 0
+    tables = {t["name"]: t for t in json.loads((tmp_path / "report.json").read_text())}
+    compare = tables["compare_base"]
+    assert compare["title"] == "model-b (B) vs model-a (A), base setting"
+    impl = compare["rows"][0]
+    assert impl[0] == "Impl." and impl[10:13] == [20.0, 100.0, 80.0]
+    assert impl[-1] == pytest.approx(2 * 0.5**4)  # B alone right on 4 chains, A alone on none
+    assert "Score: A 51.11, B 91.67, Δ 40.56." in compare["notes"]
+    assert any(n.startswith("Paired bootstrap of the Score gain: 95% interval") for n in compare["notes"])
+    assert "intervals_base" in tables
+
+
+def test_compare_needs_exactly_two_models(all_runs: dict[str, Path], capsys) -> None:
+    assert main(["report", str(all_runs["a_base"]), "--compare"]) == 2
+    assert "--compare needs runs of exactly two models" in capsys.readouterr().err

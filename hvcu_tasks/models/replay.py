@@ -21,8 +21,8 @@ class ReplayModel(lmms):
 
     is_simple = False
 
-    def __init__(self, predictions: str = "", **kwargs) -> None:
-        """Load the predictions named by the `predictions` model argument."""
+    def __init__(self, predictions: str = "", model: str = "", **kwargs) -> None:
+        """Load the predictions named by the `predictions` model argument (`model` only names the run)."""
         super().__init__()
         if not predictions:
             raise ValueError("hvcu_replay needs --model_args predictions=PATH (JSONL or authors' result JSON)")
@@ -30,6 +30,7 @@ class ReplayModel(lmms):
         if unknown:
             raise ValueError(f"hvcu_replay: unknown model argument(s) {unknown}")
         self.predictions = read_predictions(Path(p) for p in str(predictions).split("+"))
+        self.model_label = model
 
     def _reply(self, request: Instance) -> str:
         """Return the stored reply for one request after checking its chat messages are well formed."""

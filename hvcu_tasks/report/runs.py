@@ -41,6 +41,8 @@ class ModelResult:
     settings: dict[str, dict[str, FamilyResult]] = field(default_factory=dict)
     dataset: set[str] = field(default_factory=set)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
 
     def score(self, setting: str) -> float | None:
         """Return the Overall Score of a setting, or None unless all three families are present."""
@@ -67,6 +69,21 @@ def _model_name(results: dict[str, Any]) -> str:
         if args.get(key):
             return str(args[key])
     return str(results.get("model_name") or config.get("model") or "unknown")
+
+
+def _chain_verdicts(results_file: Path, task: str) -> dict[str, bool]:
+    """Return sample id -> chain verdict from the run's samples file for `task`, if it was logged."""
+    from hvcu_tasks.chains import chains_of_file
+
+    stamp = results_file.name.removesuffix("_results.json")
+    samples = results_file.with_name(f"{stamp}_samples_{task}.jsonl")
+    if not samples.is_file():
+        return {}
+    return {
+        c["sample_id"]: bool(c["chain_correct"])
+        for c in chains_of_file(task, samples)
+        if c["chain_correct"] is not None
+    }
 
 
 def results_files(path: Path) -> list[Path]:
@@ -109,6 +126,9 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
                     )
                 model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
+                verdicts = _chain_verdicts(f, task)
+                if verdicts:
+                    model.chains.setdefault(setting, {})[family] = verdicts
                 model.dataset.add("smoke sample" if m.group("sample") else "HVCU-Bench")
                 if limit is not None or (metrics.get("n_incomplete") or 0) > 0:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")

@@ -148,4 +148,74 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
             tables.append(both)
     for s in settings:
         tables += [aspect_table(models, s), error_table(models, s)]
+        if any(m.chains.get(s) for m in models):
+            tables.append(interval_table(models, s))
     return tables
+
+
+def _interval(low_high: tuple[float, float]) -> str:
+    """Format a 95% interval like the paper's numbers."""
+    return f"[{low_high[0]:.2f}, {low_high[1]:.2f}]"
+
+
+def interval_table(models: list[ModelResult], setting: str) -> Table:
+    """95% bootstrap intervals of Acc_full per family and of the Score (needs --log_samples runs)."""
+    from hvcu_tasks.report.stats import ITERATIONS, bootstrap_ci, score_ci
+
+    columns = ["Model", *[f"{FAMILY_LABEL[f]} Acc_full" for f in FAMILIES], "Score"]
+    table = Table(f"intervals_{setting}", f"95% bootstrap intervals, {setting} setting", columns)
+    for model in models:
+        chains = model.chains.get(setting, {})
+        if not chains:
+            continue
+        cells: list[Cell] = [
+            _interval(bootstrap_ci(list(chains[f].values()))) if f in chains else None for f in FAMILIES
+        ]
+        score = (
+            _interval(score_ci({f: list(v.values()) for f, v in chains.items()}))
+            if set(chains) == set(FAMILIES)
+            else None
+        )
+        table.rows.append([_label(model, setting), *cells, score])
+    table.notes.append(
+        f"Percentile bootstrap over samples ({ITERATIONS} resamples, seed 0); the Score resamples each family. "
+        "Only runs made with --log_samples have intervals."
+    )
+    table.notes += _partial_notes(models, (setting,))
+    return table
+
+
+def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
+    """Model B against model A (e.g. tuned vs base): per family and level, both values and Δ, with paired tests."""
+    from hvcu_tasks.report.stats import mcnemar, paired_score_delta
+
+    columns = ["Task", *[f"{METRIC_LABEL[m]} {x}" for m in LEVEL_METRICS for x in ("A", "B", "Δ")], "McNemar p"]
+    title = f"{b.model} (B) vs {a.model} (A), {setting} setting"
+    table = Table(f"compare_{setting}", title, columns)
+    fa, fb = a.settings.get(setting, {}), b.settings.get(setting, {})
+    ca, cb = a.chains.get(setting, {}), b.chains.get(setting, {})
+    for f in FAMILIES:
+        if f not in fa or f not in fb:
+            continue
+        cells: list[Cell] = []
+        for m in LEVEL_METRICS:
+            va, vb = fa[f].get(m), fb[f].get(m)
+            cells += [va, vb, None if va is None or vb is None else round(vb - va, 2)]
+        p = mcnemar(ca[f], cb[f]).p_value if f in ca and f in cb else None
+        table.rows.append([FAMILY_LABEL[f], *cells, p])
+    sa, sb = a.score(setting), b.score(setting)
+    delta = None if sa is None or sb is None else round(sb - sa, 2)
+    table.notes.append(f"Score: A {cell_or_dash(sa)}, B {cell_or_dash(sb)}, Δ {cell_or_dash(delta)}.")
+    if set(ca) == set(cb) == set(FAMILIES):
+        low, high, p = paired_score_delta(ca, cb)
+        table.notes.append(f"Paired bootstrap of the Score gain: 95% interval [{low:.2f}, {high:.2f}], p = {p:.4f}.")
+    else:
+        table.notes.append("No paired test: both runs need --log_samples for all three families.")
+    table.notes.append("McNemar: exact two-sided test on full-chain verdicts of the samples both models answered.")
+    table.notes += _partial_notes([a, b], (setting,))
+    return table
+
+
+def cell_or_dash(value: float | None) -> str:
+    """Format an optional number for a footnote."""
+    return "–" if value is None else f"{value:.2f}"
