@@ -75,6 +75,31 @@ def group_yaml(prefix: str, setting: str, infix: str, label: str) -> str:
     )
 
 
+SUITE_TASKS = (
+    "hvcu_bench",
+    "hvcu_bench_context",
+    "mmbench_cn_cc",
+    "mmbench_cn_dev",
+    "mmbench_en_dev",
+    "mmbench_ru_dev",
+    "hallusion_bench_image",
+    "mmstar",
+    "mmmu_val",
+)
+
+
+def suite_yaml() -> str:
+    """Return the group that runs HVCU-Bench (both settings) next to the paper's general benchmarks."""
+    tasks = "".join(f"  - {t}\n" for t in SUITE_TASKS)
+    return (
+        "# HVCU-Bench (base + context) next to the general benchmarks of the paper's Table 7, in one run.\n"
+        "# The context group needs a multi-round backend: --model vllm, or --model hvcu_context with inner=...\n"
+        "# `hvcu report` turns the run into Tables 2, 3, 7 and 8.\n"
+        "group: hvcu_suite\n"
+        f"task:\n{tasks}"
+    )
+
+
 def utils_py() -> str:
     """Return the task folder's utils.py: re-exports of the base and context hooks and every aggregation."""
     hooks = [
@@ -120,6 +145,7 @@ def generated_files() -> dict[str, str]:
     for infix, _source, label in VARIANTS:
         for prefix, _template, setting in SETTINGS:
             files[group_name(prefix, infix) + ".yaml"] = group_yaml(prefix, setting, infix, label)
+    files["hvcu_suite.yaml"] = suite_yaml()
     return files
 
 

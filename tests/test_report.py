@@ -74,7 +74,7 @@ def test_a_limited_run_is_partial(tmp_path: Path) -> None:
     [
         (lambda p: None, "no such file or folder"),
         (lambda p: p.mkdir(), "no lmms-eval results file"),
-        (lambda p: write_results(p, {"mmstar": {"average": 50.0}}), "hold no HVCU-Bench task"),
+        (lambda p: write_results(p, {"textvqa_val": {"exact_match": 50.0}}), "hold no HVCU-Bench task"),
         (lambda p: (p.mkdir(), (p / "x_results.json").write_text("{")), "not an lmms-eval results file"),
     ],
 )
@@ -117,3 +117,38 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
     assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(json_out)]) == 0
     tables = json.loads((json_out / "report.json").read_text())
     assert tables[0]["name"] == "table2_base" and tables[0]["rows"][-1][-1] == 60.0
+
+
+def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:
+    from hvcu_tasks.report.tables import general_table
+
+    mmstar = {
+        "coarse perception": 0.77,
+        "fine-grained perception": 0.6,
+        "instance reasoning": 0.7,
+        "logical reasoning": 0.5,
+        "science & technology": 0.4,
+        "math": 0.3,
+        "average": 0.545,
+    }
+    tasks = {
+        "mmstar": mmstar,
+        "mmmu_val": {"mmmu_acc": 0.4856},
+        "mmbench_en_dev": {"gpt_eval_score": 83.93},
+        "hallusion_bench_image": {"aAcc": 0.6025, "qAcc": 0.3648, "fAcc": 0.3671},
+        **families("hvcu_bench"),
+    }
+    (model,) = read_runs([write_results(tmp_path, tasks)])
+    table = general_table([model])
+    assert table.rows[0][0] == "Qwen3-VL-4B-Instruct [paper]" and table.rows[0][5] == 77.88
+    ours = dict(zip(table.columns, table.rows[-1], strict=True))
+    assert ours["Model"] == "Qwen/X"
+    assert ours["MMStar CP"] == pytest.approx(77.0) and ours["MMMU Acc"] == pytest.approx(48.56)
+    assert ours["MMBench EN(Dev)"] == 83.93 and ours["MMBench CN(Dev)"] is None and ours["MMBench Avg."] is None
+    assert ours["HallusionBench qAcc"] == pytest.approx(36.48)
+    assert "general_benchmarks" in [t.name for t in all_tables([model])]
+
+
+def test_a_run_of_general_benchmarks_only_is_accepted(tmp_path: Path) -> None:
+    (model,) = read_runs([write_results(tmp_path, {"mmmu_val": {"mmmu_acc": 0.5}})])
+    assert model.general == {"mmmu_val": {"mmmu_acc": 0.5}} and not model.settings

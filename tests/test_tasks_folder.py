@@ -14,6 +14,7 @@ import pytest
 from hvcu_tasks import plugin, taskgen
 
 HVCU_TASKS = {
+    "hvcu_suite",
     "hvcu_bench_context",
     "hvcu_bench_context_impl",
     "hvcu_bench_context_aesth",
@@ -106,3 +107,10 @@ def test_hvcu_tasks_dir_prints_the_folder(capsys) -> None:
 
     assert main(["tasks-dir"]) == 0
     assert Path(capsys.readouterr().out.strip()) == plugin.TASKS_DIR
+
+
+def test_the_suite_names_tasks_lmms_eval_knows() -> None:
+    from lmms_eval.tasks import TaskManager
+
+    known = set(TaskManager(include_path=str(plugin.TASKS_DIR)).all_tasks)
+    assert set(taskgen.SUITE_TASKS) <= known

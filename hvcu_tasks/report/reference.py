@@ -33,3 +33,9 @@ def reference_rows() -> tuple[ReferenceRow, ...]:
 def rows_for(setting: str) -> list[ReferenceRow]:
     """Return the reference rows of one setting, in the paper's order."""
     return [r for r in reference_rows() if r.setting == setting]
+
+
+def general_reference() -> tuple[str, list[str], list[tuple[str, list[float]]]]:
+    """Return the paper's Table 7: source, column labels, and (model, values) rows."""
+    data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["general"]
+    return data["source"], list(data["columns"]), [(r["model"], list(r["values"])) for r in data["rows"]]

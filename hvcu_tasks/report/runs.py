@@ -10,6 +10,7 @@ from typing import Any
 
 from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES
 from hvcu_tasks.metrics import overall_score
+from hvcu_tasks.report.general import GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
@@ -41,6 +42,8 @@ class ModelResult:
     settings: dict[str, dict[str, FamilyResult]] = field(default_factory=dict)
     dataset: set[str] = field(default_factory=set)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    general: dict[str, dict[str, float]] = field(default_factory=dict)
+    """General-benchmark results (MMStar, MMMU, ...): task -> metric -> value as lmms-eval wrote it."""
     chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
 
@@ -115,6 +118,9 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             limit = (results.get("config") or {}).get("limit")
             for task, values in per_task.items():
                 m = TASK_NAME.match(task)
+                if task in GENERAL_TASKS:
+                    found_any = True
+                    model.general[task] = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none")}
                 if not m:
                     continue
                 found_any = True
@@ -135,7 +141,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             if str(f) not in model.sources:
                 model.sources.append(str(f))
         if not found_any:
-            raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*)")
+            raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
     for model in models.values():
         if len(model.dataset) > 1:
             raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
@@ -143,7 +149,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             missing = [f for f in FAMILIES if f not in fams]
             if missing:
                 model.note(setting, f"missing {', '.join(missing)} (no Overall Score)")
-    return [m for m in models.values() if m.settings]
+    return [m for m in models.values() if m.settings or m.general]
 
 
 def aspect_names() -> list[tuple[str, str]]:
