@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= .demo
 
-.PHONY: setup demo test lint unit constraints clean
+.PHONY: setup browser demo test lint unit constraints clean
 
 setup: $(VENV)/.installed
 
@@ -40,8 +40,12 @@ lint: setup
 unit: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# Headless Chromium for the leaderboard-page test (Debian package; needs root, as on CI).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
 # Everything CI runs: lint, then the whole suite including the slow end-to-end lmms-eval runs.
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -q
 
 # Refresh the pins from the current .venv (after installing a new set into it by hand).

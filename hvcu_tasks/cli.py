@@ -127,17 +127,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for setting, notes in model.notes.items():
             for note in notes:
                 print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
-    if args.format == "json":
-        texts = {"report": to_json(tables)}
-    else:
-        texts = {t.name: RENDERERS[args.format](t) for t in tables}
     if args.out is None:
-        print("\n".join(texts.values()), end="")
+        if args.format == "html":
+            raise ReportError("--format html writes a page and its figures: give --out DIR")
+        print(
+            to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
+        )
         return 0
+    from hvcu_tasks.report.figures import all_figures
+    from hvcu_tasks.report.html import render_page
+
     args.out.mkdir(parents=True, exist_ok=True)
+    figures = all_figures(models, args.out / "figures")
+    if args.format == "json":
+        texts = {"report.json": to_json(tables)}
+    elif args.format == "html":
+        texts = {"leaderboard.html": render_page(tables, figures)}
+    else:
+        texts = {f"{t.name}.{EXTENSIONS[args.format]}": RENDERERS[args.format](t) for t in tables}
     for name, text in texts.items():
-        (args.out / f"{name}.{EXTENSIONS[args.format]}").write_text(text, encoding="utf-8")
-    print(f"wrote {len(texts)} file(s) to {args.out}")
+        (args.out / name).write_text(text, encoding="utf-8")
+    print(f"wrote {len(texts)} file(s) and {len(figures)} figure file(s) to {args.out}")
     return 0
 
 
@@ -185,8 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="paper-layout tables from lmms-eval run folders, beside the paper's rows")
     report.add_argument("runs", nargs="+", type=Path, help="lmms-eval --output_path folders or results files")
-    report.add_argument("--format", choices=["md", "csv", "latex", "json"], default="md")
-    report.add_argument("--out", type=Path, help="write one file per table here instead of printing")
+    report.add_argument("--format", choices=["md", "csv", "latex", "json", "html"], default="md")
+    report.add_argument(
+        "--out", type=Path, help="write the tables (one file each) and figures/ here instead of printing"
+    )
     report.add_argument("--no-reference", action="store_true", help="leave out the paper's reference rows")
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"

@@ -102,6 +102,9 @@ def test_the_same_family_twice_is_refused(tmp_path: Path) -> None:
 def test_cli_reports_errors_without_a_traceback(tmp_path: Path, capsys) -> None:
     assert main(["report", str(tmp_path / "nothing")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+    write_results(tmp_path / "a", families("hvcu_bench"))
+    assert main(["report", str(tmp_path / "a"), "--format", "html"]) == 2
+    assert "give --out DIR" in capsys.readouterr().err
 
 
 def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
@@ -110,9 +113,21 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
     assert (
         main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "csv", "--out", str(tmp_path / "o")]) == 0
     )
-    names = sorted(p.name for p in (tmp_path / "o").iterdir())
+    names = sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_file())
     assert names == sorted(f"{t.name}.csv" for t in all_tables(read_runs([tmp_path / "a", tmp_path / "b"])))
     assert "table3_base_vs_context.csv" in names
+    figures = sorted(p.name for p in (tmp_path / "o" / "figures").iterdir())
+    assert figures == sorted(
+        f"{stem}.{ext}"
+        for stem in (
+            "degradation_base",
+            "degradation_context",
+            "aspects_base",
+            "aspects_context",
+            "scores_base_vs_context",
+        )
+        for ext in ("png", "svg")
+    )
     json_out = tmp_path / "j"
     assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(json_out)]) == 0
     tables = json.loads((json_out / "report.json").read_text())

@@ -63,7 +63,7 @@ def runs(all_runs: dict[str, Path]) -> tuple[Path, Path]:
 def test_report_matches_the_golden_files(runs: tuple[Path, Path], tmp_path: Path, fmt: str) -> None:
     out = tmp_path / fmt
     assert main(["report", *map(str, runs), "--format", fmt, "--out", str(out)]) == 0
-    produced = {p.name: p.read_text() for p in sorted(out.iterdir())}
+    produced = {p.name: p.read_text() for p in sorted(out.iterdir()) if p.is_file()}
     if os.environ.get("HVCU_UPDATE_GOLDEN"):
         GOLDEN.mkdir(parents=True, exist_ok=True)
         for name, text in produced.items():
