@@ -167,3 +167,23 @@ def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:
 def test_a_run_of_general_benchmarks_only_is_accepted(tmp_path: Path) -> None:
     (model,) = read_runs([write_results(tmp_path, {"mmmu_val": {"mmmu_acc": 0.5}})])
     assert model.general == {"mmmu_val": {"mmmu_acc": 0.5}} and not model.settings
+
+
+def test_figures_are_written_as_png_and_reproducible_svg(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from hvcu_tasks.report.figures import all_figures
+
+    write_results(tmp_path / "a", families("hvcu_bench") | {"hvcu_bench_impl": {**FULL, "full_metaphor": 40.0}})
+    write_results(tmp_path / "b", families("hvcu_bench_context", acc_full=70.0))
+    models = read_runs([tmp_path / "a", tmp_path / "b"])
+    first = all_figures(models, tmp_path / "f1")
+    second = all_figures(models, tmp_path / "f2")
+    svgs = [p for p in first if p.suffix == ".svg"]
+    assert len(svgs) == 5
+    for one, two in zip(first, second, strict=True):
+        if one.suffix == ".svg":
+            assert one.read_text() == two.read_text(), one.name
+        else:
+            with Image.open(one) as img:
+                assert img.width > 300 and img.height > 200

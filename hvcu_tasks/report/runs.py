@@ -120,6 +120,8 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 m = TASK_NAME.match(task)
                 if task in GENERAL_TASKS:
                     found_any = True
+                    if task in model.general:
+                        raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
                     model.general[task] = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none")}
                 if not m:
                     continue
