@@ -89,6 +89,11 @@ def _chain_verdicts(results_file: Path, task: str) -> dict[str, bool]:
     }
 
 
+def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys, stderr entries dropped)."""
+    return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+
+
 def results_files(path: Path) -> list[Path]:
     """Return every lmms-eval results file under a folder (or the file itself)."""
     path = Path(path)
@@ -122,13 +127,13 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                     found_any = True
                     if task in model.general:
                         raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
-                    model.general[task] = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none")}
+                    model.general[task] = _metric_values(values)
                 if not m:
                     continue
                 found_any = True
                 setting = "context" if m.group("context") else "base"
                 family = SHORT_TO_FAMILY[m.group("short")]
-                metrics = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+                metrics = _metric_values(values)
                 if family in model.settings.get(setting, {}):
                     raise ReportError(
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
