@@ -1,19 +1,30 @@
-"""A deterministic OpenAI-compatible chat-completions server on 127.0.0.1, recording every request."""
+"""A deterministic OpenAI-compatible chat-completions server on 127.0.0.1, recording every request.
+
+`fault(n, request)` may return (status, headers, body bytes) to inject an error for the n-th request
+(0-based); `delay_s` makes every reply slow. `max_in_flight` records the peak of concurrent requests.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Fault = Callable[[int, dict], "tuple[int, dict, bytes] | None"]
 
 
 class FakeOpenAI:
     """Serve /v1/chat/completions with `answer(request_json) -> str`; keep the requests for assertions."""
 
-    def __init__(self, answer: Callable[[dict], str]):
+    def __init__(self, answer: Callable[[dict], str], fault: Fault | None = None, delay_s: float = 0.0):
         self.answer = answer
+        self.fault = fault
+        self.delay_s = delay_s
         self.requests: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         owner = self
 
@@ -21,7 +32,29 @@ class FakeOpenAI:
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 with owner._lock:
+                    n = len(owner.requests)
                     owner.requests.append(body)
+                    owner.in_flight += 1
+                    owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+                try:
+                    self._respond(n, body)
+                finally:
+                    with owner._lock:
+                        owner.in_flight -= 1
+
+            def _respond(self, n: int, body: dict) -> None:
+                if owner.delay_s:
+                    time.sleep(owner.delay_s)
+                injected = owner.fault(n, body) if owner.fault else None
+                if injected is not None:
+                    status, headers, raw = injected
+                    self.send_response(status)
+                    for name, value in {"Content-Type": "application/json", **headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return
                 text = owner.answer(body)
                 payload = {
                     "id": "cmpl-fake",

@@ -1,0 +1,41 @@
+"""Pull the JSON object out of a model reply: bare, in a code fence, or wrapped in prose."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+class ReplyError(ValueError):
+    """A reply held no JSON object with the required keys; the message says what was wrong."""
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """Return every top-level JSON object found in text, in order."""
+    decoder = json.JSONDecoder()
+    found, i = [], 0
+    while (start := text.find("{", i)) != -1:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            i = start + 1
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        i = end
+    return found
+
+
+def parse_json_reply(text: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """Return the last JSON object in the reply that has every required key (extra keys are kept)."""
+    if not text or not text.strip():
+        raise ReplyError("empty reply")
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for candidate in candidates:
+        for obj in reversed(_objects(candidate)):
+            if all(k in obj for k in required):
+                return obj
+    raise ReplyError(f"no JSON object with keys {list(required)} in reply: {text[:200]!r}")
