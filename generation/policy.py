@@ -57,6 +57,7 @@ class ModelPolicy:
     client: ChatClient
     image_url: str
     image_key: str
+    seed: int = 0
     max_tokens: int = 512
 
     async def _one(
@@ -64,7 +65,7 @@ class ModelPolicy:
     ) -> Candidate:
         """Generate one candidate; a failed call or an unusable reply is a rejected candidate with its reason."""
         text = prompt(f"level_{level}").format(chain=chain_text(path), feedback=feedback_text(feedback))
-        seed = call_seed(self.image_key, [n.id for n in path], level, index, temperature, tuple(feedback))
+        seed = call_seed(self.seed, self.image_key, [n.id for n in path], level, index, temperature, tuple(feedback))
         try:
             reply = await self.client.complete(
                 user_message(text, self.image_url), temperature=temperature, max_tokens=self.max_tokens, seed=seed
@@ -85,7 +86,7 @@ class ModelPolicy:
         text = prompt("judge").format(
             chain=chain_text(path), level=len(path) + 1, question=candidate.question, answer=candidate.answer
         )
-        seed = call_seed(self.image_key, "judge", candidate.question, candidate.answer)
+        seed = call_seed(self.seed, self.image_key, "judge", candidate.question, candidate.answer)
         try:
             reply = await self.client.complete(
                 user_message(text, self.image_url), temperature=JUDGE_TEMPERATURE, max_tokens=256, seed=seed

@@ -160,7 +160,9 @@ async def run(
     todo = [(p, image_key(p)) for p in images if in_shard(image_key(p), shard)]
     done = {p.stem for p in (out / "images").glob("*.json") if json.loads(p.read_text())["status"] == "done"}
     pending = [(p, k) for p, k in todo if k not in done]
-    slots = asyncio.Semaphore(client_config.concurrency)
+    # More images than call slots in flight: while one image waits on a generate->judge barrier, others
+    # keep the endpoint busy; the client itself caps the calls at `concurrency`.
+    slots = asyncio.Semaphore(4 * client_config.concurrency)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -171,7 +173,7 @@ async def run(
         async with slots:
             try:
                 if method == "mcts":
-                    policy = ModelPolicy(client, image_data_url(image), key)
+                    policy = ModelPolicy(client, image_data_url(image), key, seed)
                     record = mcts_record(image, key, await search(policy, config or MCTSConfig()))
                 else:
                     record = await direct_record(client, image, key, seed)

@@ -29,6 +29,8 @@ class FakeOpenAI:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep connections alive, as real servers do
+
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 with owner._lock:

@@ -170,3 +170,52 @@ def test_bad_config_keys_are_named(images: Path, tmp_path: Path, capsys) -> None
         ]
     )
     assert code == 2 and "unknown key(s) ['exploraton']" in capsys.readouterr().err
+
+
+def test_a_killed_run_resumes_without_repeating_stored_calls(images: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    with FakeOpenAI(fake_mllm) as server:
+        assert mcts(server, images, tmp_path / "reference") == 0
+        uninterrupted = len(server.requests)
+        server.requests.clear()
+        server.delay_s = 0.05
+        cmd = [
+            sys.executable,
+            "-m",
+            "hvcu_tasks.cli",
+            "mcts",
+            "--images",
+            str(images),
+            "--out",
+            str(tmp_path / "out"),
+            "--model",
+            "fake",
+            "--base-url",
+            server.base_url,
+            "--api-key",
+            "x",
+            "--config",
+            str(tmp_path / "config.json"),
+            "--quiet",
+            "--concurrency",
+            "4",
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while len(server.requests) < uninterrupted // 2 and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        first_run = len(server.requests)
+        assert 0 < first_run < uninterrupted
+        server.delay_s = 0.0
+        assert mcts(server, images, tmp_path / "out") == 0
+        total = len(server.requests)
+    assert total <= uninterrupted + 4  # at most the calls in flight at the kill are paid twice
+    assert (tmp_path / "out" / "chains.jsonl").read_text() == (tmp_path / "reference" / "chains.jsonl").read_text()
