@@ -3,7 +3,7 @@
 Prints the achieved request throughput against the limit C/L (concurrency C, latency L) and the model
 calls per accepted chain with the default (paper) MCTS settings.
 
-    python benchmarks/mcts_throughput.py [--images 8] [--concurrency 16] [--latency-ms 200]
+    python benchmarks/mcts_throughput.py [--images 32] [--concurrency 16] [--latency-ms 200]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def serve(latency_s: float, ready, stop, counts) -> None:
 def main() -> None:
     """Run one synthesis job against the fake server and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=8)
+    parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     args = parser.parse_args()

@@ -30,6 +30,7 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep connections alive, as real servers do
+            disable_nagle_algorithm = True  # headers and body go out at once (no delayed-ACK stall)
 
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
