@@ -29,6 +29,7 @@ class MCTSConfig:
     capacity: tuple[int, ...] = (8, 12, 15)
     top_k: int = 10
     max_iterations: int = 60
+    max_calls: int = 400
     max_attempts_per_node: int = 3
     temperature: float = 0.8
     temperature_step: float = 0.1
@@ -108,6 +109,8 @@ class Tree:
     config: MCTSConfig
     nodes: list[Node] = field(default_factory=lambda: [Node(id=0, level=0)])
     rejections: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    """Model calls this search asked for (generator + judge), checked against max_calls."""
 
     @property
     def root(self) -> Node:
@@ -211,11 +214,14 @@ async def expand(tree: Tree, node: Node, policy: Policy) -> list[Node]:
     path = tree.path(node)
     level = node.level + 1
     room = config.capacity[node.level] - tree.level_count(level)
-    n = min(config.candidates_per_expansion, room)
+    n = max(0, min(config.candidates_per_expansion, room, (config.max_calls - tree.calls) // 2))
+    if n == 0:
+        return []
     temperature = config.temperature_for(node.failed_attempts)
     candidates = await policy.generate(path, level, n, temperature, list(node.feedback))
     usable = [c for c in candidates[:n] if not c.error]
     judgements = await asyncio.gather(*(policy.judge(path, c) for c in usable))
+    tree.calls += n + len(usable)
     verdicts = dict(zip([id(c) for c in usable], judgements, strict=True))
     admitted: list[Node] = []
     reasons: list[str] = []
@@ -249,9 +255,11 @@ async def expand(tree: Tree, node: Node, policy: Policy) -> list[Node]:
 
 
 async def search(policy: Policy, config: MCTSConfig | None = None) -> Tree:
-    """Run the search until the budget is spent, every level is full, or nothing can be expanded."""
+    """Run until the iteration or call budget is spent, every level is full, or nothing can be expanded."""
     tree = Tree(config or MCTSConfig())
     for _ in range(tree.config.max_iterations):
+        if tree.calls + 2 > tree.config.max_calls:
+            break
         node = tree.select()
         if node is None:
             break

@@ -169,6 +169,8 @@ async def run(
 
         bar = tqdm(total=len(pending), desc=f"{method} images", unit="img")
 
+    accepted = [0, 0]  # nodes admitted, candidates rejected (for the progress bar)
+
     async def one(image: Path, key: str) -> None:
         async with slots:
             try:
@@ -180,9 +182,12 @@ async def run(
             except Exception as exc:  # one bad image must not stop the run; it is recorded and retried next time
                 record = {"image": str(image), "key": key, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             _write_atomic(out / "images" / f"{key}.json", json.dumps(record, ensure_ascii=False))
+            accepted[0] += record.get("accepted", 0)
+            accepted[1] += sum(record.get("rejections", {}).values())
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(calls=client.usage.calls, cached=client.usage.cached)
+                rate = accepted[0] / sum(accepted) if sum(accepted) else 0.0
+                bar.set_postfix(calls=client.usage.calls, cached=client.usage.cached, accept=f"{rate:.0%}")
 
     try:
         await asyncio.gather(*(one(p, k) for p, k in pending))

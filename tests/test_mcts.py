@@ -144,3 +144,11 @@ def test_similarity_is_token_jaccard() -> None:
 def test_config_rejects_inconsistent_values() -> None:
     with pytest.raises(ValueError, match="one entry per level"):
         MCTSConfig(capacity=(8, 12))
+
+
+def test_the_call_budget_stops_the_search() -> None:
+    policy = ScriptedPolicy()
+    tree = run(search(policy, MCTSConfig(max_calls=23, max_iterations=100)))
+    assert tree.calls <= 23
+    made = sum(n for _level, n, _t, _fb in policy.calls) * 2  # every candidate parsed, so judged too
+    assert made == tree.calls and tree.calls >= 20
