@@ -42,28 +42,30 @@ def images(tmp_path: Path) -> Path:
     return folder
 
 
-def mcts(server: FakeOpenAI, images: Path, out: Path, *extra: str) -> int:
+def mcts_args(base_url: str, images: Path, out: Path) -> list[str]:
+    """The `hvcu mcts` arguments of these tests (small search config written next to `out`)."""
     config = out.parent / "config.json"
     config.write_text(json.dumps(SMALL))
-    return main(
-        [
-            "mcts",
-            "--images",
-            str(images),
-            "--out",
-            str(out),
-            "--model",
-            "fake",
-            "--base-url",
-            server.base_url,
-            "--api-key",
-            "x",
-            "--config",
-            str(config),
-            "--quiet",
-            *extra,
-        ]
-    )
+    return [
+        "mcts",
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        "--model",
+        "fake",
+        "--base-url",
+        base_url,
+        "--api-key",
+        "x",
+        "--config",
+        str(config),
+        "--quiet",
+    ]
+
+
+def mcts(server: FakeOpenAI, images: Path, out: Path, *extra: str) -> int:
+    return main([*mcts_args(server.base_url, images, out), *extra])
 
 
 def chains(out: Path) -> list[dict]:
@@ -179,33 +181,13 @@ def test_a_killed_run_resumes_without_repeating_stored_calls(images: Path, tmp_p
     import sys
     import time
 
-    (tmp_path / "config.json").write_text(json.dumps(SMALL))
     with FakeOpenAI(fake_mllm) as server:
         assert mcts(server, images, tmp_path / "reference") == 0
         uninterrupted = len(server.requests)
         server.requests.clear()
         server.delay_s = 0.05
-        cmd = [
-            sys.executable,
-            "-m",
-            "hvcu_tasks.cli",
-            "mcts",
-            "--images",
-            str(images),
-            "--out",
-            str(tmp_path / "out"),
-            "--model",
-            "fake",
-            "--base-url",
-            server.base_url,
-            "--api-key",
-            "x",
-            "--config",
-            str(tmp_path / "config.json"),
-            "--quiet",
-            "--concurrency",
-            "4",
-        ]
+        cmd = [sys.executable, "-m", "hvcu_tasks.cli", *mcts_args(server.base_url, images, tmp_path / "out")]
+        cmd += ["--concurrency", "4"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while len(server.requests) < uninterrupted // 2 and time.time() < deadline:
