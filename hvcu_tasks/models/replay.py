@@ -30,7 +30,6 @@ class ReplayModel(lmms):
         if unknown:
             raise ValueError(f"hvcu_replay: unknown model argument(s) {unknown}")
         self.predictions = read_predictions(Path(p) for p in str(predictions).split("+"))
-        self.model_label = model
 
     def _reply(self, request: Instance) -> str:
         """Return the stored reply for one request after checking its chat messages are well formed."""

@@ -38,7 +38,6 @@ class ModelResult:
     """Everything known about one model: per setting, per family results and what is partial."""
 
     model: str
-    sources: list[str] = field(default_factory=list)
     settings: dict[str, dict[str, FamilyResult]] = field(default_factory=dict)
     dataset: set[str] = field(default_factory=set)
     notes: dict[str, list[str]] = field(default_factory=dict)
@@ -145,8 +144,6 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 model.dataset.add("smoke sample" if m.group("sample") else "HVCU-Bench")
                 if limit is not None or (metrics.get("n_incomplete") or 0) > 0:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
-            if str(f) not in model.sources:
-                model.sources.append(str(f))
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
     for model in models.values():
