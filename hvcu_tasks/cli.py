@@ -156,7 +156,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     import asyncio
 
     from generation.client import ClientConfig
-    from generation.runner import list_images, load_config, parse_shard, run
+    from generation.jobs import parse_shard
+    from generation.runner import list_images, load_config, run
 
     config = ClientConfig(
         model=args.model,
@@ -263,6 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
         gen.add_argument("--seed", type=int, default=0)
         gen.add_argument("--quiet", action="store_true", help="no progress bar")
         gen.set_defaults(func=_cmd_generate, method=method)
+
+    from generation.bench.cli import add_parser as add_build_bench
+
+    add_build_bench(sub)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)

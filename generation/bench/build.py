@@ -1,0 +1,125 @@
+"""Top-down construction of one benchmark item: L3, then L2 and L1, each validated and refined.
+
+Stage 1 writes the connotation question (anchored on the manifest's concept when given), stage 2 the
+bridge question conditioned on it, stage 3 the perception question conditioned on both. After stages 2
+and 3 an MLLM validator checks dependency and difficulty progression (and that exactly one option is
+right); a failed or unusable attempt is regenerated with the reasons as guidance at a higher temperature,
+up to `max_attempts`. An item whose stage never passes is recorded as rejected, with every attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from generation.bench.manifest import ManifestRow
+from generation.bench.stages import STAGE_LEVELS, Draft, parse_draft, parse_verdict, stage_prompt, validate_prompt
+from generation.client import ChatClient
+from generation.policy import call_seed, user_message
+from generation.replies import ReplyError
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Sampling and refinement settings of `hvcu build-bench` (a JSON/YAML --config overrides any of them)."""
+
+    max_attempts: int = 3
+    """Generation attempts per stage before the item is rejected."""
+    temperature: float = 0.7
+    """Generator temperature of a stage's first attempt."""
+    temperature_step: float = 0.1
+    """Added to the temperature after each failed attempt."""
+    temperature_cap: float = 1.2
+    validator_temperature: float = 0.0
+    max_tokens: int = 1024
+    validate_levels: tuple[int, ...] = (2, 1)
+    """Levels checked by the validator after generation (the paper validates after stages 2 and 3)."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if not 0 <= self.temperature <= self.temperature_cap:
+            raise ValueError("need 0 <= temperature <= temperature_cap")
+        if self.temperature_step < 0:
+            raise ValueError("temperature_step must not be negative")
+        if not set(self.validate_levels) <= {1, 2}:
+            raise ValueError("validate_levels may hold 1 and 2 only (level 3 has nothing above it)")
+
+    def temperature_at(self, attempt: int) -> float:
+        """Return the generator temperature of the n-th attempt (1-based)."""
+        return round(min(self.temperature_cap, self.temperature + self.temperature_step * (attempt - 1)), 4)
+
+
+async def _attempt(
+    client: ChatClient,
+    row: ManifestRow,
+    level: int,
+    above: list[Draft],
+    reasons: list[str],
+    attempt: int,
+    config: BuildConfig,
+    image_url: str,
+    seed: int,
+) -> tuple[Draft | None, list[str], dict[str, Any]]:
+    """Generate and check one attempt of a stage; return the draft (None on failure), its reasons and a log."""
+    temperature = config.temperature_at(attempt)
+    log: dict[str, Any] = {"level": level, "attempt": attempt, "temperature": temperature, "guidance": list(reasons)}
+    text = stage_prompt(level, row.family, row.aspect, above, row.anchor, reasons)
+    try:
+        reply = await client.complete(
+            user_message(text, image_url),
+            temperature=temperature,
+            max_tokens=config.max_tokens,
+            seed=call_seed(seed, row.id, "generate", level, attempt),
+        )
+        draft = parse_draft(reply, level)
+    except ReplyError as exc:
+        log.update(passed=False, reasons=[f"unusable reply: {exc}"])
+        return None, log["reasons"], log
+    log["draft"] = dataclasses.asdict(draft)
+    if level not in config.validate_levels:
+        log.update(passed=True, reasons=[])
+        return draft, [], log
+    try:
+        verdict_reply = await client.complete(
+            user_message(validate_prompt(above[-1], draft), image_url),
+            temperature=config.validator_temperature,
+            max_tokens=256,
+            seed=call_seed(seed, row.id, "validate", level, attempt),
+        )
+        verdict = parse_verdict(verdict_reply)
+    except ReplyError as exc:
+        log.update(passed=False, reasons=[f"unusable validator reply: {exc}"])
+        return None, log["reasons"], log
+    log["verdict"] = dataclasses.asdict(verdict)
+    log.update(passed=verdict.passed, reasons=verdict.failures())
+    return (draft if verdict.passed else None), log["reasons"], log
+
+
+async def build_item(
+    client: ChatClient, row: ManifestRow, config: BuildConfig, image_url: str, seed: int = 0
+) -> dict[str, Any]:
+    """Build one item top-down; return its record (status 'done' with three drafts, or 'rejected')."""
+    record: dict[str, Any] = {
+        "id": row.id,
+        "image": str(row.image),
+        "family": row.family,
+        "aspect": row.aspect,
+        "anchor": row.anchor,
+        "attempts": [],
+    }
+    drafts: list[Draft] = []
+    for level in STAGE_LEVELS:
+        reasons: list[str] = []
+        draft = None
+        for attempt in range(1, config.max_attempts + 1):
+            draft, reasons, log = await _attempt(client, row, level, drafts, reasons, attempt, config, image_url, seed)
+            record["attempts"].append(log)
+            if draft is not None:
+                break
+        if draft is None:
+            return {**record, "status": "rejected", "rejected_at": level, "reasons": reasons}
+        drafts.append(draft)
+    levels = sorted(drafts, key=lambda d: d.level)
+    return {**record, "status": "done", "levels": [dataclasses.asdict(d) for d in levels]}

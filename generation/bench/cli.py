@@ -1,0 +1,53 @@
+"""`hvcu build-bench`: the command-line edge of benchmark construction."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    """Build benchmark items from a manifest against an OpenAI-compatible endpoint."""
+    from generation.bench.build import BuildConfig
+    from generation.bench.manifest import read_manifest
+    from generation.bench.pipeline import build_bench
+    from generation.client import ClientConfig
+    from generation.jobs import load_settings
+
+    rows = read_manifest(args.manifest)
+    client = ClientConfig(
+        model=args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout,
+    )
+    config = load_settings(args.config, BuildConfig)
+    summary = asyncio.run(build_bench(rows, args.out, client, config, args.seed, progress=not args.quiet))
+    print(json.dumps({k: v for k, v in summary.items() if k not in {"rejected", "failed"}}, indent=2))
+    for sid, why in summary["rejected"].items():
+        print(f"rejected: {sid}: level {why['level']}: {'; '.join(why['reasons'])}")
+    for sid, error in summary["failed"].items():
+        print(f"failed (rerun to retry): {sid}: {error}")
+    print(f"{summary['emitted']} of {summary['items']} item(s) written to {args.out}; see build_report.json")
+    return 1 if summary["failed"] else 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `build-bench` on the `hvcu` command line."""
+    build = sub.add_parser(
+        "build-bench", help="generate a hierarchical benchmark top-down (L3 -> L2 -> L1) with validation"
+    )
+    build.add_argument("--manifest", type=Path, required=True, help="CSV/JSONL: image, family, aspect[, anchor, id]")
+    build.add_argument("--out", type=Path, required=True, help="output folder (resumable)")
+    build.add_argument("--model", required=True, help="generator/validator model name served at --base-url")
+    build.add_argument("--base-url", required=True, help="e.g. http://localhost:8000/v1 (vLLM) or an API's URL")
+    build.add_argument("--api-key", help="default: $OPENAI_API_KEY")
+    build.add_argument("--config", type=Path, help="JSON/YAML overriding BuildConfig (attempts, temperatures)")
+    build.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
+    build.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    build.add_argument("--seed", type=int, default=0, help="seeds model calls and answer positions")
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.set_defaults(func=_cmd_build)

@@ -1,0 +1,109 @@
+"""The build manifest: which images to turn into benchmark items, with family, aspect and an optional anchor.
+
+A CSV (header row) or JSONL file with the fields `image`, `family`, `aspect` and optionally `anchor`
+(the level-3 concept to build on, e.g. an II-Bench or EEmo-Bench label) and `id`. Relative image paths
+are resolved against the manifest's folder. Every problem names the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hvcu_tasks.families import ASPECTS, aspect_from_text, family_from_name
+from hvcu_tasks.schema import DataError, Problem
+
+FIELDS = ("image", "family", "aspect", "anchor", "id")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One image to build an item for."""
+
+    id: str
+    image: Path
+    family: str
+    aspect: str
+    anchor: str | None = None
+
+
+def _raw_rows(path: Path) -> list[tuple[str, dict[str, object]]]:
+    """Return (row label, fields) pairs from a CSV or JSONL manifest."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        return [(f"row {i}", dict(r)) for i, r in enumerate(reader, start=2)]  # row 1 is the header
+    rows = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError([Problem(str(path), f"line {i}", "-", f"not JSON: {exc}")]) from exc
+        if not isinstance(obj, dict):
+            raise DataError([Problem(str(path), f"line {i}", "-", "expected a JSON object")])
+        rows.append((f"line {i}", obj))
+    return rows
+
+
+def default_id(aspect: str, image: Path) -> str:
+    """Return the id of an item whose manifest row names none: aspect plus a hash of the image path."""
+    from generation.jobs import path_key
+
+    return f"{aspect}_{path_key(image)[:10]}"
+
+
+def read_manifest(path: Path) -> list[ManifestRow]:
+    """Read and check a manifest; raise DataError listing every bad row and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such manifest file")
+    if path.suffix.lower() not in {".csv", ".jsonl"}:
+        raise ValueError(f"{path}: a manifest is a .csv or .jsonl file")
+    problems: list[Problem] = []
+    rows: list[ManifestRow] = []
+    seen: dict[str, str] = {}
+    for label, raw in _raw_rows(path):
+
+        def bad(field: str, message: str, label: str = label) -> None:
+            problems.append(Problem(str(path), label, field, message))
+
+        unknown = sorted(set(raw) - set(FIELDS))
+        if unknown:
+            bad(",".join(unknown), f"unknown field(s); known: {list(FIELDS)}")
+        values = {k: str(raw.get(k) or "").strip() for k in FIELDS}
+        family = family_from_name(values["family"]) if values["family"] else None
+        if family is None:
+            bad("family", f"unknown family {values['family']!r}; expected one of {sorted(ASPECTS)}")
+            continue
+        aspect = aspect_from_text(values["aspect"], family) if values["aspect"] else None
+        if aspect is None or aspect != values["aspect"].lower():
+            bad("aspect", f"{values['aspect']!r} is not an aspect of {family}: {list(ASPECTS[family])}")
+            continue
+        if not values["image"]:
+            bad("image", "empty image path")
+            continue
+        image = Path(values["image"])
+        image = image if image.is_absolute() else path.parent / image
+        if not image.is_file():
+            bad("image", f"no such file {image}")
+            continue
+        sid = values["id"] or default_id(aspect, image)
+        if not _ID.match(sid):
+            bad("id", f"{sid!r} cannot be a file name (letters, digits, '_', '-', '.')")
+            continue
+        if sid in seen:
+            bad("id", f"{sid!r} repeats {seen[sid]}")
+            continue
+        seen[sid] = label
+        rows.append(ManifestRow(sid, image, family, aspect, values["anchor"] or None))
+    if problems:
+        raise DataError(problems)
+    if not rows:
+        raise ValueError(f"{path}: the manifest lists no images")
+    return rows

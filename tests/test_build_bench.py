@@ -1,0 +1,311 @@
+"""`hvcu build-bench` against a deterministic fake MLLM: refinement, rejection, balance, loadable output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import run_lmms_eval
+from fake_openai import FakeOpenAI
+from PIL import Image
+
+from generation.bench.build import BuildConfig
+from generation.bench.manifest import read_manifest
+from generation.bench.stages import parse_draft, parse_verdict
+from generation.replies import ReplyError
+from hvcu_tasks.cli import main
+from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.loaders import load_path
+from hvcu_tasks.validate import validate
+
+# Anchors script the fake model's behaviour per item (the anchor is echoed into the level-3 question).
+FAIL_ONCE = "fail-once"  # the first bridge draft is too vague; the second passes
+NEVER = "never-concrete"  # every bridge draft is too vague: the item is rejected
+GARBLED = "garbled"  # the first perception reply is not JSON
+
+
+def fake_mllm(request: dict) -> str:
+    """Generator and validator of the tests: replies depend only on the request."""
+    text = request["messages"][-1]["content"][0]["text"]
+    temperature = request["temperature"]
+    digest = hashlib.sha256((text + str(request["seed"])).encode()).hexdigest()[:6]
+    if text.startswith("You check one step"):
+        lower = text.split("(new):", 1)[1]
+        if "vague" in lower:
+            return json.dumps(
+                {"dependency": True, "progression": False, "single_answer": True, "reason": "too abstract"}
+            )
+        return 'Verdict: {"dependency": true, "progression": true, "single_answer": true, "reason": "fine"}'
+    level = int(re.search(r"Write the LEVEL (\d)", text).group(1))
+    anchor = re.search(r'reference concept: "([^"]*)"', text)
+    tag = anchor.group(1) if anchor else ""
+    if level == 2 and (NEVER in text or (FAIL_ONCE in text and temperature < 0.75)):
+        question = f"What vague idea does it show {digest}?"
+    elif level == 1 and GARBLED in text and temperature < 0.75:
+        return "Sorry, I cannot help with that."
+    else:
+        question = f"Level {level} question {tag} {digest}?"
+    reply = {"question": question, "answer": f"right {level} {digest}", "distractors": [f"wrong {i}" for i in "xyz"]}
+    return "```json\n" + json.dumps(reply) + "\n```"
+
+
+def write_manifest(folder: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """Write images and a CSV manifest of (family, aspect, anchor) rows; return the manifest path."""
+    (folder / "imgs").mkdir(parents=True)
+    lines = ["image,family,aspect,anchor"]
+    for i, (family, aspect, anchor) in enumerate(rows):
+        Image.new("RGB", (16, 16), (i * 20 % 256, 80, 160)).save(folder / "imgs" / f"{i:02d}.png")
+        lines.append(f"imgs/{i:02d}.png,{family},{aspect},{anchor}")
+    (folder / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return folder / "manifest.csv"
+
+
+ROWS = [
+    ("affective", "joy", ""),
+    ("affective", "fear", FAIL_ONCE),
+    ("affective", "anger", ""),
+    ("affective", "wonder", ""),
+    ("affective", "sadness", ""),
+    ("affective", "affection", GARBLED),
+    ("affective", "joy", "hope at dawn"),
+    ("affective", "fear", ""),
+    ("implication", "metaphor", ""),
+    ("implication", "contrast", NEVER),
+    ("aesthetic", "color", ""),
+    ("aesthetic", "font", ""),
+]
+
+
+def build(server: FakeOpenAI, manifest: Path, out: Path, *extra: str) -> int:
+    args = ["build-bench", "--manifest", str(manifest), "--out", str(out), "--model", "fake"]
+    return main([*args, "--base-url", server.base_url, "--api-key", "x", "--quiet", *extra])
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> tuple[Path, list[dict]]:
+    manifest = write_manifest(tmp_path, ROWS)
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "bench") == 0
+    return tmp_path / "bench", server.requests
+
+
+def generation_requests(requests: list[dict], level: int, needle: str) -> list[dict]:
+    """Return the generator requests for one level whose prompt mentions needle, in order sent."""
+    return [
+        r
+        for r in requests
+        if f"Write the LEVEL {level}" in r["messages"][-1]["content"][0]["text"]
+        and needle in r["messages"][-1]["content"][0]["text"]
+    ]
+
+
+def test_levels_are_generated_top_down_each_conditioned_on_those_above(built) -> None:
+    out, requests = built
+    texts = [r["messages"][-1]["content"][0]["text"] for r in generation_requests(requests, 1, "hope at dawn")]
+    assert len(texts) == 1
+    assert "Level 3 (connotation)" in texts[0] and "Level 2 (bridge)" in texts[0]
+    assert texts[0].index("Level 3 (connotation)") < texts[0].index("Level 2 (bridge)")
+
+
+def test_a_failed_validation_regenerates_the_stage_with_the_reason_and_a_higher_temperature(built) -> None:
+    out, requests = built
+    attempts = generation_requests(requests, 2, FAIL_ONCE)
+    assert [r["temperature"] for r in attempts] == [0.7, 0.8]
+    assert "too abstract" not in attempts[0]["messages"][-1]["content"][0]["text"]
+    retry = attempts[1]["messages"][-1]["content"][0]["text"]
+    assert "An earlier attempt was rejected" in retry and "(validator: too abstract)" in retry
+    assert "not clearly more objective and observable" in retry
+    record = next(r for r in json.loads((out / "Affective-Reasoning.json").read_text()) if r["anchor"] == FAIL_ONCE)
+    assert "vague" not in record["qa_levels"][1]["question"]
+
+
+def test_an_unusable_reply_is_a_failed_attempt_with_its_reason_fed_back(built) -> None:
+    _out, requests = built
+    attempts = generation_requests(requests, 1, GARBLED)
+    assert [r["temperature"] for r in attempts] == [0.7, 0.8]
+    assert "unusable reply: no JSON object" in attempts[1]["messages"][-1]["content"][0]["text"]
+
+
+def test_an_item_that_never_passes_is_reported_not_emitted(built) -> None:
+    out, requests = built
+    assert len(generation_requests(requests, 2, NEVER)) == 3  # max_attempts
+    assert len(generation_requests(requests, 1, NEVER)) == 0  # stage 3 never starts
+    items = json.loads((out / "Implication-Understanding.json").read_text())
+    assert [r["aspect"] for r in items] == ["metaphor"]
+    rejected = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
+    assert [(r["anchor"], r["rejected_at"]) for r in rejected] == [(NEVER, 2)]
+    assert [a["temperature"] for a in rejected[0]["attempts"] if a["level"] == 2] == [0.7, 0.8, 0.9]
+    report = json.loads((out / "build_report.json").read_text())
+    assert report["items"] == 12 and report["emitted"] == 11
+    assert list(report["rejected"].values())[0]["level"] == 2
+
+
+def test_answer_positions_are_balanced_and_reported(built) -> None:
+    out, _requests = built
+    items = json.loads((out / "Affective-Reasoning.json").read_text())
+    assert len(items) == 8
+    for level in range(3):
+        counts = Counter(item["qa_levels"][level]["correct_answer_key"] for item in items)
+        assert counts == {"A": 2, "B": 2, "C": 2, "D": 2}
+    report = json.loads((out / "build_report.json").read_text())
+    assert report["answer_positions"]["affective"]["L1"] == {"A": 2, "B": 2, "C": 2, "D": 2}
+    assert sum(report["answer_positions"]["all"]["L3"].values()) == 11
+
+
+def test_the_correct_text_sits_at_the_answer_key_and_distractors_fill_the_rest(built) -> None:
+    out, _requests = built
+    for item in json.loads((out / "Affective-Reasoning.json").read_text()):
+        for level in item["qa_levels"]:
+            options = {o["option_key"]: o["option_text"] for o in level["options"]}
+            assert options.pop(level["correct_answer_key"]).startswith("right")
+            assert sorted(options.values()) == ["wrong x", "wrong y", "wrong z"]
+
+
+def test_the_output_validates_and_loads_as_a_benchmark(built) -> None:
+    out, _requests = built
+    report = validate(str(out))
+    assert report.problems == []
+    loaded = load_path(out).raise_for_problems()
+    assert Counter(s.family for s in loaded) == {"affective": 8, "implication": 1, "aesthetic": 2}
+    assert {s.aspect for s in loaded if s.family == "aesthetic"} == {"color", "font"}
+
+
+def test_the_lmms_eval_task_reads_the_built_benchmark(built, monkeypatch) -> None:
+    import datasets
+
+    from hvcu_tasks import harness
+
+    out, _requests = built
+    monkeypatch.setenv(harness.DATA_ENV, str(out))
+    docs = harness.process_docs(datasets.Dataset.from_list([{"family": "affective", "source": "hub"}]))
+    assert len(docs) == 24 and {d["level"] for d in docs} == {1, 2, 3}
+
+
+def test_a_rerun_pays_for_nothing_and_writes_the_same_files(built, tmp_path: Path) -> None:
+    out, _requests = built
+    before = {p.name: p.read_bytes() for p in out.glob("*.json*")}
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, tmp_path / "manifest.csv", out) == 0
+    assert server.requests == []
+    after = {p.name: p.read_bytes() for p in out.glob("*.json*")}
+    assert {k: v for k, v in after.items() if k != "build_report.json"} == {
+        k: v for k, v in before.items() if k != "build_report.json"
+    }
+
+
+def test_a_fresh_build_with_the_same_seed_is_byte_identical(built, tmp_path: Path) -> None:
+    out, _requests = built
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, tmp_path / "manifest.csv", tmp_path / "again") == 0
+    for name in ["Affective-Reasoning.json", "Implication-Understanding.json", "rejected.jsonl"]:
+        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes()
+
+
+def test_a_server_error_is_retried_on_the_next_run_not_rejected(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, [("affective", "joy", "")])
+    with FakeOpenAI(fake_mllm, fault=lambda n, _r: (400, {}, b'{"error": {"message": "bad"}}')) as server:
+        assert build(server, manifest, tmp_path / "bench") == 1
+    record = json.loads(next((tmp_path / "bench" / "items").glob("*.json")).read_text())
+    assert record["status"] == "failed" and "400" in record["error"]
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "bench") == 0
+    assert len(json.loads((tmp_path / "bench" / "Affective-Reasoning.json").read_text())) == 1
+
+
+def test_max_attempts_comes_from_the_config_file(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, [("implication", "contrast", NEVER)])
+    (tmp_path / "cfg.yaml").write_text("max_attempts: 5\ntemperature_step: 0.2\n")
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "bench", "--config", str(tmp_path / "cfg.yaml")) == 0
+    assert [r["temperature"] for r in generation_requests(server.requests, 2, NEVER)] == [0.7, 0.9, 1.1, 1.2, 1.2]
+
+
+def test_unknown_config_keys_are_errors(tmp_path: Path, capsys) -> None:
+    manifest = write_manifest(tmp_path, [("affective", "joy", "")])
+    (tmp_path / "cfg.json").write_text('{"max_attempt": 2}')
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "bench", "--config", str(tmp_path / "cfg.json")) == 2
+    assert "cfg.json: unknown key(s) ['max_attempt']" in capsys.readouterr().err
+
+
+def test_manifest_problems_name_the_file_row_and_field(tmp_path: Path) -> None:
+    (tmp_path / "a.png").write_bytes(b"")
+    (tmp_path / "m.csv").write_text(
+        "image,family,aspect\na.png,affective,metaphor\nmissing.png,affective,joy\na.png,cooking,joy\n"
+    )
+    with pytest.raises(ValueError) as err:
+        read_manifest(tmp_path / "m.csv")
+    text = str(err.value)
+    assert "m.csv: id=row 2: aspect: 'metaphor' is not an aspect of affective" in text
+    assert "id=row 3: image: no such file" in text
+    assert "id=row 4: family: unknown family 'cooking'" in text
+
+
+def test_manifest_rejects_duplicate_ids_and_reads_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "a.png").write_bytes(b"")
+    rows = [{"image": "a.png", "family": "Affective_Reasoning", "aspect": "joy", "id": "joy_1"}] * 2
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(ValueError, match=r"m.jsonl: id=line 2: id: 'joy_1' repeats line 1"):
+        read_manifest(tmp_path / "m.jsonl")
+    (tmp_path / "m.jsonl").write_text(json.dumps(rows[0]))
+    assert read_manifest(tmp_path / "m.jsonl")[0].family == "affective"
+
+
+def test_a_draft_needs_three_distinct_distractors() -> None:
+    good = {"question": "Q?", "answer": "Calm", "distractors": ["Anger", "Fear", "Joy"]}
+    assert parse_draft(json.dumps(good), 3).distractors == ("Anger", "Fear", "Joy")
+    with pytest.raises(ReplyError, match="exactly three"):
+        parse_draft(json.dumps({**good, "distractors": ["Anger", "Fear"]}), 3)
+    with pytest.raises(ReplyError, match="not distinct"):
+        parse_draft(json.dumps({**good, "distractors": ["Anger", "calm.", "Joy"]}), 3)
+    with pytest.raises(ReplyError, match="question is empty"):
+        parse_draft(json.dumps({**good, "question": " "}), 3)
+
+
+def test_a_verdict_needs_every_check_as_a_boolean() -> None:
+    verdict = parse_verdict('{"dependency": "yes", "progression": false, "single_answer": true, "reason": "abstract"}')
+    assert not verdict.passed and len(verdict.failures()) == 1
+    with pytest.raises(ReplyError, match="'progression' must be true or false"):
+        parse_verdict('{"dependency": true, "progression": "maybe", "single_answer": true}')
+
+
+def test_the_temperature_rises_per_attempt_up_to_the_cap() -> None:
+    config = BuildConfig(temperature=0.9, temperature_step=0.2, temperature_cap=1.2)
+    assert [config.temperature_at(n) for n in (1, 2, 3)] == [0.9, 1.1, 1.2]
+    with pytest.raises(ValueError, match="max_attempts"):
+        BuildConfig(max_attempts=0)
+
+
+@pytest.mark.slow
+def test_lmms_eval_scores_a_built_benchmark_through_the_hub_tasks(built, tmp_path: Path) -> None:
+    out, _requests = built
+    preds = tmp_path / "gold_answers"
+    preds.mkdir()
+    for _family, (_split, stem, _short) in FAMILIES.items():
+        items = json.loads((out / f"{stem}.json").read_text())
+        turns = [
+            {
+                "id": it["id"],
+                "conversation_turns": [
+                    {
+                        "level": lv["level"],
+                        "correct_answer_key": lv["correct_answer_key"],
+                        "model_response_key": lv["correct_answer_key"],
+                    }
+                    for lv in it["qa_levels"]
+                ],
+            }
+            for it in items
+        ]
+        (preds / f"results_{stem}.json").write_text(json.dumps({"predictions": turns}))
+    results = run_lmms_eval(
+        ["--model", "hvcu_replay", "--model_args", f"predictions={preds}", "--tasks", "hvcu_bench"],
+        tmp_path / "runs",
+        env={"HVCU_BENCH_DATA": str(out), "HF_HUB_OFFLINE": "1"},
+    )
+    assert results["results"]["hvcu_bench"]["acc_full,none"] == 100.0
+    assert results["results"]["hvcu_bench_affect"]["n_chains,none"] == 8
