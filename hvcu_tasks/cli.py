@@ -151,45 +151,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_generate(args: argparse.Namespace) -> int:
-    """Run MCTS synthesis or the direct baseline over images against an OpenAI-compatible endpoint."""
-    import asyncio
-
-    from generation.client import ClientConfig
-    from generation.jobs import parse_shard
-    from generation.runner import list_images, load_config, run
-
-    config = ClientConfig(
-        model=args.model,
-        base_url=args.base_url,
-        api_key=args.api_key,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout,
-    )
-    stats = asyncio.run(
-        run(
-            list_images(args.images),
-            args.out,
-            config,
-            load_config(args.config),
-            args.method,
-            parse_shard(args.shard),
-            args.seed,
-            progress=not args.quiet,
-        )
-    )
-    print(json.dumps({k: v for k, v in stats.items() if k != "failed"}, indent=2))
-    return 1 if stats["images_failed"] else 0
-
-
-def _cmd_merge(args: argparse.Namespace) -> int:
-    """Merge shard outputs into one folder."""
-    from generation.runner import merge
-
-    print(json.dumps(merge(args.shards, args.out), indent=2))
-    return 0
-
-
 def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
     """Print the folder to pass to lmms-eval's --include_path."""
     from hvcu_tasks.plugin import TASKS_DIR
@@ -244,27 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_cmd_report)
 
-    for method, helptext in (("mcts", "MCTS hierarchical instruction data"), ("direct", "direct three-level baseline")):
-        gen = sub.add_parser(method, help=f"{helptext} from images via an OpenAI-compatible endpoint")
-        if method == "mcts":
-            merge_sub = gen.add_subparsers(dest="mcts_command")
-            merge_cmd = merge_sub.add_parser("merge", help="combine the outputs of --shard runs")
-            merge_cmd.add_argument("shards", nargs="+", type=Path)
-            merge_cmd.add_argument("--out", type=Path, required=True)
-            merge_cmd.set_defaults(func=_cmd_merge)
-        gen.add_argument("--images", type=Path, help="a folder of images or a text file with one path per line")
-        gen.add_argument("--out", type=Path)
-        gen.add_argument("--model")
-        gen.add_argument("--base-url", help="e.g. http://localhost:8000/v1 (vLLM) or https://api.openai.com/v1")
-        gen.add_argument("--api-key", help="default: $OPENAI_API_KEY")
-        gen.add_argument("--config", type=Path, help="JSON/YAML with MCTS settings (paper defaults otherwise)")
-        gen.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
-        gen.add_argument("--shard", default="0/1", help="I/N: this machine's share of the images")
-        gen.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-        gen.add_argument("--seed", type=int, default=0)
-        gen.add_argument("--quiet", action="store_true", help="no progress bar")
-        gen.set_defaults(func=_cmd_generate, method=method)
+    from generation.cli import add_parser as add_synthesis
 
+    add_synthesis(sub)
     from generation.bench.cli import add_parser as add_build_bench
 
     add_build_bench(sub)
@@ -284,12 +227,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `hvcu` command line and return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "func", None) is _cmd_generate:
-        missing = [
-            f"--{n.replace('_', '-')}" for n in ("images", "out", "model", "base_url") if getattr(args, n) is None
-        ]
-        if missing:
-            parser.error(f"{args.command} needs {', '.join(missing)}")
     try:
         return args.func(args)
     except (DataError, ValueError, FileNotFoundError) as exc:

@@ -201,3 +201,8 @@ def test_a_killed_run_resumes_without_repeating_stored_calls(images: Path, tmp_p
         total = len(server.requests)
     assert total <= uninterrupted + 4  # at most the calls in flight at the kill are paid twice
     assert (tmp_path / "out" / "chains.jsonl").read_text() == (tmp_path / "reference" / "chains.jsonl").read_text()
+
+
+def test_missing_endpoint_arguments_are_named(images: Path, capsys) -> None:
+    assert main(["mcts", "--images", str(images), "--model", "m"]) == 2
+    assert "mcts needs --out, --base-url" in capsys.readouterr().err

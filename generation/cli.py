@@ -1,0 +1,72 @@
+"""`hvcu mcts` / `hvcu direct`: the command-line edge of instruction-data synthesis."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    """Run MCTS synthesis or the direct baseline over images against an OpenAI-compatible endpoint."""
+    missing = [f"--{n.replace('_', '-')}" for n in ("images", "out", "model", "base_url") if getattr(args, n) is None]
+    if missing:
+        raise ValueError(f"{args.command} needs {', '.join(missing)}")
+    from generation.client import ClientConfig
+    from generation.jobs import parse_shard
+    from generation.runner import list_images, load_config, run
+
+    config = ClientConfig(
+        model=args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout,
+    )
+    stats = asyncio.run(
+        run(
+            list_images(args.images),
+            args.out,
+            config,
+            load_config(args.config),
+            args.method,
+            parse_shard(args.shard),
+            args.seed,
+            progress=not args.quiet,
+        )
+    )
+    print(json.dumps({k: v for k, v in stats.items() if k != "failed"}, indent=2))
+    return 1 if stats["images_failed"] else 0
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    """Merge shard outputs into one folder."""
+    from generation.runner import merge
+
+    print(json.dumps(merge(args.shards, args.out), indent=2))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `mcts` (with `mcts merge`) and `direct` on the `hvcu` command line."""
+    for method, helptext in (("mcts", "MCTS hierarchical instruction data"), ("direct", "direct three-level baseline")):
+        gen = sub.add_parser(method, help=f"{helptext} from images via an OpenAI-compatible endpoint")
+        if method == "mcts":
+            merge_sub = gen.add_subparsers(dest="mcts_command")
+            merge_cmd = merge_sub.add_parser("merge", help="combine the outputs of --shard runs")
+            merge_cmd.add_argument("shards", nargs="+", type=Path)
+            merge_cmd.add_argument("--out", type=Path, required=True)
+            merge_cmd.set_defaults(func=_cmd_merge)
+        gen.add_argument("--images", type=Path, help="a folder of images or a text file with one path per line")
+        gen.add_argument("--out", type=Path)
+        gen.add_argument("--model")
+        gen.add_argument("--base-url", help="e.g. http://localhost:8000/v1 (vLLM) or https://api.openai.com/v1")
+        gen.add_argument("--api-key", help="default: $OPENAI_API_KEY")
+        gen.add_argument("--config", type=Path, help="JSON/YAML with MCTS settings (paper defaults otherwise)")
+        gen.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
+        gen.add_argument("--shard", default="0/1", help="I/N: this machine's share of the images")
+        gen.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+        gen.add_argument("--seed", type=int, default=0)
+        gen.add_argument("--quiet", action="store_true", help="no progress bar")
+        gen.set_defaults(func=_cmd_generate, method=method)
