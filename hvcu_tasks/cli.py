@@ -211,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     from generation.bench.cli import add_parser as add_build_bench
 
     add_build_bench(sub)
+    from generation.human.cli import add_parser as add_human
+
+    add_human(sub)
+    from generation.perturb.cli import add_parser as add_perturb
+
+    add_perturb(sub)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)

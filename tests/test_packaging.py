@@ -8,7 +8,13 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIRS = ["hvcu_tasks/tasks", "hvcu_tasks/smoke/data", "hvcu_tasks/report"]
+DATA_DIRS = [
+    "hvcu_tasks/tasks",
+    "hvcu_tasks/smoke/data",
+    "hvcu_tasks/report",
+    "generation/prompts",
+    "generation/perturb/examples",
+]
 
 
 def test_wheel_contains_task_yamls_smoke_sample_and_reference_rows(tmp_path: Path) -> None:

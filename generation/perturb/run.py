@@ -1,0 +1,122 @@
+"""Write the variants of one input: PNGs, perturbed design files and the `variants.jsonl` manifest.
+
+Layout of the output folder: `<stem>_<aspect>_<NN>.png` per variant, `<stem>_<aspect>_<NN>.json` beside
+it for font/graphics variants of a design (the perturbed design, paths relative to the folder), and
+`variants.jsonl` with one record per variant for every input and aspect written there. Every file is
+written to a temporary name and renamed, so a killed run leaves no half-written file; a rerun with the same
+arguments rewrites identical bytes, and files of an earlier run of the same stem and aspect that the new
+run does not produce are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from generation.perturb.design import Design, design_json, load_design
+from generation.perturb.raster import to_rgb
+from generation.perturb.variants import make_variant, sample_variants
+
+MANIFEST = "variants.jsonl"
+
+
+def load_source(path: Path) -> Design | Image.Image:
+    """Read an input: a design for `.json` files, otherwise a raster image (as RGB)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: input file not found")
+    if path.suffix.lower() == ".json":
+        return load_design(path)
+    try:
+        with Image.open(path) as image:
+            return to_rgb(ImageOps.exif_transpose(image))
+    except UnidentifiedImageError:
+        raise ValueError(f"{path}: not an image PIL can read, nor a design .json") from None
+
+
+def output_stem(stem: str, aspect: str, index: int) -> str:
+    """Return the file name (without suffix) of variant `index`."""
+    return f"{stem}_{aspect}_{index:02d}"
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """Encode an image as PNG bytes (deterministic for equal pixels)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write bytes to `path` through a temporary file in the same folder and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_manifest(path: Path) -> list[dict[str, Any]]:
+    """Read an existing manifest (missing file: empty); each line must be a record with stem and aspect."""
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {number}: not JSON ({exc})") from None
+        if not isinstance(record, dict) or not all(k in record for k in ("stem", "aspect", "index", "image")):
+            raise ValueError(f"{path}: line {number}: a variant record needs stem, aspect, index and image")
+        records.append(record)
+    return records
+
+
+def perturb(source_path: Path, aspect: str, n: int, seed: int, out: Path) -> list[dict[str, Any]]:
+    """Make `n` variants of one input for one aspect into folder `out`; return their manifest records."""
+    source_path = Path(source_path)
+    source = load_source(source_path)
+    design = source if isinstance(source, Design) else None
+    variants = sample_variants(aspect, n, seed, design)
+    out = Path(out)
+    manifest = out / MANIFEST
+    old = read_manifest(manifest)
+    out.mkdir(parents=True, exist_ok=True)
+    stem, digest = source_path.stem, hashlib.sha256(source_path.read_bytes()).hexdigest()
+    records = []
+    for index, variant in enumerate(variants):
+        image, changed = make_variant(variant, source)
+        name = output_stem(stem, aspect, index)
+        write_atomic(out / f"{name}.png", png_bytes(image))
+        if changed is not None:
+            write_atomic(out / f"{name}.json", design_json(changed, out).encode("utf-8"))
+        records.append(
+            {
+                "stem": stem,
+                "aspect": aspect,
+                "index": index,
+                "factor": variant.factor,
+                "params": variant.params,
+                "seed": seed,
+                "source": source_path.as_posix(),
+                "source_sha256": digest,
+                "image": f"{name}.png",
+                "design": f"{name}.json" if changed is not None else None,
+            }
+        )
+    kept = [r for r in old if (r["stem"], r["aspect"]) != (stem, aspect)]
+    merged = sorted(kept + records, key=lambda r: (str(r["stem"]), str(r["aspect"]), int(r["index"])))
+    write_atomic(manifest, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in merged).encode("utf-8"))
+    produced = {name for r in records for name in (r["image"], r["design"]) if name}
+    for r in old:
+        if (r["stem"], r["aspect"]) == (stem, aspect):
+            for name in (r.get("image"), r.get("design")):
+                if name and name not in produced and Path(name).name == name:
+                    (out / name).unlink(missing_ok=True)
+    return records
