@@ -217,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     from generation.perturb.cli import add_parser as add_perturb
 
     add_perturb(sub)
+    from generation.audit.cli import add_parser as add_audit
+
+    add_audit(sub)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)
