@@ -1,4 +1,4 @@
-"""The `hvcu` command line: dataset checks, re-scoring of result files, and helpers for lmms-eval."""
+"""The `hvcu` command line: everything around lmms-eval — data, scores, reports, synthesis, construction, training."""
 
 from __future__ import annotations
 
