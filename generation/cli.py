@@ -6,6 +6,36 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from generation.client import ClientConfig
+
+
+def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """Add the model endpoint options every generation command shares (--model, --base-url, ...)."""
+    parser.add_argument("--model", required=required, help="model name as the endpoint serves it")
+    parser.add_argument(
+        "--base-url", required=required, help="e.g. http://localhost:8000/v1 (vLLM) or https://api.openai.com/v1"
+    )
+    parser.add_argument("--api-key", help="default: $OPENAI_API_KEY")
+    parser.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    parser.add_argument("--seed", type=int, default=0, help="seeds every model call (and any shuffling)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def client_config(args: argparse.Namespace) -> ClientConfig:
+    """Return the client settings given by the endpoint options."""
+    from generation.client import ClientConfig
+
+    return ClientConfig(
+        model=args.model,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout,
+    )
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -13,17 +43,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     missing = [f"--{n.replace('_', '-')}" for n in ("images", "out", "model", "base_url") if getattr(args, n) is None]
     if missing:
         raise ValueError(f"{args.command} needs {', '.join(missing)}")
-    from generation.client import ClientConfig
     from generation.jobs import parse_shard
     from generation.runner import list_images, load_config, run
 
-    config = ClientConfig(
-        model=args.model,
-        base_url=args.base_url,
-        api_key=args.api_key,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout,
-    )
+    config = client_config(args)
     stats = asyncio.run(
         run(
             list_images(args.images),
@@ -60,13 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             merge_cmd.set_defaults(func=_cmd_merge)
         gen.add_argument("--images", type=Path, help="a folder of images or a text file with one path per line")
         gen.add_argument("--out", type=Path)
-        gen.add_argument("--model")
-        gen.add_argument("--base-url", help="e.g. http://localhost:8000/v1 (vLLM) or https://api.openai.com/v1")
-        gen.add_argument("--api-key", help="default: $OPENAI_API_KEY")
+        add_endpoint_arguments(gen, required=False)  # not required: `hvcu mcts merge` needs none of them
         gen.add_argument("--config", type=Path, help="JSON/YAML with MCTS settings (paper defaults otherwise)")
-        gen.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
         gen.add_argument("--shard", default="0/1", help="I/N: this machine's share of the images")
-        gen.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-        gen.add_argument("--seed", type=int, default=0)
-        gen.add_argument("--quiet", action="store_true", help="no progress bar")
         gen.set_defaults(func=_cmd_generate, method=method)

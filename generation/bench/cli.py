@@ -7,23 +7,19 @@ import asyncio
 import json
 from pathlib import Path
 
+from generation.cli import add_endpoint_arguments
+
 
 def _cmd_build(args: argparse.Namespace) -> int:
     """Build benchmark items from a manifest against an OpenAI-compatible endpoint."""
     from generation.bench.build import BuildConfig
     from generation.bench.manifest import read_manifest
     from generation.bench.pipeline import build_bench
-    from generation.client import ClientConfig
+    from generation.cli import client_config
     from generation.jobs import load_settings
 
     rows = read_manifest(args.manifest)
-    client = ClientConfig(
-        model=args.model,
-        base_url=args.base_url,
-        api_key=args.api_key,
-        concurrency=args.concurrency,
-        timeout_s=args.timeout,
-    )
+    client = client_config(args)
     config = load_settings(args.config, BuildConfig)
     summary = asyncio.run(build_bench(rows, args.out, client, config, args.seed, progress=not args.quiet))
     print(json.dumps({k: v for k, v in summary.items() if k not in {"rejected", "failed"}}, indent=2))
@@ -42,12 +38,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--manifest", type=Path, required=True, help="CSV/JSONL: image, family, aspect[, anchor, id]")
     build.add_argument("--out", type=Path, required=True, help="output folder (resumable)")
-    build.add_argument("--model", required=True, help="generator/validator model name served at --base-url")
-    build.add_argument("--base-url", required=True, help="e.g. http://localhost:8000/v1 (vLLM) or an API's URL")
-    build.add_argument("--api-key", help="default: $OPENAI_API_KEY")
     build.add_argument("--config", type=Path, help="JSON/YAML overriding BuildConfig (attempts, temperatures)")
-    build.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
-    build.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    build.add_argument("--seed", type=int, default=0, help="seeds model calls and answer positions")
-    build.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_endpoint_arguments(build)
     build.set_defaults(func=_cmd_build)
