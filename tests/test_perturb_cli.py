@@ -121,7 +121,7 @@ def test_a_smaller_rerun_removes_the_files_it_no_longer_makes(poster, tmp_path):
 
 def test_font_and_graphics_on_a_raster_fail_clearly(photo, tmp_path):
     for aspect in ("font", "graphics"):
-        with pytest.raises(ValueError, match=f"{aspect} variants need a layered design"):
+        with pytest.raises(ValueError, match=f"photo.png: {aspect} variants need a layered design"):
             hvcu("perturb", photo, "--aspect", aspect, "--out", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

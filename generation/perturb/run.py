@@ -83,7 +83,10 @@ def perturb(source_path: Path, aspect: str, n: int, seed: int, out: Path) -> lis
     source_path = Path(source_path)
     source = load_source(source_path)
     design = source if isinstance(source, Design) else None
-    variants = sample_variants(aspect, n, seed, design)
+    try:
+        variants = sample_variants(aspect, n, seed, design)
+    except ValueError as exc:
+        raise ValueError(f"{source_path}: {exc}") from exc
     out = Path(out)
     manifest = out / MANIFEST
     old = read_manifest(manifest)
