@@ -33,6 +33,47 @@ demo: setup
 	@echo "  lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
 	@echo "    --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
 
+# The paper's tuning loop (§4.3, App. C/D): chains -> LLaMA-Factory dataset -> LoRA (global batch 128) -> merge ->
+# lmms-eval of base and tuned model (HVCU-Bench in both settings + general benchmarks: hvcu_suite) ->
+# `hvcu report --compare`. Defaults are the real run (GPUs, hub); finished steps are skipped on a rerun.
+# DEEPSPEED=z2|z3 uses the shipped ZeRO configs (pip install deepspeed first); none = plain DDP, enough for LoRA.
+# Offline smoke run with a tiny model: see README ("Tuning on generated chains").
+BASE_MODEL   ?= Qwen/Qwen3-VL-4B-Instruct
+TRAIN_MODEL  ?= qwen3_vl_4b
+CHAINS       ?= runs/mcts/chains.jsonl
+IMAGE_ROOT   ?= .
+COMPOSITION  ?= full-data
+SEED         ?= 0
+DATASET      ?= hvcu_$(subst -,_,$(COMPOSITION))
+GPUS         ?= 8
+NODES        ?= 1
+DEEPSPEED    ?= none
+OUT          ?= runs/train-loop
+TRAIN_FLAGS  ?=
+EVAL_BACKEND ?= qwen3_vl
+EVAL_ARGS    ?= device_map=auto
+EVAL_TASKS   ?= hvcu_suite
+EVAL_FLAGS   ?=
+HVCU_TRAIN   ?= $(BIN)/hvcu train
+
+.PHONY: train-loop
+train-loop: setup
+	$(HVCU_TRAIN) prepare --chains $(CHAINS) --out $(OUT)/data --composition $(COMPOSITION) --name $(DATASET) \
+	  --image-root $(IMAGE_ROOT) --seed $(SEED)
+	$(HVCU_TRAIN) config --model $(TRAIN_MODEL) --model-path $(BASE_MODEL) --dataset $(DATASET) \
+	  --dataset-dir $(OUT)/data --out $(OUT)/train --gpus $(GPUS) --nodes $(NODES) --deepspeed $(DEEPSPEED) $(TRAIN_FLAGS)
+	$(HVCU_TRAIN) run $(OUT)/train/train.yaml --export $(OUT)/train/export.yaml
+	@for run in base:$(BASE_MODEL) tuned:$(abspath $(OUT))/train/merged; do \
+	  name=$${run%%:*}; model=$${run#*:}; \
+	  if [ -n "$$(find $(OUT)/eval/$$name -name '*_results.json' 2>/dev/null)" ]; then echo "$$name: evaluated already"; continue; fi; \
+	  echo "lmms-eval: $$name = $$model"; \
+	  $(BIN)/lmms-eval --model hvcu_context --model_args inner=$(EVAL_BACKEND),pretrained=$$model,$(EVAL_ARGS) \
+	    --tasks $(EVAL_TASKS) --output_path $(OUT)/eval/$$name --log_samples $(EVAL_FLAGS) || exit 1; \
+	  test -n "$$(find $(OUT)/eval/$$name -name '*_results.json')" || { echo "lmms-eval wrote no results for $$name"; exit 1; }; \
+	done
+	$(BIN)/hvcu report --compare $(OUT)/eval/base $(OUT)/eval/tuned --out $(OUT)/report
+	@echo "Comparison tables: $(OUT)/report (A = base $(BASE_MODEL), B = tuned $(OUT)/train/merged)"
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -160,10 +160,16 @@ def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
-    """Build a tiny random Qwen2.5-VL, Qwen3-VL or LLaVA (the offline stand-ins of the demo and tests)."""
-    from hvcu_tasks.tiny_model import build_llava, build_qwen2_5_vl, build_qwen3_vl
+    """Build a tiny random Qwen2.5-VL, Qwen3-VL, LLaVA or LLaVA-NeXT (offline stand-ins for the demo and tests)."""
+    from hvcu_tasks.tiny_model import build_llava, build_llava_next, build_qwen2_5_vl, build_qwen3_vl
 
-    build = {"qwen2_5_vl": build_qwen2_5_vl, "qwen3_vl": build_qwen3_vl, "llava": build_llava}[args.arch]
+    builders = {
+        "qwen2_5_vl": build_qwen2_5_vl,
+        "qwen3_vl": build_qwen3_vl,
+        "llava": build_llava,
+        "llava_next": build_llava_next,
+    }
+    build = builders[args.arch]
     print(build(args.out, seed=args.seed))
     return 0
 
@@ -220,13 +226,16 @@ def build_parser() -> argparse.ArgumentParser:
     from generation.audit.cli import add_parser as add_audit
 
     add_audit(sub)
+    from training.cli import add_parser as add_train
+
+    add_train(sub)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)
 
     tiny = sub.add_parser("tiny-model", help="build a tiny random VLM (offline stand-in; its answers are noise)")
     tiny.add_argument("out", type=Path)
-    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen3_vl", "llava"], default="qwen2_5_vl")
+    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen3_vl", "llava", "llava_next"], default="qwen2_5_vl")
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_cmd_tiny_model)
     return parser

@@ -1,4 +1,4 @@
-"""Build tiny randomly-initialised VLMs (Qwen2.5-VL, Qwen3-VL, LLaVA) on disk, offline, for end-to-end runs.
+"""Build tiny randomly-initialised VLMs (Qwen2.5-VL, Qwen3-VL, LLaVA, LLaVA-NeXT) on disk, offline, for end-to-end runs.
 
 Its answers are random: it proves that a path works (loading, chat template, images, generation),
 never a score. About 200k parameters; built in seconds on a CPU.
@@ -198,22 +198,10 @@ LLAVA_CHAT_TEMPLATE = (
 )
 
 
-def build_llava(out: Path, seed: int = 0) -> Path:
-    """Write a tiny LLaVA (CLIP vision tower + Llama LM) with tokenizer and processor to `out`."""
-    import torch
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-        PreTrainedTokenizerFast,
-    )
+def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
+    """Return a byte-level BPE with the LLaVA special tokens (`<image>` included) and the USER:/ASSISTANT: template."""
+    from transformers import PreTrainedTokenizerFast
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
     specials = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=_byte_level_bpe(specials, unk="<unk>"),
@@ -224,6 +212,13 @@ def build_llava(out: Path, seed: int = 0) -> Path:
         extra_special_tokens={"image_token": "<image>"},
     )
     tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    return tokenizer
+
+
+def _llava_parts(tokenizer):  # -> (CLIPVisionConfig, LlamaConfig)
+    """Return the tiny CLIP vision tower and Llama text configs shared by the LLaVA builders."""
+    from transformers import CLIPVisionConfig, LlamaConfig
+
     vision = CLIPVisionConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14
     )
@@ -239,6 +234,29 @@ def build_llava(out: Path, seed: int = 0) -> Path:
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
+    return vision, text
+
+
+def _save_llava(out: Path, model, processor, tokenizer) -> Path:
+    """Set the generation ids and save model, processor and tokenizer to `out`."""
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_llava(out: Path, seed: int = 0) -> Path:
+    """Write a tiny LLaVA (CLIP vision tower + Llama LM) with tokenizer and processor to `out`."""
+    import torch
+    from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tokenizer = _llava_tokenizer()
+    vision, text = _llava_parts(tokenizer)
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
@@ -247,9 +265,6 @@ def build_llava(out: Path, seed: int = 0) -> Path:
         vision_feature_layer=-1,
     )
     model = LlavaForConditionalGeneration(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
         tokenizer=tokenizer,
@@ -258,6 +273,48 @@ def build_llava(out: Path, seed: int = 0) -> Path:
         num_additional_image_tokens=1,
         chat_template=LLAVA_CHAT_TEMPLATE,
     )
-    processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return _save_llava(out, model, processor, tokenizer)
+
+
+# Any-resolution grid of the tiny LLaVA-NeXT: tiles of the 28-pixel CLIP input, at most 2 x 2.
+LLAVA_NEXT_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]
+
+
+def build_llava_next(out: Path, seed: int = 0) -> Path:
+    """Write a tiny LLaVA-NeXT (anyres CLIP tower + Llama LM) with tokenizer and processor to `out`."""
+    import torch
+    from transformers import (
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessor,
+        LlavaNextProcessor,
+    )
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tokenizer = _llava_tokenizer()
+    vision, text = _llava_parts(tokenizer)
+    config = LlavaNextConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
+        image_seq_length=4,
+    )
+    model = LlavaNextForConditionalGeneration(config)
+    processor = LlavaNextProcessor(
+        image_processor=LlavaNextImageProcessor(
+            size={"shortest_edge": 28},
+            crop_size={"height": 28, "width": 28},
+            image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
+        ),
+        tokenizer=tokenizer,
+        patch_size=14,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_CHAT_TEMPLATE,
+    )
+    return _save_llava(out, model, processor, tokenizer)

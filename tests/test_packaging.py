@@ -14,6 +14,7 @@ DATA_DIRS = [
     "hvcu_tasks/report",
     "generation/prompts",
     "generation/perturb/examples",
+    "training/configs",
 ]
 
 

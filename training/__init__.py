@@ -1,1 +1,1 @@
-"""LLaMA-Factory datasets and LoRA configs for tuning on generated chains (not built yet: see the open issues)."""
+"""LoRA tuning on generated chains with LLaMA-Factory: datasets (prepare), configs (render), training runs (run)."""

@@ -1,0 +1,124 @@
+"""`hvcu train prepare|config|run`: LLaMA-Factory datasets from chains, rendered LoRA configs, training and merge."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from training.prepare import COMPOSITIONS
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    """Write the requested compositions of the chains as LLaMA-Factory datasets and report their counts."""
+    from training.prepare import prepare
+
+    written, chains = prepare(args.chains, args.out, args.composition, args.seed, args.image_root, args.name)
+    methods = ", ".join(f"{m} {n}" for m, n in chains.by_method.items())
+    print(
+        f"read {len(chains.chains)} chain(s) from {len(args.chains)} file(s) ({methods}); "
+        f"dropped {chains.duplicates} exact duplicate(s)"
+    )
+    for p in written:
+        c = p.counts
+        print(f"{p.name} ({p.composition}): {c.samples} samples, {c.qa_pairs} QA pairs, {c.images} images -> {p.file}")
+    print(f"entries in {Path(args.out) / 'dataset_info.json'}: {', '.join(p.name for p in written)}")
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    """Render the shipped configs of a model and print how to launch them."""
+    from training.render import Layout, Request, parse_set, write_configs
+
+    layout = Layout(
+        gpus=args.gpus,
+        nodes=args.nodes,
+        cpu=args.cpu,
+        deepspeed=args.deepspeed,
+        per_device=args.per_device,
+        global_batch=args.global_batch,
+    )
+    req = Request(
+        model=args.model,
+        dataset=args.dataset,
+        dataset_dir=args.dataset_dir,
+        out=args.out,
+        layout=layout,
+        model_path=args.model_path,
+        overrides=parse_set(args.set or []),
+    )
+    rendered = write_configs(req, args.master_addr, args.master_port)
+    t = rendered.train
+    print(f"wrote {rendered.train_yaml} and {rendered.export_yaml}")
+    print(
+        f"global batch {args.global_batch} = {t['per_device_train_batch_size']} per device x "
+        f"{t['gradient_accumulation_steps']} accumulation x {layout.world} process(es)"
+        + (f"; DeepSpeed {t['deepspeed']}" if "deepspeed" in t else "")
+    )
+    print("launch:")
+    for command in rendered.commands:
+        print(f"  {command}")
+    print(f"or, on one machine: hvcu train run {rendered.train_yaml} --export {rendered.export_yaml}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Train, then merge; a failing step prints its exit status and log and returns it."""
+    from training.run import StepFailed, run
+
+    try:
+        result = run(args.config, args.export, force=args.force)
+    except StepFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
+    print(f"training: {result.trained} ({result.output_dir})")
+    if result.export_dir is not None:
+        print(f"merge: {result.exported} ({result.export_dir})")
+    return 0
+
+
+def _shipped_models() -> list[str]:
+    """Return the shipped model keys (for --model choices)."""
+    from training.render import shipped_models
+
+    return shipped_models()
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `train` with its subcommands prepare, config and run."""
+    train = sub.add_parser("train", help="LoRA tuning on generated chains with LLaMA-Factory (datasets, configs, runs)")
+    tsub = train.add_subparsers(dest="train_command", required=True)
+
+    prep = tsub.add_parser("prepare", help="chains.jsonl -> LLaMA-Factory ShareGPT datasets + dataset_info.json")
+    prep.add_argument("--chains", type=Path, nargs="+", required=True, help="chains.jsonl of hvcu mcts / direct")
+    prep.add_argument("--out", type=Path, required=True, help="dataset folder (dataset_info.json entries are merged)")
+    prep.add_argument(
+        "--composition", nargs="+", choices=COMPOSITIONS, required=True, help="one or more of the paper's Table 4"
+    )
+    prep.add_argument("--seed", type=int, default=0, help="picks full-hierarchy's third of the chains")
+    prep.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: cwd)")
+    prep.add_argument("--name", help="dataset name (one composition only; default hvcu_<method>_<composition>)")
+    prep.set_defaults(func=_cmd_prepare)
+
+    cfg = tsub.add_parser("config", help="render a shipped LoRA config for a dataset and GPU layout (batch 128)")
+    cfg.add_argument("--model", required=True, choices=_shipped_models())
+    cfg.add_argument("--dataset", required=True, help="name(s) in DATASET_DIR/dataset_info.json, comma-separated")
+    cfg.add_argument("--dataset-dir", type=Path, required=True)
+    cfg.add_argument("--out", type=Path, required=True, help="gets train.yaml, export.yaml, adapter/, merged/")
+    cfg.add_argument("--gpus", type=int, default=1, help="GPUs per node")
+    cfg.add_argument("--nodes", type=int, default=1)
+    cfg.add_argument("--per-device", type=int, help="per-device batch (default: the largest <= the shipped value)")
+    cfg.add_argument("--global-batch", type=int, default=128, help="kept exactly (paper: 128)")
+    cfg.add_argument("--deepspeed", choices=["auto", "z2", "z3", "none"], default="auto", help="auto: z2 on >1 GPU")
+    cfg.add_argument("--model-path", help="local folder or hub id instead of the shipped base model")
+    cfg.add_argument("--cpu", action="store_true", help="CPU run (tests): use_cpu, no DeepSpeed/bf16/workers")
+    cfg.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a LLaMA-Factory argument")
+    cfg.add_argument("--master-addr", help="node 0's address for multi-node launch commands")
+    cfg.add_argument("--master-port", type=int, default=29500)
+    cfg.set_defaults(func=_cmd_config)
+
+    run = tsub.add_parser("run", help="llamafactory-cli train (resumes from checkpoints), then export")
+    run.add_argument("config", type=Path, help="rendered train.yaml")
+    run.add_argument("--export", type=Path, help="rendered export.yaml: merge the adapter after training")
+    run.add_argument("--force", action="store_true", help="retrain and re-export even when finished")
+    run.set_defaults(func=_cmd_run)

@@ -1,0 +1,290 @@
+"""Render a shipped LLaMA-Factory config for a dataset, a folder and a GPU layout, keeping the global batch fixed.
+
+Shipped: `configs/<model>_lora_sft.yaml` (training) and `configs/<model>_merge.yaml` (LoRA merge/export) per
+model, and `configs/deepspeed/ds_z{2,3}.json`. Rendering writes OUT/train.yaml and OUT/export.yaml whose
+folders are OUT/adapter (LoRA output, checkpoints) and OUT/merged (the merged model), plus OUT/layout.json, with
+per_device_train_batch_size x gradient_accumulation_steps x GPUs x nodes == the global batch (128: paper).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+DEEPSPEED = {"z2": CONFIGS / "deepspeed" / "ds_z2.json", "z3": CONFIGS / "deepspeed" / "ds_z3.json"}
+GLOBAL_BATCH = 128  # paper, Appendix C
+LAYOUT_FILE = "layout.json"  # beside train.yaml: the layout it was rendered for, checked by `hvcu train run`
+# Keys the renderer owns: setting them with --set would break the global batch or the folder layout.
+OWNED = {
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "dataset",
+    "dataset_dir",
+    "output_dir",
+    "deepspeed",
+    "adapter_name_or_path",
+    "export_dir",
+}
+# Settings that only make sense on GPUs: dropped by --cpu (parallel preprocessing is dropped too: 2-core CI).
+CPU_DROPPED = ("deepspeed", "bf16", "fp16", "preprocessing_num_workers", "dataloader_num_workers")
+
+
+def shipped_models() -> list[str]:
+    """Return the model keys that have a shipped training config (e.g. `qwen3_vl_4b`)."""
+    return sorted(p.name.removesuffix("_lora_sft.yaml") for p in CONFIGS.glob("*_lora_sft.yaml"))
+
+
+def shipped_paths(model: str) -> tuple[Path, Path]:
+    """Return the shipped (training, merge) YAML paths of a model key."""
+    if model not in shipped_models():
+        raise ValueError(f"unknown model {model!r}; shipped configs: {shipped_models()}")
+    return CONFIGS / f"{model}_lora_sft.yaml", CONFIGS / f"{model}_merge.yaml"
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; anything else is an error naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such config file")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: must be a YAML mapping of LLaMA-Factory arguments")
+    return data
+
+
+@functools.cache
+def known_keys() -> frozenset[str]:
+    """Return every argument name LLaMA-Factory's train/export parsers accept."""
+    from llamafactory.hparams import (
+        DataArguments,
+        FinetuningArguments,
+        GeneratingArguments,
+        ModelArguments,
+        TrainingArguments,
+    )
+
+    classes = (ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments)
+    return frozenset(f.name for c in classes for f in dataclasses.fields(c))
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """Parse `KEY=VALUE` overrides (VALUE read as YAML: numbers, booleans, lists)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else None
+    return out
+
+
+def split_batch(global_batch: int, world: int, per_device_max: int, fixed: bool = False) -> tuple[int, int]:
+    """Return (per-device batch, gradient accumulation) whose product times `world` devices is `global_batch`.
+
+    The per-device batch is the largest value <= per_device_max that divides global_batch / world, or exactly
+    per_device_max when `fixed`.
+    """
+    if world < 1 or per_device_max < 1 or global_batch < 1:
+        raise ValueError("GPUs, nodes, per-device batch and global batch must all be >= 1")
+    if global_batch % world:
+        raise ValueError(
+            f"global batch {global_batch} cannot be split over {world} device(s): {global_batch} is not a multiple "
+            f"of {world}; use a device count that divides it (1, 2, 4, 8, 16, ...)"
+        )
+    per_world = global_batch // world
+    if fixed:
+        if per_world % per_device_max:
+            raise ValueError(
+                f"--per-device {per_device_max} does not divide {per_world} samples per device and step "
+                f"(global batch {global_batch} / {world} device(s)); choose a divisor of {per_world}"
+            )
+        return per_device_max, per_world // per_device_max
+    per_device = max(d for d in range(1, min(per_device_max, per_world) + 1) if per_world % d == 0)
+    return per_device, per_world // per_device
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where and on what a rendered config runs."""
+
+    gpus: int = 1
+    nodes: int = 1
+    cpu: bool = False
+    deepspeed: str = "auto"  # auto: z-stage of the shipped config when more than one GPU; or z2, z3, none
+    per_device: int | None = None
+    global_batch: int = GLOBAL_BATCH
+
+    @property
+    def world(self) -> int:
+        """Return the number of training processes (1 on CPU)."""
+        return 1 if self.cpu else self.gpus * self.nodes
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to render: a shipped model, a prepared dataset, an output folder, a layout and overrides."""
+
+    model: str
+    dataset: str
+    dataset_dir: Path
+    out: Path
+    layout: Layout = Layout()
+    model_path: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_overrides(overrides: dict[str, Any]) -> None:
+    """Reject overrides of owned keys and keys LLaMA-Factory does not know."""
+    owned = sorted(set(overrides) & OWNED)
+    if owned:
+        raise ValueError(f"--set cannot change {owned}: use the matching option of `hvcu train config`")
+    unknown = sorted(set(overrides) - known_keys())
+    if unknown:
+        raise ValueError(f"--set: unknown LLaMA-Factory argument(s) {unknown}")
+
+
+def _deepspeed_file(shipped: dict[str, Any], layout: Layout) -> Path | None:
+    """Return the DeepSpeed JSON to use, or None (one GPU, CPU, or `none`)."""
+    if layout.cpu or layout.deepspeed == "none":
+        return None
+    if layout.deepspeed in DEEPSPEED:
+        return DEEPSPEED[layout.deepspeed]
+    if layout.deepspeed != "auto":
+        raise ValueError(f"--deepspeed must be auto, z2, z3 or none; got {layout.deepspeed!r}")
+    if layout.world == 1 or not shipped.get("deepspeed"):
+        return None
+    return (CONFIGS / str(shipped["deepspeed"])).resolve()
+
+
+def check_dataset(dataset: str, dataset_dir: Path) -> None:
+    """Check that every comma-separated dataset name has an entry in dataset_dir/dataset_info.json."""
+    info_path = Path(dataset_dir) / "dataset_info.json"
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{info_path}: no dataset_info.json (run `hvcu train prepare --out {dataset_dir}`)")
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    missing = [n for n in (s.strip() for s in dataset.split(",")) if n not in info]
+    if missing:
+        raise ValueError(f"{info_path}: no entry for dataset(s) {missing}; it has {sorted(info)}")
+
+
+def render_train(shipped: dict[str, Any], req: Request) -> dict[str, Any]:
+    """Return the training config: shipped values, then the request's dataset, folders, batch split, layout."""
+    _check_overrides(req.overrides)
+    cfg = dict(shipped)
+    per_device, accum = split_batch(
+        req.layout.global_batch,
+        req.layout.world,
+        req.layout.per_device or int(shipped["per_device_train_batch_size"]),
+        fixed=req.layout.per_device is not None,
+    )
+    ds = _deepspeed_file(shipped, req.layout)
+    cfg.pop("deepspeed", None)
+    if req.model_path:
+        cfg["model_name_or_path"] = req.model_path
+    cfg.update(
+        dataset=req.dataset,
+        dataset_dir=str(Path(req.dataset_dir).resolve()),
+        output_dir=str((Path(req.out) / "adapter").resolve()),
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accum,
+    )
+    if ds is not None:
+        cfg["deepspeed"] = str(ds)
+    if req.layout.cpu:
+        for key in CPU_DROPPED:
+            cfg.pop(key, None)
+        cfg["use_cpu"] = True
+    cfg.update(req.overrides)
+    return cfg
+
+
+def render_export(shipped: dict[str, Any], train: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Return the merge config for a rendered training config: same base model and template, OUT/merged."""
+    cfg = dict(shipped)
+    cfg.update(
+        model_name_or_path=train["model_name_or_path"],
+        adapter_name_or_path=train["output_dir"],
+        template=train["template"],
+        export_dir=str((Path(out) / "merged").resolve()),
+    )
+    for key in ("image_max_pixels", "trust_remote_code"):
+        if key in train:
+            cfg[key] = train[key]
+    return cfg
+
+
+def global_batch_of(cfg: dict[str, Any], world: int) -> int:
+    """Return per-device batch x gradient accumulation x world size of a training config."""
+    return int(cfg["per_device_train_batch_size"]) * int(cfg.get("gradient_accumulation_steps", 1)) * world
+
+
+def launch_commands(
+    train_yaml: Path, export_yaml: Path, layout: Layout, master_addr: str | None = None, master_port: int = 29500
+) -> list[str]:
+    """Return the shell commands that train (one per node) and then merge, as LLaMA-Factory expects them."""
+    train_cmd = f"llamafactory-cli train {train_yaml}"
+    commands = []
+    if layout.cpu:
+        commands.append(train_cmd)
+    elif layout.nodes == 1:
+        devices = ",".join(str(i) for i in range(layout.gpus))
+        force = "FORCE_TORCHRUN=1 " if layout.gpus == 1 and layout.deepspeed in DEEPSPEED else ""
+        commands.append(f"{force}CUDA_VISIBLE_DEVICES={devices} {train_cmd}")
+    else:
+        addr = master_addr or "<address of node 0>"
+        for rank in range(layout.nodes):
+            commands.append(
+                f"FORCE_TORCHRUN=1 NNODES={layout.nodes} NODE_RANK={rank} NPROC_PER_NODE={layout.gpus} "
+                f"MASTER_ADDR={addr} MASTER_PORT={master_port} {train_cmd}   # on node {rank}"
+            )
+    commands.append(f"llamafactory-cli export {export_yaml}")
+    return commands
+
+
+def _header(req: Request, cfg: dict[str, Any] | None, kind: str) -> str:
+    """Return the comment heading a rendered YAML: what it came from and the batch arithmetic."""
+    lines = [f"# Rendered by `hvcu train config` from training/configs/{req.model}_{kind}.yaml."]
+    if cfg is not None:
+        lay = req.layout
+        where = "CPU (1 process)" if lay.cpu else f"{lay.gpus} GPU(s) x {lay.nodes} node(s)"
+        lines.append(
+            f"# Global batch: {cfg['per_device_train_batch_size']} per device x "
+            f"{cfg['gradient_accumulation_steps']} accumulation x {lay.world} process(es) = "
+            f"{global_batch_of(cfg, lay.world)} on {where}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The written configs and how to launch them."""
+
+    train_yaml: Path
+    export_yaml: Path
+    train: dict[str, Any]
+    export: dict[str, Any]
+    commands: list[str]
+
+
+def write_configs(req: Request, master_addr: str | None = None, master_port: int = 29500) -> Rendered:
+    """Render the model's shipped training and merge configs for the request and write them to OUT."""
+    train_path, merge_path = shipped_paths(req.model)
+    check_dataset(req.dataset, req.dataset_dir)
+    train = render_train(load_yaml(train_path), req)
+    export = render_export(load_yaml(merge_path), train, req.out)
+    out = Path(req.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_yaml, export_yaml = out / "train.yaml", out / "export.yaml"
+    (out / LAYOUT_FILE).write_text(json.dumps(dataclasses.asdict(req.layout), indent=2) + "\n", encoding="utf-8")
+    dump = functools.partial(yaml.safe_dump, sort_keys=False, allow_unicode=True)
+    train_yaml.write_text(_header(req, train, "lora_sft") + dump(train), encoding="utf-8")
+    export_yaml.write_text(_header(req, None, "merge") + dump(export), encoding="utf-8")
+    commands = launch_commands(train_yaml, export_yaml, req.layout, master_addr, master_port)
+    return Rendered(train_yaml, export_yaml, train, export, commands)
