@@ -309,3 +309,15 @@ def test_lmms_eval_scores_a_built_benchmark_through_the_hub_tasks(built, tmp_pat
     )
     assert results["results"]["hvcu_bench"]["acc_full,none"] == 100.0
     assert results["results"]["hvcu_bench_affect"]["n_chains,none"] == 8
+
+
+def test_an_item_whose_manifest_row_changed_is_built_again(built, tmp_path: Path) -> None:
+    out, _requests = built
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(manifest.read_text().replace("hope at dawn", "quiet dusk"))
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, out) == 0
+    assert len(generation_requests(server.requests, 3, "quiet dusk")) == 1
+    assert len(server.requests) == 5  # that item's three stages and two validations; the rest is resumed
+    anchors = [it["anchor"] for it in json.loads((out / "Affective-Reasoning.json").read_text())]
+    assert "quiet dusk" in anchors and "hope at dawn" not in anchors

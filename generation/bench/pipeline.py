@@ -138,7 +138,8 @@ async def build_bench(
     """Build every manifest row not already finished in OUT; write the benchmark and the report."""
     out = Path(out)
     config = config or BuildConfig()
-    todo = [(path_key(row.id), row) for row in rows]
+    # Keyed by the whole row: an item whose image, aspect or anchor changed in the manifest is built anew.
+    todo = [(path_key(f"{row.id}|{row.image}|{row.family}|{row.aspect}|{row.anchor}"), row) for row in rows]
 
     async def work(client: ChatClient, key: str, row: ManifestRow) -> dict[str, Any]:
         record = await build_item(client, row, config, image_data_url(row.image), seed)
