@@ -56,12 +56,17 @@ def load_settings(path: Path | None, cls: type[C]) -> C:
     if path is None:
         return cls()
     text = Path(path).read_text(encoding="utf-8")
-    if Path(path).suffix in {".yaml", ".yml"}:
-        import yaml
+    try:
+        if Path(path).suffix in {".yaml", ".yml"}:
+            import yaml
 
-        data = yaml.safe_load(text) or {}
-    else:
-        data = json.loads(text)
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError
+        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+    except Exception as exc:  # yaml.YAMLError, without importing yaml for JSON files
+        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -78,8 +83,14 @@ def load_settings(path: Path | None, cls: type[C]) -> C:
 
 
 def read_records(folder: Path) -> dict[str, dict[str, Any]]:
-    """Return every per-item record of a folder by key."""
-    return {f.stem: json.loads(f.read_text(encoding="utf-8")) for f in sorted(Path(folder).glob("*.json"))}
+    """Return every per-item record of a folder by key; a damaged file is an error naming it."""
+    records = {}
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            records[f.stem] = json.loads(f.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{f}: damaged item record ({exc}); delete it to redo that item") from exc
+    return records
 
 
 @dataclass

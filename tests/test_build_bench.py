@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from generation.replies import ReplyError
 from hvcu_tasks.cli import main
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.loaders import load_path
+from hvcu_tasks.smoke import SMOKE_DIR
 from hvcu_tasks.validate import validate
 
 # Anchors script the fake model's behaviour per item (the anchor is echoed into the level-3 question).
 FAIL_ONCE = "fail-once"  # the first bridge draft is too vague; the second passes
 NEVER = "never-concrete"  # every bridge draft is too vague: the item is rejected
 GARBLED = "garbled"  # the first perception reply is not JSON
+AMBIGUOUS = "two-right"  # the first connotation draft has two defensible answers
 
 
 def fake_mllm(request: dict) -> str:
@@ -33,6 +36,10 @@ def fake_mllm(request: dict) -> str:
     text = request["messages"][-1]["content"][0]["text"]
     temperature = request["temperature"]
     digest = hashlib.sha256((text + str(request["seed"])).encode()).hexdigest()[:6]
+    if text.startswith("You check the top level"):
+        if "ambiguous" in text:
+            return '{"single_answer": false, "reason": "two options fit"}'
+        return '{"single_answer": true, "reason": "one clear answer"}'
     if text.startswith("You check one step"):
         lower = text.split("(new):", 1)[1]
         if "vague" in lower:
@@ -47,6 +54,8 @@ def fake_mllm(request: dict) -> str:
         question = f"What vague idea does it show {digest}?"
     elif level == 1 and GARBLED in text and temperature < 0.75:
         return "Sorry, I cannot help with that."
+    elif level == 3 and AMBIGUOUS in text and temperature < 0.75:
+        question = f"Which ambiguous reading {tag} {digest}?"
     else:
         question = f"Level {level} question {tag} {digest}?"
     reply = {"question": question, "answer": f"right {level} {digest}", "distractors": [f"wrong {i}" for i in "xyz"]}
@@ -76,7 +85,7 @@ ROWS = [
     ("implication", "metaphor", ""),
     ("implication", "contrast", NEVER),
     ("aesthetic", "color", ""),
-    ("aesthetic", "font", ""),
+    ("aesthetic", "font", AMBIGUOUS),
 ]
 
 
@@ -232,10 +241,17 @@ def test_unknown_config_keys_are_errors(tmp_path: Path, capsys) -> None:
     assert "cfg.json: unknown key(s) ['max_attempt']" in capsys.readouterr().err
 
 
+def png(path: Path) -> Path:
+    Image.new("RGB", (8, 8), "navy").save(path)
+    return path
+
+
 def test_manifest_problems_name_the_file_row_and_field(tmp_path: Path) -> None:
-    (tmp_path / "a.png").write_bytes(b"")
+    png(tmp_path / "a.png")
+    (tmp_path / "notes.png").write_text("not an image")
     (tmp_path / "m.csv").write_text(
         "image,family,aspect\na.png,affective,metaphor\nmissing.png,affective,joy\na.png,cooking,joy\n"
+        "notes.png,affective,joy\n"
     )
     with pytest.raises(ValueError) as err:
         read_manifest(tmp_path / "m.csv")
@@ -243,16 +259,135 @@ def test_manifest_problems_name_the_file_row_and_field(tmp_path: Path) -> None:
     assert "m.csv: id=row 2: aspect: 'metaphor' is not an aspect of affective" in text
     assert "id=row 3: image: no such file" in text
     assert "id=row 4: family: unknown family 'cooking'" in text
+    assert "id=row 5: image:" in text and "notes.png: not a readable image" in text
+
+
+def test_manifest_rows_with_more_cells_than_the_header_are_named(tmp_path: Path) -> None:
+    png(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,family,aspect,anchor\na.png,affective,joy,hope, despair\n")
+    with pytest.raises(ValueError, match="m.csv: id=row 2: -: more cells than the header has columns"):
+        read_manifest(tmp_path / "m.csv")
+
+
+def test_a_spreadsheet_byte_order_mark_is_not_part_of_the_header(tmp_path: Path) -> None:
+    png(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_bytes("\ufeffimage,family,aspect\na.png,affective,joy\n".encode())
+    assert read_manifest(tmp_path / "m.csv")[0].aspect == "joy"
 
 
 def test_manifest_rejects_duplicate_ids_and_reads_jsonl(tmp_path: Path) -> None:
-    (tmp_path / "a.png").write_bytes(b"")
+    png(tmp_path / "a.png")
     rows = [{"image": "a.png", "family": "Affective_Reasoning", "aspect": "joy", "id": "joy_1"}] * 2
     (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(ValueError, match=r"m.jsonl: id=line 2: id: 'joy_1' repeats line 1"):
         read_manifest(tmp_path / "m.jsonl")
+    (tmp_path / "m.jsonl").write_text(json.dumps({**rows[0], "anchor": ["hope", "joy"]}))
+    with pytest.raises(ValueError, match=r"id=line 1: anchor: expected text, got list"):
+        read_manifest(tmp_path / "m.jsonl")
     (tmp_path / "m.jsonl").write_text(json.dumps(rows[0]))
     assert read_manifest(tmp_path / "m.jsonl")[0].family == "affective"
+
+
+def test_default_ids_follow_the_image_content_not_its_path(tmp_path: Path) -> None:
+    png(tmp_path / "a.png")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "m.csv").write_text("image,family,aspect\na.png,affective,joy\n")
+    (tmp_path / "sub" / "m.csv").write_text(f"image,family,aspect\n{tmp_path / 'a.png'},affective,joy\n")
+    assert read_manifest(tmp_path / "m.csv")[0].id == read_manifest(tmp_path / "sub" / "m.csv")[0].id
+
+
+def test_a_resume_from_another_working_folder_pays_for_nothing(built, tmp_path: Path, monkeypatch) -> None:
+    out, _requests = built
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, Path("manifest.csv"), out) == 0
+    assert server.requests == []
+
+
+def test_the_top_level_is_checked_for_one_right_answer_and_refined(built) -> None:
+    out, requests = built
+    attempts = generation_requests(requests, 3, AMBIGUOUS)
+    assert [r["temperature"] for r in attempts] == [0.7, 0.8]
+    assert "(validator: two options fit)" in attempts[1]["messages"][-1]["content"][0]["text"]
+    item = next(r for r in json.loads((out / "Aesthetic-Appreciation.json").read_text()) if r["anchor"] == AMBIGUOUS)
+    assert "ambiguous" not in item["qa_levels"][2]["question"]
+
+
+def test_an_existing_benchmark_folder_is_never_overwritten(tmp_path: Path, capsys) -> None:
+    existing = tmp_path / "existing"
+    shutil.copytree(SMOKE_DIR, existing)
+    manifest = write_manifest(tmp_path, [("affective", "joy", "")])
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, existing) == 2
+    assert server.requests == []
+    assert "pass the existing benchmark as --base" in capsys.readouterr().err
+    assert (existing / "Affective-Reasoning.json").read_bytes() == (SMOKE_DIR / "Affective-Reasoning.json").read_bytes()
+
+
+def test_extending_a_benchmark_keeps_its_items_and_evens_out_the_answer_letters(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, ROWS[:8])
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "out", "--base", str(SMOKE_DIR)) == 0
+    for stem in ("Affective-Reasoning", "Implication-Understanding", "Aesthetic-Appreciation"):
+        base = json.loads((SMOKE_DIR / f"{stem}.json").read_text())
+        assert json.loads((tmp_path / "out" / f"{stem}.json").read_text())[: len(base)] == base
+    assert validate(str(tmp_path / "out")).problems == []
+    base = json.loads((SMOKE_DIR / "Affective-Reasoning.json").read_text())
+    both = json.loads((tmp_path / "out" / "Affective-Reasoning.json").read_text())
+    for level in range(3):
+        before = Counter(it["qa_levels"][level]["correct_answer_key"] for it in base)
+        after = Counter(it["qa_levels"][level]["correct_answer_key"] for it in both)
+        spread = max(after[k] for k in "ABCD") - min(after[k] for k in "ABCD")
+        assert spread <= max(1, max(before[k] for k in "ABCD") - min(before[k] for k in "ABCD") - 2)
+
+
+def test_an_id_already_in_the_base_benchmark_is_refused(tmp_path: Path) -> None:
+    png(tmp_path / "a.png")
+    (tmp_path / "m.csv").write_text("image,family,aspect,id\na.png,affective,joy,joy_001\n")
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, tmp_path / "m.csv", tmp_path / "out", "--base", str(SMOKE_DIR)) == 2
+
+
+def test_rejected_items_are_built_again_on_request(built, tmp_path: Path) -> None:
+    out, _requests = built
+    (tmp_path / "cfg.yaml").write_text("max_attempts: 4\n")
+    args = ["--config", str(tmp_path / "cfg.yaml")]
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, tmp_path / "manifest.csv", out, *args) == 0
+    assert server.requests == []  # rejected is final by default
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, tmp_path / "manifest.csv", out, *args, "--retry-rejected") == 0
+    assert len(generation_requests(server.requests, 2, NEVER)) == 1  # attempts 1-3 come from the cache
+    (rejected,) = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
+    assert [a["attempt"] for a in rejected["attempts"] if a["level"] == 2] == [1, 2, 3, 4]
+
+
+def test_a_family_without_items_is_an_empty_list_so_the_folder_still_loads(tmp_path: Path) -> None:
+    manifest = write_manifest(tmp_path, [("affective", "joy", "")])
+    with FakeOpenAI(fake_mllm) as server:
+        assert build(server, manifest, tmp_path / "out") == 0
+    assert json.loads((tmp_path / "out" / "Implication-Understanding.json").read_text()) == []
+    assert len(load_path(tmp_path / "out").raise_for_problems()) == 1
+
+
+def test_config_files_that_do_not_parse_or_hold_bad_values_are_named(tmp_path: Path, capsys) -> None:
+    manifest = write_manifest(tmp_path, [("affective", "joy", "")])
+    for name, text, message in [
+        ("bad.json", "{max_attempts: 2", "bad.json: not valid JSON"),
+        ("bad.yaml", "max_attempts: [2", "bad.yaml: not valid YAML"),
+        ("levels.yaml", "validate_levels: 2", "validate_levels must be a list drawn from 1, 2, 3"),
+        ("tokens.yaml", "max_tokens: -5", "max_tokens must be a positive integer"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with FakeOpenAI(fake_mllm) as server:
+            assert build(server, manifest, tmp_path / "out", "--config", str(tmp_path / name)) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_the_report_counts_the_calls_each_item_made(built) -> None:
+    out, requests = built
+    report = json.loads((out / "build_report.json").read_text())
+    assert report["calls_per_item"] == len(requests) / 12
 
 
 def test_a_draft_needs_three_distinct_distractors() -> None:
@@ -318,6 +453,6 @@ def test_an_item_whose_manifest_row_changed_is_built_again(built, tmp_path: Path
     with FakeOpenAI(fake_mllm) as server:
         assert build(server, manifest, out) == 0
     assert len(generation_requests(server.requests, 3, "quiet dusk")) == 1
-    assert len(server.requests) == 5  # that item's three stages and two validations; the rest is resumed
+    assert len(server.requests) == 6  # that item's three stages and three validations; the rest is resumed
     anchors = [it["anchor"] for it in json.loads((out / "Affective-Reasoning.json").read_text())]
     assert "quiet dusk" in anchors and "hope at dawn" not in anchors

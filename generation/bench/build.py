@@ -2,9 +2,10 @@
 
 Stage 1 writes the connotation question (anchored on the manifest's concept when given), stage 2 the
 bridge question conditioned on it, stage 3 the perception question conditioned on both. After stages 2
-and 3 an MLLM validator checks dependency and difficulty progression (and that exactly one option is
-right); a failed or unusable attempt is regenerated with the reasons as guidance at a higher temperature,
-up to `max_attempts`. An item whose stage never passes is recorded as rejected, with every attempt.
+and 3 an MLLM validator checks dependency and difficulty progression, and after every stage that exactly
+one option is right among plausible distractors. A failed or unusable attempt is regenerated with the
+reasons as guidance at a higher temperature, up to `max_attempts`; an item whose stage never passes is
+recorded as rejected, with every attempt.
 """
 
 from __future__ import annotations
@@ -33,18 +34,24 @@ class BuildConfig:
     temperature_cap: float = 1.2
     validator_temperature: float = 0.0
     max_tokens: int = 1024
-    validate_levels: tuple[int, ...] = (2, 1)
-    """Levels checked by the validator after generation (the paper validates after stages 2 and 3)."""
+    validate_levels: tuple[int, ...] = (3, 2, 1)
+    """Levels checked by the validator: 2 and 1 for dependency and progression (the paper's checks after stages
+    2 and 3), every listed level for one right answer among plausible distractors."""
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        if not 0 <= self.temperature <= self.temperature_cap:
-            raise ValueError("need 0 <= temperature <= temperature_cap")
-        if self.temperature_step < 0:
-            raise ValueError("temperature_step must not be negative")
-        if not set(self.validate_levels) <= {1, 2}:
-            raise ValueError("validate_levels may hold 1 and 2 only (level 3 has nothing above it)")
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError("max_attempts must be an integer of at least 1")
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError("max_tokens must be a positive integer")
+        for name in ("temperature", "temperature_step", "temperature_cap", "validator_temperature"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 2:
+                raise ValueError(f"{name} must be a number from 0 to 2, got {value!r}")
+        if self.temperature > self.temperature_cap:
+            raise ValueError("need temperature <= temperature_cap")
+        levels = self.validate_levels
+        if not isinstance(levels, tuple) or not all(lv in (1, 2, 3) and isinstance(lv, int) for lv in levels):
+            raise ValueError(f"validate_levels must be a list drawn from 1, 2, 3; got {levels!r}")
 
     def temperature_at(self, attempt: int) -> float:
         """Return the generator temperature of the n-th attempt (1-based)."""
@@ -64,7 +71,13 @@ async def _attempt(
 ) -> tuple[Draft | None, list[str], dict[str, Any]]:
     """Generate and check one attempt of a stage; return the draft (None on failure), its reasons and a log."""
     temperature = config.temperature_at(attempt)
-    log: dict[str, Any] = {"level": level, "attempt": attempt, "temperature": temperature, "guidance": list(reasons)}
+    log: dict[str, Any] = {
+        "level": level,
+        "attempt": attempt,
+        "temperature": temperature,
+        "guidance": list(reasons),
+        "calls": 1,
+    }
     text = stage_prompt(level, row.family, row.aspect, above, row.anchor, reasons)
     try:
         reply = await client.complete(
@@ -81,14 +94,16 @@ async def _attempt(
     if level not in config.validate_levels:
         log.update(passed=True, reasons=[])
         return draft, [], log
+    upper = above[-1] if above else None
+    log["calls"] = 2
     try:
         verdict_reply = await client.complete(
-            user_message(validate_prompt(above[-1], draft), image_url),
+            user_message(validate_prompt(upper, draft), image_url),
             temperature=config.validator_temperature,
             max_tokens=256,
             seed=call_seed(seed, row.id, "validate", level, attempt),
         )
-        verdict = parse_verdict(verdict_reply)
+        verdict = parse_verdict(verdict_reply, top=upper is None)
     except ReplyError as exc:
         log.update(passed=False, reasons=[f"unusable validator reply: {exc}"])
         return None, log["reasons"], log
@@ -123,3 +138,8 @@ async def build_item(
         drafts.append(draft)
     levels = sorted(drafts, key=lambda d: d.level)
     return {**record, "status": "done", "levels": [dataclasses.asdict(d) for d in levels]}
+
+
+def calls_of(record: dict[str, Any]) -> int:
+    """Return the model calls an item's build made (generation and validation, cached or not)."""
+    return sum(a.get("calls", 1) for a in record.get("attempts", []))

@@ -21,7 +21,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
     rows = read_manifest(args.manifest)
     client = client_config(args)
     config = load_settings(args.config, BuildConfig)
-    summary = asyncio.run(build_bench(rows, args.out, client, config, args.seed, progress=not args.quiet))
+    summary = asyncio.run(
+        build_bench(
+            rows,
+            args.out,
+            client,
+            config,
+            args.seed,
+            progress=not args.quiet,
+            base=args.base,
+            retry_rejected=args.retry_rejected,
+        )
+    )
     print(json.dumps({k: v for k, v in summary.items() if k not in {"rejected", "failed"}}, indent=2))
     for sid, why in summary["rejected"].items():
         print(f"rejected: {sid}: level {why['level']}: {'; '.join(why['reasons'])}")
@@ -39,5 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--manifest", type=Path, required=True, help="CSV/JSONL: image, family, aspect[, anchor, id]")
     build.add_argument("--out", type=Path, required=True, help="output folder (resumable)")
     build.add_argument("--config", type=Path, help="JSON/YAML overriding BuildConfig (attempts, temperatures)")
+    build.add_argument("--base", type=Path, help="existing benchmark folder to extend (its items kept as they are)")
+    build.add_argument(
+        "--retry-rejected", action="store_true", help="build rejected items again (e.g. after raising max_attempts)"
+    )
     add_endpoint_arguments(build)
     build.set_defaults(func=_cmd_build)

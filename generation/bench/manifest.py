@@ -8,6 +8,7 @@ are resolved against the manifest's folder. Every problem names the file, the ro
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -29,14 +30,24 @@ class ManifestRow:
     family: str
     aspect: str
     anchor: str | None = None
+    digest: str = ""
+    """SHA-1 of the image bytes: ids and resume keys follow the content, not the path it was given by."""
 
 
 def _raw_rows(path: Path) -> list[tuple[str, dict[str, object]]]:
     """Return (row label, fields) pairs from a CSV or JSONL manifest."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is not part of a header
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text: {exc}") from exc
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())
-        return [(f"row {i}", dict(r)) for i, r in enumerate(reader, start=2)]  # row 1 is the header
+        rows = []
+        for i, r in enumerate(reader, start=2):  # row 1 is the header
+            if None in r:
+                raise DataError([Problem(str(path), f"row {i}", "-", "more cells than the header has columns")])
+            rows.append((f"row {i}", dict(r)))
+        return rows
     rows = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -51,11 +62,21 @@ def _raw_rows(path: Path) -> list[tuple[str, dict[str, object]]]:
     return rows
 
 
-def default_id(aspect: str, image: Path) -> str:
-    """Return the id of an item whose manifest row names none: aspect plus a hash of the image path."""
-    from generation.jobs import path_key
+def default_id(aspect: str, digest: str) -> str:
+    """Return the id of an item whose manifest row names none: aspect plus a hash of the image's bytes."""
+    return f"{aspect}_{digest[:10]}"
 
-    return f"{aspect}_{path_key(image)[:10]}"
+
+def image_digest(image: Path) -> str:
+    """Return the SHA-1 of an image file after checking that PIL can decode it; raise ValueError otherwise."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(image) as img:
+            img.verify()
+    except (OSError, UnidentifiedImageError, SyntaxError) as exc:
+        raise ValueError(f"not a readable image: {exc}") from exc
+    return hashlib.sha1(image.read_bytes()).hexdigest()
 
 
 def read_manifest(path: Path) -> list[ManifestRow]:
@@ -76,6 +97,11 @@ def read_manifest(path: Path) -> list[ManifestRow]:
         unknown = sorted(set(raw) - set(FIELDS))
         if unknown:
             bad(",".join(unknown), f"unknown field(s); known: {list(FIELDS)}")
+        not_text = [k for k in FIELDS if raw.get(k) is not None and not isinstance(raw[k], str)]
+        for k in not_text:
+            bad(k, f"expected text, got {type(raw[k]).__name__} {raw[k]!r}")
+        if not_text:
+            continue
         values = {k: str(raw.get(k) or "").strip() for k in FIELDS}
         family = family_from_name(values["family"]) if values["family"] else None
         if family is None:
@@ -93,7 +119,12 @@ def read_manifest(path: Path) -> list[ManifestRow]:
         if not image.is_file():
             bad("image", f"no such file {image}")
             continue
-        sid = values["id"] or default_id(aspect, image)
+        try:
+            digest = image_digest(image)
+        except ValueError as exc:
+            bad("image", f"{image}: {exc}")
+            continue
+        sid = values["id"] or default_id(aspect, digest)
         if not _ID.match(sid):
             bad("id", f"{sid!r} cannot be a file name (letters, digits, '_', '-', '.')")
             continue
@@ -101,7 +132,7 @@ def read_manifest(path: Path) -> list[ManifestRow]:
             bad("id", f"{sid!r} repeats {seen[sid]}")
             continue
         seen[sid] = label
-        rows.append(ManifestRow(sid, image, family, aspect, values["anchor"] or None))
+        rows.append(ManifestRow(sid, image, family, aspect, values["anchor"] or None, digest))
     if problems:
         raise DataError(problems)
     if not rows:

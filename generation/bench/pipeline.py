@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.bench.build import BuildConfig, build_item
+from generation.bench.build import BuildConfig, build_item, calls_of
 from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
 from generation.jobs import path_key, read_records, run_jobs, write_atomic
@@ -25,15 +25,21 @@ from hvcu_tasks.families import FAMILIES, LEVELS, OPTION_KEYS
 from hvcu_tasks.loaders import IMAGE_EXTENSIONS
 
 
-def balanced_positions(n: int, seed: int, salt: str) -> list[str]:
-    """Return n answer letters, each of A-D used n//4 or n//4+1 times, in a seeded order."""
+def assign_letters(n: int, seed: int, salt: str, start: Counter[str] | None = None) -> list[str]:
+    """Return n correct-answer letters, each the least used so far (seeded tie-break), counting `start` as used.
+
+    From zero the letters come in shuffled blocks of A-D, so counts differ by at most one; when extending a
+    benchmark, `start` holds its letters and the new items even the totals out.
+    """
     rng = random.Random(f"{seed}:{salt}")
-    letters: list[str] = []
-    while len(letters) < n:
-        block = list(OPTION_KEYS)
-        rng.shuffle(block)
-        letters.extend(block)
-    return letters[:n]
+    counts = Counter({k: (start or Counter())[k] for k in OPTION_KEYS})
+    letters = []
+    for _ in range(n):
+        low = min(counts.values())
+        choice = rng.choice([k for k in OPTION_KEYS if counts[k] == low])
+        counts[choice] += 1
+        letters.append(choice)
+    return letters
 
 
 def to_benchmark_item(record: dict[str, Any], answers: Sequence[str], seed: int, model: str) -> dict[str, Any]:
@@ -75,32 +81,64 @@ def _copy_image(src: Path, target_dir: Path, sid: str) -> None:
         img.convert("RGB").save(target_dir / f"{sid}.png")
 
 
-def assemble(out: Path, seed: int = 0, model: str = "", keys: set[str] | None = None) -> dict[str, Any]:
-    """Write the benchmark files, rejected.jsonl and the report from OUT/items; return the report."""
+def read_base(base: Path) -> dict[str, list[tuple[dict[str, Any], Path]]]:
+    """Return an existing benchmark's raw items and image files per family, after checking it loads cleanly."""
+    from hvcu_tasks.loaders import find_image, load_official_json
+
+    base = Path(base)
+    found: dict[str, list[tuple[dict[str, Any], Path]]] = {}
+    for family, (_split, stem, _short) in FAMILIES.items():
+        path = base / f"{stem}.json"
+        if not path.is_file():
+            continue
+        load_official_json(path, family).raise_for_problems()
+        items = json.loads(path.read_text(encoding="utf-8"))
+        found[family] = [(it, find_image(base / "Image" / stem, str(it["id"]).strip())) for it in items]
+    if not found:
+        raise FileNotFoundError(f"{base}: no benchmark files (<Family-Stem>.json) to extend")
+    return found
+
+
+def assemble(out: Path, seed: int = 0, keys: set[str] | None = None, base: Path | None = None) -> dict[str, Any]:
+    """Write the benchmark (the base's items first, unchanged), rejected.jsonl and the report; return the report."""
     out = Path(out)
     records = [r for k, r in read_records(out / "items").items() if keys is None or k in keys]
     done = sorted((r for r in records if r["status"] == "done"), key=lambda r: r["id"])
+    kept = read_base(base) if base is not None else {}
     positions: dict[str, dict[int, Counter[str]]] = {}
     for family, (_split, stem, _short) in FAMILIES.items():
         mine = [r for r in done if r["family"] == family]
+        old = kept.get(family, [])
+        clash = sorted({str(it["id"]).strip() for it, _img in old} & {r["id"] for r in mine})
+        if clash:
+            raise ValueError(f"{base}: id(s) {clash} exist in the base benchmark; give the new rows other ids")
+        start = {
+            lv: Counter(
+                str(q["correct_answer_key"]).strip().upper()
+                for it, _img in old
+                for q in it["qa_levels"]
+                if int(q["level"]) == lv
+            )
+            for lv in LEVELS
+        }
+        letters = {lv: assign_letters(len(mine), seed, f"{family}:{lv}", start[lv]) for lv in LEVELS}
+        new = [to_benchmark_item(r, [letters[lv][i] for lv in LEVELS], seed, r["model"]) for i, r in enumerate(mine)]
+        items = [it for it, _img in old] + new
         json_path, image_dir = out / f"{stem}.json", out / "Image" / stem
         if image_dir.exists():
             shutil.rmtree(image_dir)  # rebuilt from the item files, so nothing stale survives
-        if not mine:
-            json_path.unlink(missing_ok=True)
-            continue
-        letters = {lv: balanced_positions(len(mine), seed, f"{family}:{lv}") for lv in LEVELS}
-        items = [
-            to_benchmark_item(r, [letters[lv][i] for lv in LEVELS], seed, model or r.get("model", ""))
-            for i, r in enumerate(mine)
-        ]
+        for it, img in old:
+            _copy_image(img, image_dir, str(it["id"]).strip())
         for r in mine:
             _copy_image(Path(r["image"]), image_dir, r["id"])
+        # A family with no items gets an empty list, so the folder still loads as a (partial) benchmark.
         write_atomic(json_path, json.dumps(items, indent=2, ensure_ascii=False) + "\n")
-        positions[family] = {lv: Counter(letters[lv]) for lv in LEVELS}
+        positions[family] = {lv: start[lv] + Counter(letters[lv]) for lv in LEVELS}
     rejected = sorted((r for r in records if r["status"] == "rejected"), key=lambda r: r["id"])
     write_atomic(out / "rejected.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejected))
-    return report(records, positions)
+    summary = report(records, positions)
+    summary["base_items"] = {f: len(v) for f, v in kept.items()}
+    return summary
 
 
 def report(records: list[dict[str, Any]], positions: dict[str, dict[int, Counter[str]]]) -> dict[str, Any]:
@@ -111,8 +149,10 @@ def report(records: list[dict[str, Any]], positions: dict[str, dict[int, Counter
         for lv, n in per_level.items():
             attempts[lv][n] += 1
     overall = {lv: sum((positions[f][lv] for f in positions), Counter()) for lv in LEVELS}
+    built = [r for r in records if r["status"] in ("done", "rejected")]
     return {
         "items": len(records),
+        "calls_per_item": sum(calls_of(r) for r in built) / len(built) if built else None,
         "emitted": sum(r["status"] == "done" for r in records),
         "rejected": {
             r["id"]: {"level": r["rejected_at"], "reasons": r["reasons"]} for r in records if r["status"] == "rejected"
@@ -127,6 +167,22 @@ def report(records: list[dict[str, Any]], positions: dict[str, dict[int, Counter
     }
 
 
+def item_key(row: ManifestRow, model: str) -> str:
+    """Return an item's resume key: its manifest row (image by content) and the model that builds it."""
+    return path_key(f"{row.id}|{row.digest}|{row.family}|{row.aspect}|{row.anchor}|{model}")
+
+
+def check_out(out: Path) -> None:
+    """Refuse an output folder that holds a benchmark this tool did not build (it would be overwritten)."""
+    out = Path(out)
+    stems = [stem for _split, stem, _short in FAMILIES.values() if (out / f"{stem}.json").exists()]
+    if stems and not (out / "items").is_dir():
+        raise ValueError(
+            f"{out} holds a benchmark ({', '.join(stems)}.json) that build-bench did not write: it would be "
+            "replaced. Build into a new --out and pass the existing benchmark as --base to extend it."
+        )
+
+
 async def build_bench(
     rows: Sequence[ManifestRow],
     out: Path,
@@ -134,12 +190,17 @@ async def build_bench(
     config: BuildConfig | None = None,
     seed: int = 0,
     progress: bool = True,
+    base: Path | None = None,
+    retry_rejected: bool = False,
 ) -> dict[str, Any]:
-    """Build every manifest row not already finished in OUT; write the benchmark and the report."""
+    """Build every manifest row not already finished in OUT; write the benchmark (after `base`'s items) and report."""
     out = Path(out)
+    check_out(out)
+    if base is not None:
+        read_base(base)  # a broken base stops the run before any paid call
     config = config or BuildConfig()
-    # Keyed by the whole row: an item whose image, aspect or anchor changed in the manifest is built anew.
-    todo = [(path_key(f"{row.id}|{row.image}|{row.family}|{row.aspect}|{row.anchor}"), row) for row in rows]
+    # Keyed by the row and the model: an edited row, or another model, builds the item anew.
+    todo = [(item_key(row, client_config.model), row) for row in rows]
 
     async def work(client: ChatClient, key: str, row: ManifestRow) -> dict[str, Any]:
         record = await build_item(client, row, config, image_data_url(row.image), seed)
@@ -155,15 +216,13 @@ async def build_bench(
         out / "items",
         client_config,
         work,
-        final=("done", "rejected"),
+        final=("done",) if retry_rejected else ("done", "rejected"),
         desc="build-bench items",
         progress=progress,
         postfix=postfix,
         describe=lambda row: {"id": row.id, "image": str(row.image), "family": row.family},
     )
-    summary = assemble(out, seed, client_config.model, {k for k, _row in todo})
+    summary = assemble(out, seed, {k for k, _row in todo}, base)
     summary["usage_this_run"] = job.usage.to_dict()
-    summary["model_replies_stored"] = job.replies_stored
-    summary["calls_per_item"] = job.replies_stored / summary["items"] if summary["items"] else None
     write_atomic(out / "build_report.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -112,8 +112,10 @@ def stage_prompt(
     )
 
 
-def validate_prompt(upper: Draft, lower: Draft) -> str:
-    """Return the validator prompt for a new lower level under its higher level."""
+def validate_prompt(upper: Draft | None, lower: Draft) -> str:
+    """Return the validator prompt for a new level under the one above it (the top level has none)."""
+    if upper is None:
+        return prompt("bench_validate_top").format(draft=lower.text())
     return prompt("bench_validate").format(
         upper_level=upper.level, upper=upper.text(), lower_level=lower.level, lower=lower.text()
     )
@@ -137,11 +139,12 @@ def parse_draft(reply: str, level: int) -> Draft:
     return Draft(level, question.strip(), options[0], (options[1], options[2], options[3]))
 
 
-def parse_verdict(reply: str) -> Verdict:
-    """Parse a validator reply; raise ReplyError when a check is missing or not a boolean."""
-    obj = parse_json_reply(reply, ("dependency", "progression", "single_answer"))
-    flags = {}
-    for name in ("dependency", "progression", "single_answer"):
+def parse_verdict(reply: str, top: bool = False) -> Verdict:
+    """Parse a validator reply (the top level's checks only single_answer); raise ReplyError when a check is bad."""
+    names = ("single_answer",) if top else ("dependency", "progression", "single_answer")
+    obj = parse_json_reply(reply, names)
+    flags = {"dependency": True, "progression": True}  # nothing above the top level to depend on
+    for name in names:
         value = obj[name]
         if isinstance(value, str) and value.strip().lower() in {"true", "false", "yes", "no"}:
             value = value.strip().lower() in {"true", "yes"}
