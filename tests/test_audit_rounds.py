@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -322,3 +323,104 @@ def test_cli_errors_are_value_errors_naming_the_folder(tmp_path: Path) -> None:
     hvcu("export", str(SMOKE_DIR), "--out", str(audit), "--annotators", "5")
     with pytest.raises(ValueError, match="there is no round 4"):
         hvcu("stats", str(audit), "--round", "4")
+
+
+def edit_question(audit: Path, family_file: str, sid: str, level: int, question: str) -> None:
+    """Change one level's question of an item in the audit's source/ copy, as a fixing team member would."""
+    source = audit / "source" / f"{family_file}.json"
+    records = json.loads(source.read_text())
+    next(r for r in records if r["id"] == sid)["qa_levels"][level]["question"] = question
+    source.write_text(json.dumps(records, indent=2))
+
+
+def round_two_with_joy(audit: Path, tmp: Path) -> None:
+    """Run round 1 so that only affective/joy_001 goes on to round 2."""
+    start_audit(SMOKE_DIR, audit, ANNOTATORS)
+    import_verdicts(audit, round_of_verdicts(audit, tmp, 1, {"joy_001": "yyyy yyyy nyyy nyyy yyyy"}))
+    decide(audit, write_decisions(tmp / "d.csv", [("affective", "joy_001", "revisit", "")]))
+
+
+def test_stats_print_the_na_note_only_when_a_statistic_is_undefined(tmp_path: Path, capsys) -> None:
+    audit = tmp_path / "audit"
+    start_audit(SMOKE_DIR, audit, ANNOTATORS)
+    split = {  # every question has a 'no' somewhere, so every statistic is defined
+        "joy_001": "nyyy yyyy yyyy yyyy yyyy",
+        "fear_001": "ynyy yyyy yyyy yyyy yyyy",
+        "wonder_001": "yyny yyyy yyyy yyyy yyyy",
+        "anger_001": "yyyn yyyy yyyy yyyy yyyy",
+    }
+    import_verdicts(audit, round_of_verdicts(audit, tmp_path, 1, split))
+    capsys.readouterr()
+    assert hvcu("stats", str(audit)) == 0
+    out = capsys.readouterr().out
+    assert "n/a" not in out and "undefined" not in out
+
+
+def test_stats_name_the_questions_whose_statistics_are_undefined(tmp_path: Path, capsys) -> None:
+    audit = tmp_path / "audit"
+    start_audit(SMOKE_DIR, audit, ANNOTATORS)
+    import_verdicts(audit, round_of_verdicts(audit, tmp_path, 1, {"joy_001": "nyyy yyyy yyyy yyyy yyyy"}))
+    capsys.readouterr()
+    assert hvcu("stats", str(audit)) == 0
+    out = capsys.readouterr().out
+    assert "n/a (l2_supported, l3_supported, coherent): everyone gave the same answer" in out
+    assert out.count("n/a") == 1 + 3 * 2  # the note, and kappa and alpha of the three unanimous questions
+
+
+def test_import_refuses_verdicts_on_forms_made_before_an_edit(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    round_two_with_joy(audit, tmp_path)
+    edit_question(audit, "Affective-Reasoning", "joy_001", 0, "Edited after round 2 opened?")
+    with pytest.raises(ValueError, match="affective/joy_001 changed or removed since round 2's forms") as info:
+        import_verdicts(audit, round_of_verdicts(audit, tmp_path, 2, {}))
+    assert f"hvcu audit forms {audit} --round 2" in str(info.value)
+    assert not list((audit / "round-2" / "verdicts").iterdir())
+
+
+def test_forms_rewrites_the_open_rounds_forms_after_an_edit(tmp_path: Path, capsys) -> None:
+    audit = tmp_path / "audit"
+    round_two_with_joy(audit, tmp_path)
+    old_key = re.search(r'data-form-key="([^"]+)"', (audit / "round-2" / "forms" / "a1.html").read_text())[1]
+    edit_question(audit, "Affective-Reasoning", "joy_001", 0, "Edited after round 2 opened?")
+    assert hvcu("forms", str(audit)) == 0
+    assert "5 form(s) rewritten" in capsys.readouterr().out
+    page = (audit / "round-2" / "forms" / "a1.html").read_text()
+    assert "Edited after round 2 opened?" in page
+    assert re.search(r'data-form-key="([^"]+)"', page)[1] != old_key  # the browser does not restore old answers
+    assert import_verdicts(audit, round_of_verdicts(audit, tmp_path, 2, {})) == ANNOTATORS
+    decide(audit)
+    assert (audit / "final").is_dir()
+
+
+def test_forms_are_not_rewritten_once_verdicts_are_in(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    round_two_with_joy(audit, tmp_path)
+    import_verdicts(audit, round_of_verdicts(audit, tmp_path, 2, {})[:2])
+    edit_question(audit, "Affective-Reasoning", "joy_001", 0, "Edited mid-round?")
+    with pytest.raises(ValueError, match=r"round 2 already holds verdicts from a1, a2"):
+        hvcu("forms", str(audit))
+    with pytest.raises(ValueError, match=r"delete the verdicts already imported \(a1, a2"):
+        import_verdicts(audit, round_of_verdicts(audit, tmp_path, 2, {})[2:])
+
+
+def test_stats_refuse_to_accept_an_item_edited_after_its_review(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    start_audit(SMOKE_DIR, audit, ANNOTATORS)
+    import_verdicts(audit, round_of_verdicts(audit, tmp_path, 1, {"joy_001": "yyyy yyyy nyyy nyyy yyyy"}))
+    edit_question(audit, "Affective-Reasoning", "fear_001", 2, "Quietly changed after everyone said yes?")
+    with pytest.raises(ValueError, match="affective/fear_001 changed .* accepted the old version"):
+        compute_stats(audit)
+    assert not (audit / "round-1" / "stats.json").exists()
+
+
+def test_a_flagged_item_may_be_fixed_for_its_revisit_but_not_kept(tmp_path: Path) -> None:
+    audit = tmp_path / "audit"
+    start_audit(SMOKE_DIR, audit, ANNOTATORS)
+    import_verdicts(audit, round_of_verdicts(audit, tmp_path, 1, {"joy_001": "yyyy yyyy nyyy nyyy yyyy"}))
+    edit_question(audit, "Affective-Reasoning", "joy_001", 1, "Reworded for round 2?")
+    assert compute_stats(audit)[0]["n_flagged"] == 1  # a fix of a flagged item is the intended edit
+    keep = write_decisions(tmp_path / "keep.csv", [("affective", "joy_001", "keep", "")])
+    with pytest.raises(VerdictError, match="id=affective/joy_001: decision: keep, but the item changed"):
+        decide(audit, keep)
+    decide(audit, write_decisions(tmp_path / "revisit.csv", [("affective", "joy_001", "revisit", "reworded")]))
+    assert "Reworded for round 2?" in (audit / "round-2" / "forms" / "a1.html").read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,7 +15,8 @@ from PIL import Image
 from generation.perturb.cli import add_parser
 from generation.perturb.design import load_design
 from generation.perturb.render import render
-from generation.perturb.run import MANIFEST
+from generation.perturb.run import MANIFEST, effective_seed
+from generation.perturb.variants import sample_variants
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "generation" / "perturb" / "examples"
 
@@ -141,3 +143,72 @@ def test_a_corrupt_manifest_is_reported_with_its_line(photo, tmp_path):
     with pytest.raises(ValueError, match="variants.jsonl: line 2: not JSON"):
         hvcu("perturb", photo, "--aspect", "color", "--n", "1", "--out", out)
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST]  # checked before any image is written
+
+
+def gradient(path: Path, flip: bool = False) -> Path:
+    """Write a 120x90 gradient image (mirrored when `flip`) to `path`."""
+    ys, xs = np.mgrid[0:90, 0:120]
+    rgb = np.stack([xs * 2, ys * 2, 255 - xs], axis=-1).astype(np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgb[:, ::-1] if flip else rgb).save(path)
+    return path
+
+
+def test_a_second_input_with_the_same_stem_is_refused_naming_both(tmp_path):
+    first, second = gradient(tmp_path / "d1" / "photo.png"), gradient(tmp_path / "d2" / "photo.png", flip=True)
+    out = tmp_path / "out"
+    hvcu("perturb", first, "--aspect", "color", "--n", "2", "--out", out)
+    before = snapshot(out)
+    with pytest.raises(ValueError, match="stem 'photo'") as info:
+        hvcu("perturb", second, "--aspect", "color", "--n", "2", "--out", out)
+    assert first.as_posix() in str(info.value) and second.as_posix() in str(info.value)
+    assert "--replace" in str(info.value)
+    assert snapshot(out) == before  # nothing overwritten
+
+
+def test_replace_lets_the_second_input_take_the_stem_over(tmp_path):
+    first, second = gradient(tmp_path / "d1" / "photo.png"), gradient(tmp_path / "d2" / "photo.jpg", flip=True)
+    out = tmp_path / "out"
+    hvcu("perturb", first, "--aspect", "color", "--n", "2", "--out", out)
+    assert hvcu("perturb", second, "--aspect", "color", "--n", "2", "--out", out, "--replace") == 0
+    assert {r["source"] for r in manifest(out)} == {second.as_posix()}
+
+
+def test_the_same_content_from_another_folder_or_another_aspect_is_not_a_clash(tmp_path):
+    first = gradient(tmp_path / "d1" / "photo.png")
+    copy = tmp_path / "d2" / "photo.png"
+    copy.parent.mkdir()
+    shutil.copy(first, copy)
+    other = gradient(tmp_path / "d3" / "photo.png", flip=True)
+    out = tmp_path / "out"
+    hvcu("perturb", first, "--aspect", "color", "--n", "2", "--out", out)
+    assert hvcu("perturb", copy, "--aspect", "color", "--n", "2", "--out", out) == 0  # identical bytes: same variants
+    assert hvcu("perturb", other, "--aspect", "composition", "--n", "2", "--out", out) == 0  # other file names
+
+
+def test_different_inputs_get_different_variants_under_one_seed(tmp_path):
+    a, b = gradient(tmp_path / "a.png"), gradient(tmp_path / "b.png", flip=True)
+    out = tmp_path / "out"
+    for path in (a, b):
+        hvcu("perturb", path, "--aspect", "color", "--n", "3", "--seed", "5", "--out", out)
+    params = {stem: [r["params"] for r in manifest(out) if r["stem"] == stem] for stem in ("a", "b")}
+    assert params["a"] != params["b"]
+
+
+def test_the_effective_seed_is_recorded_and_reproduces_the_variants(photo, tmp_path):
+    out = tmp_path / "out"
+    hvcu("perturb", photo, "--aspect", "composition", "--n", "3", "--seed", "5", "--out", out)
+    records = manifest(out)
+    digest = hashlib.sha256(photo.read_bytes()).hexdigest()
+    assert {(r["seed"], r["effective_seed"]) for r in records} == {(5, effective_seed(5, digest))}
+    redrawn = sample_variants("composition", 3, records[0]["effective_seed"])
+    assert [(v.factor, v.params) for v in redrawn] == [(r["factor"], r["params"]) for r in records]
+
+
+def test_the_same_input_and_seed_give_the_same_variants_from_any_path(photo, tmp_path):
+    moved = tmp_path / "elsewhere" / "renamed.png"
+    moved.parent.mkdir()
+    shutil.copy(photo, moved)
+    hvcu("perturb", photo, "--aspect", "color", "--n", "3", "--seed", "2", "--out", tmp_path / "one")
+    hvcu("perturb", moved, "--aspect", "color", "--n", "3", "--seed", "2", "--out", tmp_path / "two")
+    assert [r["params"] for r in manifest(tmp_path / "one")] == [r["params"] for r in manifest(tmp_path / "two")]

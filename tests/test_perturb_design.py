@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from generation.perturb.design import ImageLayer, ShapeLayer, TextLayer, load_design, save_design
+from generation.perturb.design import (
+    MAX_SIDE,
+    Canvas,
+    Design,
+    ImageLayer,
+    ShapeLayer,
+    TextLayer,
+    load_design,
+    save_design,
+)
 from generation.perturb.fonts import font_dir
 from generation.perturb.render import render
 
@@ -71,6 +80,7 @@ def test_saving_writes_every_field_so_the_file_is_explicit(tmp_path):
         (1, "stroke_width", 2.5, "integer >= 0"),
         (2, "texture_spacing", 1, ">= 2 px"),
         (0, "box", [10, 10, 5, 50], "x0 < x1"),
+        (0, "box", [0, 0, 100000, 100000], "at most 8192 px"),
         (0, "path", "missing.png", "file not found"),
         (3, "fill", "#ff0000", "no interior"),
     ],
@@ -107,6 +117,26 @@ def test_unknown_layer_type_and_canvas_errors_are_named(tmp_path):
     obj["title"] = "x"
     with pytest.raises(ValueError, match=r"design: field 'title': unknown key"):
         load_design(write(tmp_path, obj))
+
+
+@pytest.mark.parametrize("field", ["width", "height"])
+def test_a_canvas_larger_than_the_maximum_is_refused_before_any_allocation(tmp_path, field):
+    obj = poster_obj()
+    obj["canvas"][field] = 100000  # 100000 x 800 RGBA would already be 320 MB
+    path = write(tmp_path, obj)
+    with pytest.raises(ValueError, match=rf"design.json: canvas: field '{field}': must be at most 8192 px"):
+        load_design(path)
+
+
+def test_a_canvas_of_the_maximum_size_is_accepted(tmp_path):
+    obj = poster_obj()
+    obj["canvas"]["width"] = MAX_SIDE
+    assert load_design(write(tmp_path, obj)).canvas.width == MAX_SIDE == 8192
+
+
+def test_rendering_a_built_design_with_an_oversized_canvas_is_refused():
+    with pytest.raises(ValueError, match="canvas 100000x100000: at most 8192 px"):
+        render(Design(Canvas(100000, 100000), ()))
 
 
 def test_invalid_json_names_the_file(tmp_path):

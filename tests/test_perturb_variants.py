@@ -99,15 +99,41 @@ def test_a_stroke_width_variant_draws_the_new_width():
     assert int((row == 0).all(axis=-1).sum()) == 2 * v.params["to"]
 
 
-def test_a_density_variant_moves_texture_ink_in_the_direction_of_its_ratio():
-    hatched = ShapeLayer(kind="rect", points=((0, 0), (299, 199)), texture="hatch", texture_spacing=12)
-    design = Design(Canvas(300, 200), (hatched,))
-    ink = lambda img: float(255 - np.asarray(img.convert("L")).mean())  # noqa: E731
-    before = ink(render(design))
-    for v in sample_variants("graphics", 6, seed=4, design=design):
-        if v.factor == "density":
-            after = ink(make_variant(v, design)[0])
-            assert (after > before) == (v.params["density_ratio"] > 1)
+def texture_ink(texture: str, spacing: float, width: float) -> float:
+    """Mean ink (0..1) of a black texture on white, over a square of whole texture cells (no partial cells)."""
+    layer = ShapeLayer(
+        kind="rect", points=((0, 0), (480, 480)), texture=texture, texture_spacing=spacing, texture_width=width
+    )
+    side = round(480 // spacing * spacing)
+    gray = np.asarray(render(Design(Canvas(480, 480), (layer,))).convert("L"))[:side, :side]
+    return float(255 - gray.mean()) / 255
+
+
+def density_variants(texture: str, width: float) -> list[Variant]:
+    layer = ShapeLayer(
+        kind="rect", points=((0, 0), (300, 200)), texture=texture, texture_spacing=12, texture_width=width
+    )
+    design = Design(Canvas(300, 200), (layer,))
+    found = [v for seed in range(4) for v in sample_variants("graphics", 3, seed, design) if v.factor == "density"]
+    assert len(found) >= 3
+    return found
+
+
+@pytest.mark.parametrize(
+    ("texture", "width", "measured", "unit", "tolerance"),
+    [
+        ("hatch", 2.0, "hatch", "lines per px", 0.03),  # ink of a hatch = lines per px x width
+        ("crosshatch", 2.0, "hatch", "lines per px", 0.03),  # each of its two line directions is a hatch
+        ("dots", 3.0, "dots", "dots per px^2", 0.03),  # dots that do not touch: ink = dots per px^2 x dot area
+        ("noise", 1.0, "noise", "dots per px^2", 0.1),  # random dots overlap a little
+    ],
+)
+def test_a_density_variant_records_the_measured_change_in_marks(texture, width, measured, unit, tolerance):
+    for v in density_variants(texture, width):
+        old, new = v.params["from"], v.params["to"]
+        ratio = texture_ink(measured, new, width) / texture_ink(measured, old, width)
+        assert v.params["density_ratio"] == pytest.approx(ratio, rel=tolerance), (v, ratio)
+        assert v.params["density_of"] == unit
 
 
 def test_colour_variants_on_a_design_are_the_raster_operation_on_its_render(poster):

@@ -39,6 +39,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_forms(args: argparse.Namespace) -> int:
+    """Rewrite the open round's forms from source/ after an edit (before any verdict is imported)."""
+    from generation.audit.rounds import refresh_forms
+
+    folder = refresh_forms(args.audit, args.round)
+    forms = sorted((folder / "forms").glob("*.html"))
+    print(f"{len(forms)} form(s) rewritten in {folder / 'forms'}; send them out again (the old ones are stale)")
+    return 0
+
+
 def _print_stats(stats: dict) -> None:
     """Print a round's agreement table and flag count."""
     print(f"round {stats['round']}: {stats['n_items']} item(s), {stats['n_annotators']} annotator(s)")
@@ -47,10 +57,17 @@ def _print_stats(stats: dict) -> None:
     def fmt(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
+    undefined = []
     for q, a in stats["agreement"].items():
         cells = [fmt(a["fleiss_kappa"]), fmt(a["krippendorff_alpha"]), fmt(a["observed_agreement"])]
         print(f"{q:<14} {cells[0]:>12} {cells[1]:>12} {cells[2]:>10} {fmt(a['yes_share']):>7}")
-    print("n/a: everyone gave the same answer on every item, so kappa and alpha are undefined")
+        if any(v is None for v in a.values()):
+            undefined.append(q)
+    if undefined:
+        print(
+            f"n/a ({', '.join(undefined)}): everyone gave the same answer on every item, "
+            "so kappa and alpha are undefined"
+        )
     print(f"flagged: {stats['n_flagged']} of {stats['n_items']} (rule: {rule_text(stats['threshold'])})")
 
 
@@ -123,6 +140,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--round", type=int, help="round number (default: the open round)")
     imp.add_argument("--replace", action="store_true", help="replace verdicts already imported for an annotator")
     imp.set_defaults(func=_cmd_import)
+
+    forms = cmds.add_parser(
+        "forms", help="rewrite the open round's forms after editing its items in source/ (before any verdict)"
+    )
+    forms.add_argument("audit", type=Path)
+    forms.add_argument("--round", type=int, help="round number (default: the open round)")
+    forms.set_defaults(func=_cmd_forms)
 
     stats = cmds.add_parser("stats", help="agreement per question, flagged items (writes stats.json, flags.csv)")
     stats.add_argument("audit", type=Path)

@@ -224,15 +224,21 @@ _JS = """
 """
 
 
-def render_form(items: Sequence[FormItem], annotator: str, round_no: int, audit_name: str = "") -> str:
-    """Return the self-contained HTML review form of one annotator for one round (items in the order given)."""
+def render_form(
+    items: Sequence[FormItem], annotator: str, round_no: int, audit_name: str = "", version: str = ""
+) -> str:
+    """Return the self-contained HTML review form of one annotator for one round (items in the order given).
+
+    `version` (a hash of the items' contents) is part of the key the browser saves answers under, so a form
+    re-exported after an edit does not restore answers given on the old version.
+    """
     total = len(items)
     data = {
         "annotator": annotator,
         "round": str(round_no),
         "columns": json.dumps(list(VERDICT_COLUMNS)),
         "questions": json.dumps(list(QUESTIONS)),
-        "form-key": f"{audit_name}:{round_no}:{annotator}",
+        "form-key": f"{audit_name}:{round_no}:{annotator}" + (f":{version}" if version else ""),
     }
     attrs = " ".join(f'data-{k}="{_e(v)}"' for k, v in data.items())
     checks = "".join(f"<li>{_e(QUESTION_LABELS[q])}</li>" for q in QUESTIONS)

@@ -5,7 +5,8 @@ Layout of AUDIT (every round is kept):
   source/                     copy of the candidate benchmark (authors' layout); fix an item here, then revisit it
   round-N/round.json          {"round": N, "status": "open" | "closed"}
   round-N/candidates.json     the items under review, each with the hash of the version reviewed
-  round-N/forms/<a>.html|csv  annotator a's self-contained form and spreadsheet (items in a seeded order)
+  round-N/forms/<a>.html|csv  annotator a's self-contained form and spreadsheet (items in a seeded order);
+                              `forms` rewrites them (and the digests) after an edit, while no verdict is in
   round-N/verdicts/<a>.csv    annotator a's verdicts, checked and normalised on import
   round-N/stats.json          agreement per question (Fleiss' kappa, Krippendorff's alpha), majorities, flags
   round-N/flags.csv           the flagged items with reasons, vote counts and comments, for discussion
@@ -13,10 +14,17 @@ Layout of AUDIT (every round is kept):
   round-N/outcome.json        accepted, discarded (with reason) and revisited items once the round is decided
   final/                      accepted items in the authors' layout (images copied), written after the last round
   summary.json                per-round counts and every discarded item with its round and reason
+
+Edits to source/ and the open round: the forms show each item as it was when the round opened (its digest
+is in candidates.json). `import` refuses verdicts while any of the round's items differs from that version
+(the forms are stale); `stats` and `decide` refuse when an item that would be accepted differs (the
+annotators accepted another version). Fixing a flagged item for its revisit, after the verdicts are in, is
+the intended edit and is allowed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Mapping, Sequence
@@ -129,9 +137,11 @@ def open_round(root: Path, n: int, keys: Sequence[ItemKey]) -> Path:
         items.append(FormItem(it.sample, embed_image(path, config.max_side), image))
     entries = [{"family": f, "id": i, "digest": source[(f, i)].digest} for f, i in keys]
     _write_json(folder / "candidates.json", {"round": n, "items": entries})
+    version = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
     for name in config.annotators:
         order = shuffled(items, config.seed, n, name)
-        write_text(folder / "forms" / f"{name}.html", render_form(order, name, n, root.resolve().name))
+        page = render_form(order, name, n, root.resolve().name, version)
+        write_text(folder / "forms" / f"{name}.html", page)
         write_csv(folder / "forms" / f"{name}.csv", SHEET_COLUMNS, sheet_rows(order, name, n))
     (folder / "verdicts").mkdir(parents=True, exist_ok=True)
     _write_json(folder / "round.json", {"round": n, "status": "open"})
@@ -158,11 +168,66 @@ def _pick_round(root: Path, n: int | None, want_open: bool) -> int:
     return n
 
 
+def changed_items(root: Path, n: int) -> list[ItemKey]:
+    """Return round n's items whose content in source/ differs from the version its forms show (or that are gone)."""
+    config = AuditConfig.from_file(root / AUDIT_FILE)
+    source = read_bench(root / SOURCE_DIR, config.families)
+    return [
+        (e["family"], e["id"])
+        for e in _candidates(root, n)
+        if (e["family"], e["id"]) not in source or source[(e["family"], e["id"])].digest != e["digest"]
+    ]
+
+
+def _imported(root: Path, n: int) -> list[str]:
+    """The annotators whose verdicts round n holds."""
+    return sorted(p.stem for p in (_round_dir(root, n) / "verdicts").glob("*.csv"))
+
+
+def _stale_error(root: Path, n: int, changed: Sequence[ItemKey], what: str) -> ValueError:
+    """Explain that round n's forms show another version of `changed` than source/ now holds, and the way out."""
+    names = ", ".join(f"{f}/{i}" for f, i in changed)
+    forms = f"hvcu audit forms {root} --round {n}"
+    head = (
+        f"{root / SOURCE_DIR}: item(s) {names} changed or removed since round {n}'s forms were written "
+        f"({_round_dir(root, n) / 'candidates.json'}); {what}. "
+    )
+    done = _imported(root, n)
+    if not done:
+        return ValueError(head + f"Re-export the round's forms with `{forms}` and send them out again.")
+    return ValueError(
+        head + f"Restore the item(s) in source/ to the reviewed version, or, to review the new version, delete the "
+        f"verdicts already imported ({', '.join(done)} in {_round_dir(root, n) / 'verdicts'}), re-export the forms "
+        f"with `{forms}` and collect every verdict again. (To fix a flagged item for its revisit, edit it after "
+        "every verdict is imported.)"
+    )
+
+
+def refresh_forms(root: Path, round_no: int | None = None) -> Path:
+    """Rewrite an open round's candidates and forms from source/ as it is now; refused once verdicts are in."""
+    root = Path(root)
+    n = _pick_round(root, round_no, want_open=True)
+    folder = _round_dir(root, n)
+    done = _imported(root, n)
+    if done:
+        raise ValueError(
+            f"{folder / 'verdicts'}: round {n} already holds verdicts from {', '.join(done)} on the forms as they "
+            "are; restore the edited item(s) in source/, or delete those verdict files to have everyone review "
+            "the new version, then run forms again"
+        )
+    for name in ("stats.json", "flags.csv", "decisions.csv"):  # left from verdicts deleted by hand
+        (folder / name).unlink(missing_ok=True)
+    return open_round(root, n, _keys(_candidates(root, n)))
+
+
 def import_verdicts(root: Path, files: Sequence[Path], round_no: int | None = None, replace: bool = False) -> list[str]:
     """Check verdict files against an open round and store them as verdicts/<annotator>.csv; return the names."""
     root = Path(root)
     config = AuditConfig.from_file(root / AUDIT_FILE)
     n = _pick_round(root, round_no, want_open=True)
+    changed = changed_items(root, n)
+    if changed:
+        raise _stale_error(root, n, changed, "the forms show the old version, so verdicts on them judge it")
     keys = _keys(_candidates(root, n))
     parsed: dict[str, list[Verdict]] = {}
     problems: list[str] = []
@@ -221,6 +286,11 @@ def compute_stats(root: Path, round_no: int | None = None) -> tuple[dict, list[I
     folder = _round_dir(root, n)
     keys = _keys(_candidates(root, n))
     stats, reviews = round_statistics(n, keys, round_verdicts(root, n), config.threshold, config.min_annotators)
+    if _status(root, n) == "open":
+        changed = set(changed_items(root, n))
+        accepted = [r.key for r in reviews if not r.flagged and r.key in changed]
+        if accepted:
+            raise _stale_error(root, n, accepted, "the annotators accepted the old version, not this one")
     _write_json(folder / "stats.json", stats)
     write_csv(folder / "flags.csv", ("family", "id", "reasons", *QUESTIONS, "comments"), _flag_rows(reviews))
     if _status(root, n) == "open" and not (folder / "decisions.csv").exists():
@@ -251,6 +321,16 @@ def decide(root: Path, decisions_file: Path | None = None, round_no: int | None 
                 f"{path}: id={r.family}/{r.id}: decision: flagged ({'; '.join(r.reasons)}) but not decided "
                 "(write keep, discard or revisit)"
                 for r in undecided
+            ]
+        )
+    changed = set(changed_items(root, n))
+    kept_changed = [key for key, d in decisions.items() if d.decision == "keep" and key in changed]
+    if kept_changed:
+        raise VerdictError(
+            [
+                f"{path}: id={f}/{i}: decision: keep, but the item changed in {root / SOURCE_DIR} since round {n} "
+                "reviewed it; restore it, or revisit it so the new version is reviewed"
+                for f, i in kept_changed
             ]
         )
     digests = {(e["family"], e["id"]): e["digest"] for e in entries}
@@ -343,7 +423,7 @@ def audit_status(root: Path) -> dict:
     rows = []
     for n in _rounds(root):
         folder = _round_dir(root, n)
-        imported = sorted(p.stem for p in (folder / "verdicts").glob("*.csv"))
+        imported = _imported(root, n)
         row: dict[str, Any] = {
             "round": n,
             "status": _status(root, n),

@@ -11,7 +11,7 @@ from generation.perturb.variants import ASPECTS, FACTORS
 
 def _cmd_perturb(args: argparse.Namespace) -> int:
     """Write the variants and print one line per variant."""
-    records = perturb(args.input, args.aspect, args.n, args.seed, args.out)
+    records = perturb(args.input, args.aspect, args.n, args.seed, args.out, replace=args.replace)
     for r in records:
         print(f"{args.out / r['image']}: {r['factor']} {r['params']}")
     print(f"{len(records)} {args.aspect} variant(s) of {args.input} in {args.out} (manifest {args.out / MANIFEST})")
@@ -34,6 +34,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", type=Path, metavar="INPUT", help="an image file, or a layered design .json")
     p.add_argument("--aspect", required=True, choices=ASPECTS, help="the aesthetic aspect to vary")
     p.add_argument("--n", type=int, default=4, help="number of variants (default 4)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the variant parameters (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed for the variant parameters, mixed with the input's content hash (default 0)",
+    )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace variants in DIR of another input file with the same stem and aspect (refused otherwise)",
+    )
     p.set_defaults(func=_cmd_perturb)

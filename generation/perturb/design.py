@@ -3,7 +3,8 @@
 A design file is a JSON object ``{"canvas": {...}, "layers": [...]}``; each layer has a ``type``
 (``image``, ``text`` or ``shape``) and the fields of the matching dataclass below. Coordinates are canvas
 pixels, origin top left. File paths (image layers, font files) are relative to the JSON file. Unknown keys
-and bad values raise ValueError naming the file, the layer (index and name) and the field.
+and bad values raise ValueError naming the file, the layer (index and name) and the field. The canvas and
+every image layer's box are at most MAX_SIDE px a side, so a typo cannot ask for gigabytes of memory.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ANCHORS = tuple(h + v for v in "tmb" for h in "lmr")
 FITS = ("stretch", "contain", "cover")
 SHAPE_KINDS = ("rect", "ellipse", "line", "polygon")
 TEXTURES = ("none", "hatch", "crosshatch", "dots", "noise")
+MAX_SIDE = 8192  # px: the largest canvas width/height and image-layer box width/height (an RGBA canvas <= 256 MiB)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ class ShapeLayer:
     The stroke (`stroke_width` px, inside the outline for rect/ellipse/polygon) is drawn over the fill and
     texture. Textures fill the shape's interior: `hatch` (45 degree lines), `crosshatch`, `dots` (a grid) or
     `noise` (the same number of dots at positions drawn from `texture_seed`); lines and dots repeat every
-    `texture_spacing` px and are `texture_width` px wide, so density goes as 1 / spacing^2.
+    `texture_spacing` px and are `texture_width` px wide, so lines per px go as 1 / spacing and dots per px^2
+    as 1 / spacing^2.
     """
 
     kind: str
@@ -130,6 +133,12 @@ def _number(value: Any, ctx: _Ctx, field: str) -> float | int:
 def _positive_int(value: Any, ctx: _Ctx, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ctx.error(field, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _side(value: Any, ctx: _Ctx, field: str) -> int:
+    if _positive_int(value, ctx, field) > MAX_SIDE:
+        raise ctx.error(field, f"must be at most {MAX_SIDE} px (MAX_SIDE), got {value}")
     return value
 
 
@@ -217,6 +226,8 @@ def _box(value: Any, ctx: _Ctx, field: str) -> tuple[float, float, float, float]
     x0, y0, x1, y1 = (_number(v, ctx, field) for v in value)
     if not (x0 < x1 and y0 < y1):
         raise ctx.error(field, f"needs x0 < x1 and y0 < y1, got {value!r}")
+    if max(x1 - x0, y1 - y0) > MAX_SIDE:
+        raise ctx.error(field, f"the box must be at most {MAX_SIDE} px (MAX_SIDE) a side, got {value!r}")
     return (x0, y0, x1, y1)
 
 
@@ -242,7 +253,7 @@ def _font_value(value: Any, ctx: _Ctx, field: str) -> str:
 
 
 PARSERS: dict[type, dict[str, Parser]] = {
-    Canvas: {"width": _positive_int, "height": _positive_int, "background": _color},
+    Canvas: {"width": _side, "height": _side, "background": _color},
     ImageLayer: {"path": _file, "box": _box, "fit": _choice(FITS), "name": _string, "opacity": _opacity},
     TextLayer: {
         "text": _nonempty,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont, ImageOps
 
-from generation.perturb.design import Design, ImageLayer, ShapeLayer, TextLayer
+from generation.perturb.design import MAX_SIDE, Design, ImageLayer, ShapeLayer, TextLayer
 from generation.perturb.fonts import font_file, load_font
 from generation.perturb.textures import texture_mask
 
@@ -175,6 +175,8 @@ def render_layer(layer: ImageLayer | TextLayer | ShapeLayer, size: tuple[int, in
 def render(design: Design) -> Image.Image:
     """Render a design to an RGB image, layers composited bottom first with their opacity."""
     size = (design.canvas.width, design.canvas.height)
+    if max(size) > MAX_SIDE:
+        raise ValueError(f"canvas {size[0]}x{size[1]}: at most {MAX_SIDE} px (MAX_SIDE) a side")
     canvas = Image.new("RGBA", size, ImageColor.getcolor(design.canvas.background, "RGBA"))
     for layer in design.layers:
         image = render_layer(layer, size)

@@ -6,6 +6,14 @@ it for font/graphics variants of a design (the perturbed design, paths relative 
 written to a temporary name and renamed, so a killed run leaves no half-written file; a rerun with the same
 arguments rewrites identical bytes, and files of an earlier run of the same stem and aspect that the new
 run does not produce are removed.
+
+The variants are drawn from an effective seed that mixes --seed with the input's SHA-256, so different
+inputs get different variants under one --seed, while the same input bytes and seed always give the same
+ones (a renamed or copied file too; an edited file gets new ones). Both seeds are recorded.
+
+Two different input files with the same stem (d1/photo.png, d2/photo.jpg) would write the same file names:
+when the manifest already holds variants of that stem and aspect from a file with other content, the run is
+refused unless `replace` is set (then the new input's variants replace the old ones).
 """
 
 from __future__ import annotations
@@ -78,20 +86,45 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def perturb(source_path: Path, aspect: str, n: int, seed: int, out: Path) -> list[dict[str, Any]]:
+def effective_seed(seed: int, source_sha256: str) -> int:
+    """Return the sampling seed of one input: --seed mixed with the input's SHA-256 (below 2^48, JSON-safe)."""
+    mixed = hashlib.sha256(f"hvcu-perturb:{seed}:{source_sha256}".encode()).digest()
+    return int.from_bytes(mixed[:6], "big")
+
+
+def _check_stem_clash(
+    manifest: Path, old: list[dict[str, Any]], stem: str, aspect: str, source: Path, digest: str
+) -> None:
+    """Refuse to overwrite variants that the manifest says came from a different file with the same stem."""
+    for r in old:
+        if (r["stem"], r["aspect"]) == (stem, aspect) and r.get("source_sha256") != digest:
+            theirs = str(r.get("source_sha256") or "unknown")[:12]
+            raise ValueError(
+                f"{manifest}: the {aspect} variants of stem {stem!r} come from {r.get('source')} (sha256 {theirs}), "
+                f"not from {source.as_posix()} (sha256 {digest[:12]}); both would write {stem}_{aspect}_NN files. "
+                "Rename one input or use another --out; pass --replace to replace the old variants"
+            )
+
+
+def perturb(
+    source_path: Path, aspect: str, n: int, seed: int, out: Path, replace: bool = False
+) -> list[dict[str, Any]]:
     """Make `n` variants of one input for one aspect into folder `out`; return their manifest records."""
     source_path = Path(source_path)
     source = load_source(source_path)
     design = source if isinstance(source, Design) else None
+    stem, digest = source_path.stem, hashlib.sha256(source_path.read_bytes()).hexdigest()
+    mixed = effective_seed(seed, digest)
     try:
-        variants = sample_variants(aspect, n, seed, design)
+        variants = sample_variants(aspect, n, mixed, design)
     except ValueError as exc:
         raise ValueError(f"{source_path}: {exc}") from exc
     out = Path(out)
     manifest = out / MANIFEST
     old = read_manifest(manifest)
+    if not replace:
+        _check_stem_clash(manifest, old, stem, aspect, source_path, digest)
     out.mkdir(parents=True, exist_ok=True)
-    stem, digest = source_path.stem, hashlib.sha256(source_path.read_bytes()).hexdigest()
     records = []
     for index, variant in enumerate(variants):
         image, changed = make_variant(variant, source)
@@ -107,6 +140,7 @@ def perturb(source_path: Path, aspect: str, n: int, seed: int, out: Path) -> lis
                 "factor": variant.factor,
                 "params": variant.params,
                 "seed": seed,
+                "effective_seed": mixed,
                 "source": source_path.as_posix(),
                 "source_sha256": digest,
                 "image": f"{name}.png",

@@ -8,11 +8,13 @@ that a value is drawn from uniformly (an interval picked at random first):
 - font (designs): one text layer's size (factor on px), weight (regular <-> bold), tracking (px added,
   drawn as a fraction of the font size);
 - graphics (designs): one shape's stroke width (factor on px; 2-8 px if it had none), texture kind
-  (another of none/hatch/crosshatch/dots/noise), texture density (factor on the spacing).
+  (another of none/hatch/crosshatch/dots/noise), texture density (factor on the spacing; the record's
+  `density_ratio` says how the marks' density changed, see `density_ratio`).
 
 Font variants whose text would leave the canvas are redrawn, so only the font factor changes.
 Variants are drawn in a seeded round-robin over the available factors (order shuffled by the seed), and
-are all distinct; variant i depends only on the seed and i, so a smaller --n gives a prefix.
+are all distinct; variant i depends only on the seed and i, so a smaller --n gives a prefix. (`hvcu perturb`
+passes a seed mixed with the input's content hash, so each input gets its own variants; see `run`.)
 """
 
 from __future__ import annotations
@@ -104,6 +106,21 @@ def _candidates(factor: str, design: Design | None) -> list[int]:
     raise ValueError(f"unknown design factor {factor!r}")
 
 
+def density_ratio(texture: str, old_spacing: float, new_spacing: float) -> tuple[float, str]:
+    """Return how much denser a texture's marks get when its spacing changes, and what that counts.
+
+    hatch and crosshatch draw lines `spacing` px apart, so the lines per px across them (and a hatch's ink)
+    scale as old/new spacing; for crosshatch that holds for each of its two directions (total ink grows a
+    little less, where the directions cross). dots and noise place one dot per spacing^2 px^2, so the dots
+    per px^2 (and their ink, while dots do not touch) scale as (old/new spacing)^2.
+    """
+    if texture in ("hatch", "crosshatch"):
+        return round(old_spacing / new_spacing, 3), "lines per px"
+    if texture in ("dots", "noise"):
+        return round((old_spacing / new_spacing) ** 2, 3), "dots per px^2"
+    raise ValueError(f"texture {texture!r} has no density")
+
+
 def _sample_image_factor(factor: str, rng: random.Random) -> dict[str, Any]:
     """Draw the parameters of a colour or composition factor."""
     r = RANGES[factor]
@@ -169,7 +186,8 @@ def _sample_design_factor(factor: str, rng: random.Random, design: Design) -> di
         new = max(2.0, round(old * _draw(rng, r["spacing_factor"]), 1))
         if new == old:
             return None
-        return _layer_params(design, index, "texture_spacing", old, new, density_ratio=round((old / new) ** 2, 3))
+        ratio, unit = density_ratio(layer.texture, old, new)
+        return _layer_params(design, index, "texture_spacing", old, new, density_ratio=ratio, density_of=unit)
     raise ValueError(f"unknown factor {factor!r}")
 
 
