@@ -128,6 +128,14 @@ def test_a_canvas_larger_than_the_maximum_is_refused_before_any_allocation(tmp_p
         load_design(path)
 
 
+def test_a_text_size_larger_than_the_maximum_is_refused(tmp_path):
+    obj = poster_obj()
+    text = next(layer for layer in obj["layers"] if layer["type"] == "text")
+    text["size"] = 100000
+    with pytest.raises(ValueError, match=r"field 'size': must be at most 8192 px"):
+        load_design(write(tmp_path, obj))
+
+
 def test_a_canvas_of_the_maximum_size_is_accepted(tmp_path):
     obj = poster_obj()
     obj["canvas"]["width"] = MAX_SIDE

@@ -258,7 +258,7 @@ PARSERS: dict[type, dict[str, Parser]] = {
     TextLayer: {
         "text": _nonempty,
         "position": _point,
-        "size": _positive_int,
+        "size": _side,  # a glyph taller than the largest canvas is a typo, and FreeType would allocate it
         "font": _font_value,
         "font_bold": _optional(_font_value),
         "weight": _choice(WEIGHTS),
