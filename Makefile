@@ -35,10 +35,14 @@ demo: setup
 
 # The paper's tuning loop (§4.3, App. C/D): chains -> LLaMA-Factory dataset -> LoRA (global batch 128) -> merge ->
 # lmms-eval of base and tuned model (HVCU-Bench in both settings + general benchmarks: hvcu_suite) ->
-# `hvcu report --compare`. Defaults are the real run (GPUs, hub); finished steps are skipped on a rerun.
+# `hvcu report --compare`. Defaults are the real run (GPUs, hub); finished steps are skipped on a rerun (a run of
+# another config is refused: TRAIN_FORCE=1 redoes it), an evaluation is redone when its model's fingerprint changed.
+# BASE_MODEL empty = TRAIN_MODEL's shipped base; the base evaluated is the rendered train.yaml's model_name_or_path.
+# EVAL_BACKEND empty = TRAIN_MODEL's lmms-eval backend (qwen3_vl_* -> qwen3_vl, llava_next_* -> llava_hf).
 # DEEPSPEED=z2|z3 uses the shipped ZeRO configs (pip install deepspeed first); none = plain DDP, enough for LoRA.
+# One machine only: for several nodes use `hvcu train config --nodes N` and its printed per-node commands.
 # Offline smoke run with a tiny model: see README ("Tuning on generated chains").
-BASE_MODEL   ?= Qwen/Qwen3-VL-4B-Instruct
+BASE_MODEL   ?=
 TRAIN_MODEL  ?= qwen3_vl_4b
 CHAINS       ?= runs/mcts/chains.jsonl
 IMAGE_ROOT   ?= .
@@ -46,11 +50,11 @@ COMPOSITION  ?= full-data
 SEED         ?= 0
 DATASET      ?= hvcu_$(subst -,_,$(COMPOSITION))
 GPUS         ?= 8
-NODES        ?= 1
 DEEPSPEED    ?= none
 OUT          ?= runs/train-loop
 TRAIN_FLAGS  ?=
-EVAL_BACKEND ?= qwen3_vl
+TRAIN_FORCE  ?=
+EVAL_BACKEND ?=
 EVAL_ARGS    ?= device_map=auto
 EVAL_TASKS   ?= hvcu_suite
 EVAL_FLAGS   ?=
@@ -60,19 +64,26 @@ HVCU_TRAIN   ?= $(BIN)/hvcu train
 train-loop: setup
 	$(HVCU_TRAIN) prepare --chains $(CHAINS) --out $(OUT)/data --composition $(COMPOSITION) --name $(DATASET) \
 	  --image-root $(IMAGE_ROOT) --seed $(SEED)
-	$(HVCU_TRAIN) config --model $(TRAIN_MODEL) --model-path $(BASE_MODEL) --dataset $(DATASET) \
-	  --dataset-dir $(OUT)/data --out $(OUT)/train --gpus $(GPUS) --nodes $(NODES) --deepspeed $(DEEPSPEED) $(TRAIN_FLAGS)
-	$(HVCU_TRAIN) run $(OUT)/train/train.yaml --export $(OUT)/train/export.yaml
-	@for run in base:$(BASE_MODEL) tuned:$(abspath $(OUT))/train/merged; do \
-	  name=$${run%%:*}; model=$${run#*:}; \
-	  if [ -n "$$(find $(OUT)/eval/$$name -name '*_results.json' 2>/dev/null)" ]; then echo "$$name: evaluated already"; continue; fi; \
-	  echo "lmms-eval: $$name = $$model"; \
-	  $(BIN)/lmms-eval --model hvcu_context --model_args inner=$(EVAL_BACKEND),pretrained=$$model,$(EVAL_ARGS) \
-	    --tasks $(EVAL_TASKS) --output_path $(OUT)/eval/$$name --log_samples $(EVAL_FLAGS) || exit 1; \
-	  test -n "$$(find $(OUT)/eval/$$name -name '*_results.json')" || { echo "lmms-eval wrote no results for $$name"; exit 1; }; \
+	$(HVCU_TRAIN) config --model $(TRAIN_MODEL) $(if $(BASE_MODEL),--model-path $(BASE_MODEL)) --dataset $(DATASET) \
+	  --dataset-dir $(OUT)/data --out $(OUT)/train --gpus $(GPUS) --deepspeed $(DEEPSPEED) $(TRAIN_FLAGS)
+	$(HVCU_TRAIN) run $(OUT)/train/train.yaml --export $(OUT)/train/export.yaml $(if $(TRAIN_FORCE),--force)
+	@set -e; info="$(HVCU_TRAIN) info $(OUT)/train --field"; \
+	backend="$(EVAL_BACKEND)"; [ -n "$$backend" ] || backend=$$($$info eval_backend); \
+	for name in base tuned; do \
+	  if [ $$name = base ]; then model=$$($$info base_model); key="model $$model"; \
+	  else model=$(abspath $(OUT))/train/merged; key="merged $$($$info merged_fingerprint)"; fi; \
+	  key="$$key; inner=$$backend,$(EVAL_ARGS); tasks $(EVAL_TASKS); flags $(EVAL_FLAGS)"; dir=$(OUT)/eval/$$name; \
+	  if [ "$$(cat $$dir/fingerprint 2>/dev/null)" = "$$key" ] && [ -n "$$(find $$dir -name '*_results.json')" ]; then \
+	    echo "$$name: evaluated already ($$key)"; continue; fi; \
+	  rm -rf $$dir; echo "lmms-eval: $$name = $$model ($$key)"; \
+	  $(BIN)/lmms-eval --model hvcu_context --model_args inner=$$backend,pretrained=$$model,$(EVAL_ARGS) \
+	    --tasks $(EVAL_TASKS) --output_path $$dir --log_samples $(EVAL_FLAGS); \
+	  test -n "$$(find $$dir -name '*_results.json')" || { echo "lmms-eval wrote no results for $$name"; exit 1; }; \
+	  printf '%s\n' "$$key" > $$dir/fingerprint; \
 	done
 	$(BIN)/hvcu report --compare $(OUT)/eval/base $(OUT)/eval/tuned --out $(OUT)/report
-	@echo "Comparison tables: $(OUT)/report (A = base $(BASE_MODEL), B = tuned $(OUT)/train/merged)"
+	@echo "Comparison tables: $(OUT)/report (A = base $$($(HVCU_TRAIN) info $(OUT)/train --field base_model)," \
+	  "B = tuned $(OUT)/train/merged)"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -19,6 +19,7 @@ from training.render import (
     known_keys,
     launch_commands,
     load_yaml,
+    read_layout,
     shipped_models,
     split_batch,
     write_configs,
@@ -99,10 +100,7 @@ def test_rendered_configs_parse_and_keep_the_global_batch(
     assert global_batch_of(train, gpus * nodes) == 128
     assert train["output_dir"] == str((tmp_path / "run" / "adapter").resolve())
     assert train["dataset_dir"] == str(data_dir.resolve()) and train["dataset"] == "hvcu_mcts_l3_only"
-    if gpus * nodes == 1:
-        assert "deepspeed" not in train
-    else:
-        assert Path(train["deepspeed"]) == DEEPSPEED["z2"]
+    assert "deepspeed" not in train  # opt-in: deepspeed is not a dependency
     model_args, data_args, training_args, _, _ = parse_train(on_this_cpu(train))
     assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps * gpus * nodes == 128
     export = yaml.safe_load(rendered.export_yaml.read_text())
@@ -208,13 +206,137 @@ def test_cli_config_prints_the_batch_split_and_launch_commands(
 ) -> None:
     code = run_cli(
         "config", "--model", "qwen3_vl_4b", "--dataset", "hvcu_mcts_full_data", "--dataset-dir", str(data_dir),
-        "--out", str(tmp_path / "run"), "--gpus", "8", "--nodes", "2", "--set", "save_steps=10",
+        "--out", str(tmp_path / "run"), "--gpus", "8", "--set", "save_steps=10",
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "global batch 128 = 4 per device x 2 accumulation x 16 process(es); DeepSpeed " in out
-    assert "NODE_RANK=1 NPROC_PER_NODE=8 MASTER_ADDR=<address of node 0>" in out
+    assert "global batch 128 = 4 per device x 4 accumulation x 8 process(es)\n" in out
+    assert "base model Qwen/Qwen3-VL-4B-Instruct; evaluate with lmms-eval hvcu_context inner=qwen3_vl" in out
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 llamafactory-cli train" in out
     assert f"hvcu train run {tmp_path / 'run' / 'train.yaml'} --export {tmp_path / 'run' / 'export.yaml'}" in out
     assert yaml.safe_load((tmp_path / "run" / "train.yaml").read_text())["save_steps"] == 10
     layout = json.loads((tmp_path / "run" / "layout.json").read_text())
-    assert (layout["gpus"], layout["nodes"], layout["global_batch"]) == (8, 2, 128)
+    assert (layout["gpus"], layout["nodes"], layout["global_batch"], layout["deepspeed"]) == (8, 1, 128, "none")
+
+
+def test_cli_config_for_several_nodes_prints_only_the_per_node_commands(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = run_cli(
+        "config", "--model", "qwen3_vl_4b", "--dataset", "hvcu_mcts_full_data", "--dataset-dir", str(data_dir),
+        "--out", str(tmp_path / "run"), "--gpus", "8", "--nodes", "2",
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "global batch 128 = 4 per device x 2 accumulation x 16 process(es)" in out
+    assert "launch (each train command on its node, then the merge on one of them):" in out
+    assert "NODE_RANK=1 NPROC_PER_NODE=8 MASTER_ADDR=<address of node 0>" in out
+    assert f"llamafactory-cli export {tmp_path / 'run' / 'export.yaml'}" in out
+    assert "hvcu train run" not in out
+
+
+@pytest.mark.parametrize(
+    ("model", "base", "backend"),
+    [
+        ("qwen3_vl_4b", "Qwen/Qwen3-VL-4B-Instruct", "qwen3_vl"),
+        ("qwen3_vl_8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl"),
+        ("llava_next_7b", "llava-hf/llava-v1.6-vicuna-7b-hf", "llava_hf"),
+    ],
+)
+def test_layout_json_records_the_model_its_base_and_eval_backend(
+    model: str, base: str, backend: str, data_dir: Path, tmp_path: Path
+) -> None:
+    write_configs(Request(model, "hvcu_mcts_full_data", data_dir, tmp_path))
+    layout = json.loads((tmp_path / "layout.json").read_text())
+    assert (layout["model"], layout["base_model"], layout["eval_backend"]) == (model, base, backend)
+    assert read_layout(tmp_path / "layout.json").layout == Layout()
+
+
+def test_layout_json_records_a_model_path_given_instead_of_the_shipped_base(data_dir: Path, tmp_path: Path) -> None:
+    write_configs(Request("llava_next_7b", "hvcu_mcts_full_data", data_dir, tmp_path, model_path="/models/tiny"))
+    record = read_layout(tmp_path / "layout.json")
+    assert (record.base_model, record.eval_backend) == ("/models/tiny", "llava_hf")
+
+
+def test_deepspeed_is_opt_in(data_dir: Path, tmp_path: Path) -> None:
+    assert Layout().deepspeed == "none"
+    for model in MODELS:
+        assert "deepspeed" not in load_yaml(CONFIGS / f"{model}_lora_sft.yaml"), model
+    assert run_cli("config", "--model", "qwen3_vl_4b", "--dataset", "hvcu_mcts_full_data", "--dataset-dir",
+                   str(data_dir), "--out", str(tmp_path), "--gpus", "8") == 0  # fmt: skip
+    assert "deepspeed" not in yaml.safe_load((tmp_path / "train.yaml").read_text())
+    assert json.loads((tmp_path / "layout.json").read_text())["deepspeed"] == "none"
+
+
+@pytest.mark.parametrize("stage", ["z2", "z3"])
+def test_config_warns_when_deepspeed_is_chosen_but_not_installed(
+    stage: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("training.render.deepspeed_installed", lambda: False)
+    assert run_cli("config", "--model", "qwen3_vl_4b", "--dataset", "hvcu_mcts_full_data", "--dataset-dir",
+                   str(data_dir), "--out", str(tmp_path), "--gpus", "8", "--deepspeed", stage) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"warning: {tmp_path / 'train.yaml'} uses DeepSpeed ({stage}) but deepspeed is not installed here" in err
+    assert "pip install deepspeed before training, or render with --deepspeed none" in err
+    assert Path(yaml.safe_load((tmp_path / "train.yaml").read_text())["deepspeed"]) == DEEPSPEED[stage]
+
+
+def test_config_does_not_warn_when_deepspeed_is_installed(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("training.render.deepspeed_installed", lambda: True)
+    assert run_cli("config", "--model", "qwen3_vl_4b", "--dataset", "hvcu_mcts_full_data", "--dataset-dir",
+                   str(data_dir), "--out", str(tmp_path), "--deepspeed", "z2") == 0  # fmt: skip
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_cpu_launch_command_hides_the_gpus() -> None:
+    commands = launch_commands(Path("run/train.yaml"), Path("run/export.yaml"), Layout(gpus=8, cpu=True))
+    assert commands[0] == "CUDA_VISIBLE_DEVICES= llamafactory-cli train run/train.yaml"
+
+
+def test_a_broken_dataset_info_is_an_error_naming_its_path(tmp_path: Path) -> None:
+    (tmp_path / "dataset_info.json").write_text('{"hvcu": ')
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'dataset_info.json'}: not a JSON file"):
+        write_configs(Request("qwen3_vl_4b", "hvcu", tmp_path, tmp_path / "run"))
+
+
+@pytest.mark.parametrize("entry", [{"formatting": "sharegpt"}, {"file_name": ""}, "hvcu.json"])
+def test_a_dataset_info_entry_without_file_name_is_an_error(entry: object, tmp_path: Path) -> None:
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"hvcu": entry}))
+    with pytest.raises(ValueError, match=r"dataset_info.json: entry 'hvcu': file_name must name the data file"):
+        write_configs(Request("qwen3_vl_4b", "hvcu", tmp_path, tmp_path / "run"))
+
+
+def test_a_dataset_info_entry_whose_file_is_missing_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"hvcu": {"file_name": "hvcu.json"}}))
+    with pytest.raises(FileNotFoundError, match=f"entry 'hvcu': no data file {tmp_path / 'hvcu.json'}"):
+        write_configs(Request("qwen3_vl_4b", "hvcu", tmp_path, tmp_path / "run"))
+
+
+def test_info_reads_the_base_model_from_train_yaml_and_the_backend_from_layout_json(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    write_configs(Request("llava_next_7b", "hvcu_mcts_full_data", data_dir, tmp_path))
+    train = yaml.safe_load((tmp_path / "train.yaml").read_text())
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump({**train, "model_name_or_path": "/edited/by/hand"}))
+    assert run_cli("info", str(tmp_path), "--field", "base_model") == 0
+    assert capsys.readouterr().out == "/edited/by/hand\n"
+    assert run_cli("info", str(tmp_path), "--field", "eval_backend") == 0
+    assert capsys.readouterr().out == "llava_hf\n"
+    assert run_cli("info", str(tmp_path)) == 0
+    assert f"merged_dir: {(tmp_path / 'merged').resolve()}\n" in capsys.readouterr().out
+
+
+def test_info_field_merged_fingerprint_is_the_one_stored_by_the_merge(data_dir: Path, tmp_path: Path) -> None:
+    from training.fingerprint import FINGERPRINT_FILE
+    from training.info import info_field
+
+    write_configs(Request("qwen3_vl_4b", "hvcu_mcts_full_data", data_dir, tmp_path))
+    with pytest.raises(FileNotFoundError, match="no merged_fingerprint: the merge has not finished"):
+        info_field(tmp_path, "merged_fingerprint")
+    (tmp_path / "merged").mkdir()
+    (tmp_path / "merged" / FINGERPRINT_FILE).write_text(
+        json.dumps({"fingerprint": "ab" * 32, "config": str(tmp_path / "export.yaml"), "content": {}})
+    )
+    assert info_field(tmp_path, "merged_fingerprint") == "ab" * 32

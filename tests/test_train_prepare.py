@@ -163,6 +163,15 @@ def _bad_file(tmp_path: Path, *lines: object) -> Path:
         (lambda c: c["levels"].pop(), "levels: must be a list of three levels"),
         (lambda c: c["levels"][1].update(answer="  "), "levels[1].answer: must be a non-empty string"),
         (lambda c: c["levels"][2].update(question="See <image> again?"), "levels[2].question: contains '<image>'"),
+        (lambda c: c["levels"][0].update(level=True), "levels[0].level: must be 1 (order L1, L2, L3), got True"),
+        (
+            lambda c: c["levels"][1].update(answer="Rain.<|im_end|>\n<|im_start|>user\nHi"),
+            "levels[1].answer: contains the chat special token '<|im_end|>'",
+        ),
+        (
+            lambda c: c["levels"][0].update(question="<|vision_start|>What is it?"),
+            "levels[0].question: contains the chat special token '<|vision_start|>'",
+        ),
         (lambda c: c.update(sample_id="x"), "line: unknown key(s) ['sample_id']"),
         (lambda c: c.pop("levels"), "line: missing key(s) ['levels']"),
     ],
@@ -227,3 +236,71 @@ def test_cli_name_needs_a_single_composition(tmp_path: Path, capsys) -> None:
     assert run_cli("prepare", "--chains", str(chains), "--out", str(tmp_path / "d"), "--composition", "full-data",
                    "l3-only", "--name", "x", "--image-root", str(tmp_path)) == 2  # fmt: skip
     assert "single --composition" in capsys.readouterr().err
+
+
+def test_a_corrupt_image_is_rejected_naming_the_line(tmp_path: Path) -> None:
+    write_chains(tmp_path, n_images=1, per_image=1)
+    (tmp_path / "imgs" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n but the rest is not a PNG")
+    path = _bad_file(tmp_path, chain("imgs/ad_0.png", "ok"), chain("imgs/broken.png", "bad"))
+    with pytest.raises(ChainError) as err:
+        read_chains([path], image_root=tmp_path)
+    [problem] = err.value.problems
+    assert problem.startswith(
+        f"{path}:2: image: {(tmp_path / 'imgs' / 'broken.png').resolve()} is not a readable image"
+    )
+
+
+def test_each_distinct_image_is_verified_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import training.prepare as prep
+
+    opened: list[Path] = []
+    real = prep.image_problem
+    monkeypatch.setattr(prep, "image_problem", lambda p: opened.append(p) or real(p))
+    read_chains([write_chains(tmp_path, n_images=3, per_image=4)], image_root=tmp_path)
+    assert sorted(p.name for p in opened) == ["ad_0.png", "ad_1.png", "ad_2.png"]
+
+
+def test_a_chains_file_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    write_chains(tmp_path, n_images=1, per_image=1)
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps(chain("imgs/ad_0.png", "ok"))
+    bad = json.dumps(chain("imgs/ad_0.png", "caf\u00e9"), ensure_ascii=False).encode("latin-1")
+    path.write_bytes(good.encode() + b"\n" + bad + b"\n")
+    with pytest.raises(ChainError) as err:
+        read_chains([path], image_root=tmp_path)
+    at = bad.index("é".encode("latin-1"))
+    assert err.value.problems == [
+        f"{path}:2: line: not UTF-8 text (invalid continuation byte at byte {at} of the line)"
+    ]
+
+
+def test_mcts_and_direct_chains_are_not_mixed_silently(tmp_path: Path) -> None:
+    mcts = write_chains(tmp_path, n_images=2, per_image=1)
+    direct = write_chains(tmp_path, n_images=2, per_image=1, method="direct")
+    with pytest.raises(ValueError, match=r"chains of different methods \(mcts 2, direct 2\); .* give --name"):
+        prepare([mcts, direct], tmp_path / "data", ["full-data"], image_root=tmp_path)
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_named_mixture_keeps_same_text_chains_of_both_methods(tmp_path: Path) -> None:
+    mcts = write_chains(tmp_path, n_images=2, per_image=1)
+    direct = write_chains(tmp_path, n_images=2, per_image=1, method="direct")  # same images, questions, answers
+    [ds], read = prepare([mcts, direct], tmp_path / "data", ["l3-only"], image_root=tmp_path, name="both")
+    assert read.duplicates == 0 and read.by_method == {"mcts": 2, "direct": 2}
+    assert (ds.name, ds.counts.samples) == ("both", 4)
+
+
+def test_cli_prepare_refuses_mixed_methods_without_a_name(tmp_path: Path, capsys) -> None:
+    mcts = write_chains(tmp_path, n_images=1, per_image=1)
+    direct = write_chains(tmp_path, n_images=1, per_image=1, method="direct")
+    assert run_cli("prepare", "--chains", str(mcts), str(direct), "--out", str(tmp_path / "d"),
+                   "--composition", "full-data", "--image-root", str(tmp_path)) == 2  # fmt: skip
+    assert "chains of different methods (mcts 1, direct 1)" in capsys.readouterr().err
+
+
+def test_a_broken_dataset_info_names_its_path(tmp_path: Path) -> None:
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "dataset_info.json").write_text("{oops")
+    with pytest.raises(ValueError, match=f"{out / 'dataset_info.json'}: not a JSON file"):
+        prepare([write_chains(tmp_path)], out, ["full-data"], image_root=tmp_path)

@@ -1,4 +1,4 @@
-"""`hvcu train prepare|config|run`: LLaMA-Factory datasets from chains, rendered LoRA configs, training and merge."""
+"""`hvcu train prepare|config|run|info`: LLaMA-Factory datasets from chains, LoRA configs, training and merge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from training.info import FIELDS
 from training.prepare import COMPOSITIONS
+from training.render import DEEPSPEED_CHOICES
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
@@ -48,17 +50,24 @@ def _cmd_config(args: argparse.Namespace) -> int:
         overrides=parse_set(args.set or []),
     )
     rendered = write_configs(req, args.master_addr, args.master_port)
-    t = rendered.train
-    print(f"wrote {rendered.train_yaml} and {rendered.export_yaml}")
+    for warning in rendered.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    t, record = rendered.train, rendered.record
+    print(f"wrote {rendered.train_yaml}, {rendered.export_yaml} and {rendered.train_yaml.parent / 'layout.json'}")
+    print(f"base model {record.base_model}; evaluate with lmms-eval hvcu_context inner={record.eval_backend}")
     print(
         f"global batch {args.global_batch} = {t['per_device_train_batch_size']} per device x "
         f"{t['gradient_accumulation_steps']} accumulation x {layout.world} process(es)"
         + (f"; DeepSpeed {t['deepspeed']}" if "deepspeed" in t else "")
     )
-    print("launch:")
+    if layout.nodes > 1 and not layout.cpu:
+        print("launch (each train command on its node, then the merge on one of them):")
+    else:
+        print("launch:")
     for command in rendered.commands:
         print(f"  {command}")
-    print(f"or, on one machine: hvcu train run {rendered.train_yaml} --export {rendered.export_yaml}")
+    if layout.nodes == 1 or layout.cpu:
+        print(f"or, on this machine: hvcu train run {rendered.train_yaml} --export {rendered.export_yaml}")
     return 0
 
 
@@ -77,6 +86,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_info(args: argparse.Namespace) -> int:
+    """Print one field of a rendered folder (for scripts), or every field as `name: value` lines."""
+    from training.info import info_field, train_info
+
+    if args.field:
+        print(info_field(args.folder, args.field))
+    else:
+        for name, value in train_info(args.folder).items():
+            print(f"{name}: {value}")
+    return 0
+
+
 def _shipped_models() -> list[str]:
     """Return the shipped model keys (for --model choices)."""
     from training.render import shipped_models
@@ -85,7 +106,7 @@ def _shipped_models() -> list[str]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `train` with its subcommands prepare, config and run."""
+    """Register `train` with its subcommands prepare, config, run and info."""
     train = sub.add_parser("train", help="LoRA tuning on generated chains with LLaMA-Factory (datasets, configs, runs)")
     tsub = train.add_subparsers(dest="train_command", required=True)
 
@@ -97,7 +118,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     prep.add_argument("--seed", type=int, default=0, help="picks full-hierarchy's third of the chains")
     prep.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: cwd)")
-    prep.add_argument("--name", help="dataset name (one composition only; default hvcu_<method>_<composition>)")
+    prep.add_argument(
+        "--name",
+        help="dataset name (one composition only; default hvcu_<method>_<composition>); needed to mix mcts and direct",
+    )
     prep.set_defaults(func=_cmd_prepare)
 
     cfg = tsub.add_parser("config", help="render a shipped LoRA config for a dataset and GPU layout (batch 128)")
@@ -106,10 +130,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cfg.add_argument("--dataset-dir", type=Path, required=True)
     cfg.add_argument("--out", type=Path, required=True, help="gets train.yaml, export.yaml, adapter/, merged/")
     cfg.add_argument("--gpus", type=int, default=1, help="GPUs per node")
-    cfg.add_argument("--nodes", type=int, default=1)
+    cfg.add_argument("--nodes", type=int, default=1, help="> 1: launch the printed per-node commands yourself")
     cfg.add_argument("--per-device", type=int, help="per-device batch (default: the largest <= the shipped value)")
     cfg.add_argument("--global-batch", type=int, default=128, help="kept exactly (paper: 128)")
-    cfg.add_argument("--deepspeed", choices=["auto", "z2", "z3", "none"], default="auto", help="auto: z2 on >1 GPU")
+    cfg.add_argument(
+        "--deepspeed", choices=DEEPSPEED_CHOICES, default="none", help="ZeRO stage (needs deepspeed); none: DDP"
+    )
     cfg.add_argument("--model-path", help="local folder or hub id instead of the shipped base model")
     cfg.add_argument("--cpu", action="store_true", help="CPU run (tests): use_cpu, no DeepSpeed/bf16/workers")
     cfg.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a LLaMA-Factory argument")
@@ -122,3 +148,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--export", type=Path, help="rendered export.yaml: merge the adapter after training")
     run.add_argument("--force", action="store_true", help="retrain and re-export even when finished")
     run.set_defaults(func=_cmd_run)
+
+    info = tsub.add_parser("info", help="what a rendered folder holds: base model, eval backend, fingerprints")
+    info.add_argument("folder", type=Path, help="the --out folder of `hvcu train config`")
+    info.add_argument("--field", choices=FIELDS, help="print only this value (for scripts)")
+    info.set_defaults(func=_cmd_info)

@@ -7,17 +7,20 @@ Output in DIR: `<name>.json` (a list of `{"messages": [...], "images": [abs path
 - full-data: every chain as one three-turn conversation, L1 -> L2 -> L3, `<image>` in the first user turn;
 - full-hierarchy: the same for a seeded random third (ceil(n / 3)) of the chains, kept in input order;
 - l3-only: every chain's L3 question and answer alone, with the image.
-Exact duplicate chains (same image, same three question/answer pairs) are dropped and counted; every other
-defect stops the run with `file:line: field: message` lines.
+Exact duplicate chains (same image, method and three question/answer pairs) are dropped and counted; every other
+defect stops the run with `file:line: field: message` lines (each distinct image is opened once with PIL). Chains of
+different methods (mcts and direct) are only merged into one dataset when `name` is given.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import random
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,9 @@ LEVEL_KEYS = {"level", "question", "answer", "score"}
 IMAGE_PLACEHOLDER = "<image>"
 # Placeholders LLaMA-Factory expands in any message: text holding one would break the image count.
 RESERVED = ("<image>", "<video>", "<audio>")
+# Chat-template special tokens (`<|im_start|>`, `<|im_end|>`, `<|vision_start|>`, ...): text holding one would forge
+# turn or image boundaries once the template renders it.
+SPECIAL_TOKEN = re.compile(r"<\|[^\s<>|]+\|>")
 DATASET_INFO = "dataset_info.json"
 
 
@@ -74,8 +80,8 @@ class Chain:
     origin: str
 
     def key(self) -> tuple:
-        """Return what makes two chains duplicates: the image and the three question/answer pairs."""
-        return (str(self.image), tuple((qa.question, qa.answer) for qa in self.levels))
+        """Return what makes two chains duplicates: the image, the method and the three question/answer pairs."""
+        return (str(self.image), self.method, tuple((qa.question, qa.answer) for qa in self.levels))
 
 
 @dataclass
@@ -96,10 +102,30 @@ def _check_text(value: Any, where: str, problems: list[tuple[str, str]]) -> str 
         if token in value:
             problems.append((where, f"contains {token!r}, which LLaMA-Factory reads as a media placeholder"))
             return None
+    special = SPECIAL_TOKEN.search(value)
+    if special:
+        problems.append((where, f"contains the chat special token {special.group()!r}"))
+        return None
     return value.strip()
 
 
-def parse_chain(obj: Any, image_root: Path, origin: str = "") -> tuple[Chain | None, list[tuple[str, str]]]:
+def image_problem(path: Path) -> str | None:
+    """Return why a file is not a readable image (missing, or PIL cannot verify it), or None."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not path.is_file():
+        return f"no file {path} (relative paths resolve against --image-root)"
+    try:
+        with Image.open(path) as im:
+            im.verify()
+    except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+        return f"{path} is not a readable image ({type(exc).__name__}: {exc})"
+    return None
+
+
+def parse_chain(
+    obj: Any, image_root: Path, origin: str = "", check_image: Callable[[Path], str | None] = image_problem
+) -> tuple[Chain | None, list[tuple[str, str]]]:
     """Validate one decoded chain line; return the chain (or None) and (field, message) problems."""
     problems: list[tuple[str, str]] = []
     if not isinstance(obj, dict):
@@ -118,8 +144,9 @@ def parse_chain(obj: Any, image_root: Path, origin: str = "") -> tuple[Chain | N
         else:
             path = Path(raw)
             image = (path if path.is_absolute() else image_root / path).resolve()
-            if not image.is_file():
-                problems.append(("image", f"no file {image} (relative paths resolve against --image-root)"))
+            bad = check_image(image)
+            if bad:
+                problems.append(("image", bad))
     method = obj.get("method")
     if "method" in obj and method not in METHODS:
         problems.append(("method", f"must be one of {list(METHODS)}, got {method!r}"))
@@ -137,7 +164,7 @@ def parse_chain(obj: Any, image_root: Path, origin: str = "") -> tuple[Chain | N
                 extra = sorted(set(lv) - LEVEL_KEYS)
                 if extra:
                     problems.append((where, f"unknown key(s) {extra}"))
-                if lv.get("level") != i + 1:
+                if type(lv.get("level")) is not int or lv.get("level") != i + 1:
                     problems.append((f"{where}.level", f"must be {i + 1} (order L1, L2, L3), got {lv.get('level')!r}"))
                 question = _check_text(lv.get("question"), f"{where}.question", problems)
                 answer = _check_text(lv.get("answer"), f"{where}.answer", problems)
@@ -155,11 +182,18 @@ def read_chains(paths: Sequence[Path], image_root: Path | None = None) -> Chains
     chains: list[Chain] = []
     seen: set[tuple] = set()
     duplicates = 0
+    check_image = functools.cache(image_problem)  # each distinct image is opened once
     for path in paths:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such chains file")
-        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                why = f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)"
+                problems.append(LineProblem(str(path), number, "line", why))
+                continue
             if not text.strip():
                 continue
             try:
@@ -167,7 +201,7 @@ def read_chains(paths: Sequence[Path], image_root: Path | None = None) -> Chains
             except json.JSONDecodeError as exc:
                 problems.append(LineProblem(str(path), number, "line", f"not JSON: {exc.msg}"))
                 continue
-            chain, found = parse_chain(obj, root, f"{path}:{number}")
+            chain, found = parse_chain(obj, root, f"{path}:{number}", check_image)
             problems += [LineProblem(str(path), number, f, m) for f, m in found]
             if chain is None:
                 continue
@@ -285,17 +319,47 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
 
 
+def load_dataset_info(path: Path) -> dict[str, Any]:
+    """Read a dataset_info.json (a JSON object of dataset entries); anything else is an error naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such dataset_info.json")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON file ({exc}); fix or remove it") from exc
+    if not isinstance(info, dict):
+        raise ValueError(f"{path}: must be a JSON object of dataset entries")
+    return info
+
+
+def dataset_files(dataset: str, dataset_dir: Path) -> dict[str, Path]:
+    """Return each comma-separated dataset name's data file, from DATASET_DIR/dataset_info.json (entries checked)."""
+    info_path = Path(dataset_dir) / DATASET_INFO
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{info_path}: no dataset_info.json (run `hvcu train prepare --out {dataset_dir}`)")
+    info = load_dataset_info(info_path)
+    names = [n.strip() for n in dataset.split(",") if n.strip()]
+    missing = [n for n in names if n not in info]
+    if missing or not names:
+        raise ValueError(f"{info_path}: no entry for dataset(s) {missing or [dataset]}; it has {sorted(info)}")
+    files = {}
+    for n in names:
+        entry = info[n]
+        file_name = entry.get("file_name") if isinstance(entry, dict) else None
+        if not isinstance(file_name, str) or not file_name.strip():
+            raise ValueError(f"{info_path}: entry {n!r}: file_name must name the data file, got {file_name!r}")
+        file = Path(dataset_dir) / file_name
+        if not file.is_file():
+            raise FileNotFoundError(f"{info_path}: entry {n!r}: no data file {file}")
+        files[n] = file
+    return files
+
+
 def update_dataset_info(out: Path, entries: dict[str, dict[str, Any]]) -> None:
     """Add or replace entries in OUT/dataset_info.json, keeping every other dataset's entry."""
     path = Path(out) / DATASET_INFO
-    info: dict[str, Any] = {}
-    if path.exists():
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc.msg}); fix or remove it") from exc
-        if not isinstance(info, dict):
-            raise ValueError(f"{path}: must be a JSON object of dataset entries")
+    info = load_dataset_info(path) if path.exists() else {}
     info.update(entries)
     _write_atomic(path, _dump(dict(sorted(info.items()))))
 
@@ -325,6 +389,12 @@ def prepare(
     if name is not None and len(compositions) > 1:
         raise ValueError("--name names one dataset: give a single --composition with it")
     chains = read_chains(chain_files, image_root)
+    if len(chains.by_method) > 1 and name is None:
+        mix = ", ".join(f"{m} {n}" for m, n in chains.by_method.items())
+        raise ValueError(
+            f"{', '.join(str(p) for p in chain_files)}: chains of different methods ({mix}); prepare each method "
+            "on its own, or give --name (with one --composition) to train on the mixture on purpose"
+        )
     method = next(iter(chains.by_method)) if len(chains.by_method) == 1 else "mixed"
     built = []
     for composition in dict.fromkeys(compositions):

@@ -2,14 +2,17 @@
 
 Shipped: `configs/<model>_lora_sft.yaml` (training) and `configs/<model>_merge.yaml` (LoRA merge/export) per
 model, and `configs/deepspeed/ds_z{2,3}.json`. Rendering writes OUT/train.yaml and OUT/export.yaml whose
-folders are OUT/adapter (LoRA output, checkpoints) and OUT/merged (the merged model), plus OUT/layout.json, with
+folders are OUT/adapter (LoRA output, checkpoints) and OUT/merged (the merged model), plus OUT/layout.json (the
+layout, the model key, its base model and the lmms-eval backend that evaluates it), with
 per_device_train_batch_size x gradient_accumulation_steps x GPUs x nodes == the global batch (128: paper).
+DeepSpeed is opt-in (`z2`/`z3`; deepspeed is not a dependency): the default is plain DDP, enough for LoRA.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +20,15 @@ from typing import Any
 
 import yaml
 
+from training.prepare import dataset_files
+
 CONFIGS = Path(__file__).resolve().parent / "configs"
 DEEPSPEED = {"z2": CONFIGS / "deepspeed" / "ds_z2.json", "z3": CONFIGS / "deepspeed" / "ds_z3.json"}
 GLOBAL_BATCH = 128  # paper, Appendix C
 LAYOUT_FILE = "layout.json"  # beside train.yaml: the layout it was rendered for, checked by `hvcu train run`
+DEEPSPEED_CHOICES = ("none", "z2", "z3")
+# lmms-eval backend (the `inner` of hvcu_context) that evaluates a model key's base and merged models, by key prefix.
+EVAL_BACKENDS = {"qwen3_vl_": "qwen3_vl", "llava_next_": "llava_hf"}
 # Keys the renderer owns: setting them with --set would break the global batch or the folder layout.
 OWNED = {
     "per_device_train_batch_size",
@@ -46,6 +54,19 @@ def shipped_paths(model: str) -> tuple[Path, Path]:
     if model not in shipped_models():
         raise ValueError(f"unknown model {model!r}; shipped configs: {shipped_models()}")
     return CONFIGS / f"{model}_lora_sft.yaml", CONFIGS / f"{model}_merge.yaml"
+
+
+def eval_backend(model: str) -> str:
+    """Return the lmms-eval backend of a shipped model key (qwen3_vl for qwen3_vl_*, llava_hf for llava_next_*)."""
+    for prefix, backend in EVAL_BACKENDS.items():
+        if model.startswith(prefix):
+            return backend
+    raise ValueError(f"no lmms-eval backend known for model {model!r}; known prefixes: {sorted(EVAL_BACKENDS)}")
+
+
+def deepspeed_installed() -> bool:
+    """Whether the deepspeed package can be imported here."""
+    return importlib.util.find_spec("deepspeed") is not None
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
@@ -117,7 +138,7 @@ class Layout:
     gpus: int = 1
     nodes: int = 1
     cpu: bool = False
-    deepspeed: str = "auto"  # auto: z-stage of the shipped config when more than one GPU; or z2, z3, none
+    deepspeed: str = "none"  # none (plain DDP), or z2 / z3: the shipped ZeRO configs (needs deepspeed installed)
     per_device: int | None = None
     global_batch: int = GLOBAL_BATCH
 
@@ -125,6 +146,60 @@ class Layout:
     def world(self) -> int:
         """Return the number of training processes (1 on CPU)."""
         return 1 if self.cpu else self.gpus * self.nodes
+
+
+@dataclass(frozen=True)
+class LayoutRecord:
+    """What OUT/layout.json holds: the layout a config was rendered for, its model key, base model and backend."""
+
+    model: str
+    base_model: str
+    eval_backend: str
+    layout: Layout
+
+    def to_json(self) -> str:
+        """Serialise as one flat, byte-stable JSON object."""
+        flat = {"model": self.model, "base_model": self.base_model, "eval_backend": self.eval_backend}
+        return json.dumps({**flat, **dataclasses.asdict(self.layout)}, indent=2) + "\n"
+
+
+def _layout_problems(data: dict[str, Any]) -> list[str]:
+    """Return what is wrong with a decoded layout.json object (keys and value types)."""
+    expected = {"model", "base_model", "eval_backend", *(f.name for f in dataclasses.fields(Layout))}
+    problems = []
+    if set(data) - expected:
+        problems.append(f"unknown key(s) {sorted(set(data) - expected)}")
+    if expected - set(data):
+        problems.append(f"missing key(s) {sorted(expected - set(data))}")
+    for key in ("model", "base_model", "eval_backend"):
+        if key in data and (not isinstance(data[key], str) or not data[key]):
+            problems.append(f"{key}: must be a non-empty string, got {data[key]!r}")
+    for key in ("gpus", "nodes", "global_batch", "per_device"):
+        value = data.get(key)
+        if key in data and not (value is None and key == "per_device"):
+            if type(value) is not int or value < 1:
+                problems.append(f"{key}: must be an integer >= 1, got {value!r}")
+    if "cpu" in data and not isinstance(data["cpu"], bool):
+        problems.append(f"cpu: must be true or false, got {data['cpu']!r}")
+    if "deepspeed" in data and data["deepspeed"] not in DEEPSPEED_CHOICES:
+        problems.append(f"deepspeed: must be one of {list(DEEPSPEED_CHOICES)}, got {data['deepspeed']!r}")
+    return problems
+
+
+def read_layout(path: Path) -> LayoutRecord:
+    """Read and validate a layout.json written by `hvcu train config`; a malformed one is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no layout.json (render the configs with `hvcu train config`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON file ({exc}); render the configs again with `hvcu train config`") from exc
+    problems = ["must be a JSON object"] if not isinstance(data, dict) else _layout_problems(data)
+    if problems:
+        raise ValueError(f"{path}: {'; '.join(problems)}; render the configs again with `hvcu train config`")
+    layout = Layout(**{f.name: data[f.name] for f in dataclasses.fields(Layout)})
+    return LayoutRecord(data["model"], data["base_model"], data["eval_backend"], layout)
 
 
 @dataclass(frozen=True)
@@ -150,28 +225,18 @@ def _check_overrides(overrides: dict[str, Any]) -> None:
         raise ValueError(f"--set: unknown LLaMA-Factory argument(s) {unknown}")
 
 
-def _deepspeed_file(shipped: dict[str, Any], layout: Layout) -> Path | None:
-    """Return the DeepSpeed JSON to use, or None (one GPU, CPU, or `none`)."""
+def _deepspeed_file(layout: Layout) -> Path | None:
+    """Return the DeepSpeed JSON to use, or None (CPU, or `none`)."""
+    if layout.deepspeed not in DEEPSPEED_CHOICES:
+        raise ValueError(f"--deepspeed must be one of {list(DEEPSPEED_CHOICES)}; got {layout.deepspeed!r}")
     if layout.cpu or layout.deepspeed == "none":
         return None
-    if layout.deepspeed in DEEPSPEED:
-        return DEEPSPEED[layout.deepspeed]
-    if layout.deepspeed != "auto":
-        raise ValueError(f"--deepspeed must be auto, z2, z3 or none; got {layout.deepspeed!r}")
-    if layout.world == 1 or not shipped.get("deepspeed"):
-        return None
-    return (CONFIGS / str(shipped["deepspeed"])).resolve()
+    return DEEPSPEED[layout.deepspeed]
 
 
 def check_dataset(dataset: str, dataset_dir: Path) -> None:
-    """Check that every comma-separated dataset name has an entry in dataset_dir/dataset_info.json."""
-    info_path = Path(dataset_dir) / "dataset_info.json"
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{info_path}: no dataset_info.json (run `hvcu train prepare --out {dataset_dir}`)")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
-    missing = [n for n in (s.strip() for s in dataset.split(",")) if n not in info]
-    if missing:
-        raise ValueError(f"{info_path}: no entry for dataset(s) {missing}; it has {sorted(info)}")
+    """Check that every comma-separated dataset name has an entry with a data file in dataset_dir/dataset_info.json."""
+    dataset_files(dataset, dataset_dir)
 
 
 def render_train(shipped: dict[str, Any], req: Request) -> dict[str, Any]:
@@ -184,7 +249,7 @@ def render_train(shipped: dict[str, Any], req: Request) -> dict[str, Any]:
         req.layout.per_device or int(shipped["per_device_train_batch_size"]),
         fixed=req.layout.per_device is not None,
     )
-    ds = _deepspeed_file(shipped, req.layout)
+    ds = _deepspeed_file(req.layout)
     cfg.pop("deepspeed", None)
     if req.model_path:
         cfg["model_name_or_path"] = req.model_path
@@ -232,7 +297,7 @@ def launch_commands(
     train_cmd = f"llamafactory-cli train {train_yaml}"
     commands = []
     if layout.cpu:
-        commands.append(train_cmd)
+        commands.append(f"CUDA_VISIBLE_DEVICES= {train_cmd}")  # else LLaMA-Factory starts torchrun on a GPU machine
     elif layout.nodes == 1:
         devices = ",".join(str(i) for i in range(layout.gpus))
         force = "FORCE_TORCHRUN=1 " if layout.gpus == 1 and layout.deepspeed in DEEPSPEED else ""
@@ -271,6 +336,8 @@ class Rendered:
     train: dict[str, Any]
     export: dict[str, Any]
     commands: list[str]
+    record: LayoutRecord
+    warnings: list[str]
 
 
 def write_configs(req: Request, master_addr: str | None = None, master_port: int = 29500) -> Rendered:
@@ -282,9 +349,16 @@ def write_configs(req: Request, master_addr: str | None = None, master_port: int
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
     train_yaml, export_yaml = out / "train.yaml", out / "export.yaml"
-    (out / LAYOUT_FILE).write_text(json.dumps(dataclasses.asdict(req.layout), indent=2) + "\n", encoding="utf-8")
+    record = LayoutRecord(req.model, str(train["model_name_or_path"]), eval_backend(req.model), req.layout)
+    (out / LAYOUT_FILE).write_text(record.to_json(), encoding="utf-8")
     dump = functools.partial(yaml.safe_dump, sort_keys=False, allow_unicode=True)
     train_yaml.write_text(_header(req, train, "lora_sft") + dump(train), encoding="utf-8")
     export_yaml.write_text(_header(req, None, "merge") + dump(export), encoding="utf-8")
     commands = launch_commands(train_yaml, export_yaml, req.layout, master_addr, master_port)
-    return Rendered(train_yaml, export_yaml, train, export, commands)
+    warnings = []
+    if "deepspeed" in train and not deepspeed_installed():
+        warnings.append(
+            f"{train_yaml} uses DeepSpeed ({req.layout.deepspeed}) but deepspeed is not installed here: "
+            "pip install deepspeed before training, or render with --deepspeed none (plain DDP, enough for LoRA)"
+        )
+    return Rendered(train_yaml, export_yaml, train, export, commands, record, warnings)

@@ -1,8 +1,10 @@
 """Run `llamafactory-cli train` and then `export` for rendered configs: streamed logs, loud failures, resume.
 
 Resume: LLaMA-Factory itself resumes from the last `checkpoint-*` in output_dir (when resume_from_checkpoint is
-unset and output_dir exists). A finished run (output_dir/train_results.json) is not trained again, and its
-merged model is not exported again when export_dir already holds one, unless `force` is given.
+unset and output_dir exists). A finished run (output_dir/train_results.json) is not trained again, and its merged
+model is not exported again, unless `force` is given. Reuse is keyed on fingerprints (training/fingerprint.py): a
+finished or interrupted run whose stored fingerprint differs from the current config is refused, and a merged model
+from another export config is exported again.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from training.render import LAYOUT_FILE, load_yaml
+from training import fingerprint
+from training.fingerprint import FINGERPRINT_FILE, Fingerprint
+from training.render import LAYOUT_FILE, LayoutRecord, deepspeed_installed, load_yaml, read_layout
 
 FINISHED = "train_results.json"  # written by LLaMA-Factory after the last step and the final save
 LOG_NAME = "hvcu_train.log"
+INDEX = "model.safetensors.index.json"
+TOKENIZER_FILES = ("tokenizer_config.json",)
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")  # transformers < 5 / >= 5: either one
 
 
 class StepFailed(RuntimeError):
@@ -65,9 +72,19 @@ def looks_like_run(output_dir: Path) -> bool:
 
 
 def is_exported(export_dir: Path) -> bool:
-    """Whether export_dir holds a merged model (config and weights)."""
+    """Whether export_dir holds a complete merged model: config, every weight shard, tokenizer and processor files."""
     d = Path(export_dir)
-    return (d / "config.json").is_file() and any(d.glob("*.safetensors"))
+    if not (d / "config.json").is_file() or not all((d / f).is_file() for f in TOKENIZER_FILES):
+        return False
+    if not any((d / f).is_file() for f in PROCESSOR_FILES):
+        return False
+    if not (d / INDEX).is_file():
+        return (d / "model.safetensors").is_file()
+    try:
+        shards = set(json.loads((d / INDEX).read_text(encoding="utf-8"))["weight_map"].values())
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+        return False
+    return bool(shards) and all((d / str(shard)).is_file() for shard in shards)
 
 
 def stream(cmd: list[str], log: Path, env: dict[str, str], out: TextIO) -> int:
@@ -93,40 +110,80 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def check_layout(train_config: Path, gpus_seen: Callable[[], int] = visible_gpus) -> None:
-    """Refuse a config whose rendered layout (layout.json beside it) this machine would not reproduce.
-
-    LLaMA-Factory uses every visible GPU, so a different count silently changes the global batch; a multi-node
-    config needs the per-node launch commands that `hvcu train config` prints.
-    """
+def layout_of(train_config: Path) -> LayoutRecord | None:
+    """Return the layout.json rendered beside a training config (validated), or None when there is none."""
     path = Path(train_config).parent / LAYOUT_FILE
-    if not path.is_file():
-        return
-    layout = json.loads(path.read_text(encoding="utf-8"))
-    if layout.get("cpu"):
-        return
-    if layout["nodes"] > 1:
+    return read_layout(path) if path.exists() else None
+
+
+def check_single_node(train_config: Path, record: LayoutRecord | None) -> None:
+    """Refuse a multi-node config: each node needs the launch command that `hvcu train config` printed for it."""
+    if record is not None and not record.layout.cpu and record.layout.nodes > 1:
         raise ValueError(
-            f"{train_config} is for {layout['nodes']} nodes: run the launch command printed by `hvcu train config` "
-            "on every node, then `hvcu train run` again (it skips the finished training and merges)"
+            f"{train_config} is for {record.layout.nodes} nodes: run the per-node launch commands printed by "
+            "`hvcu train config` on every node, then its `llamafactory-cli export` command"
         )
+
+
+def check_gpus(train_config: Path, record: LayoutRecord | None, gpus_seen: Callable[[], int] = visible_gpus) -> None:
+    """Refuse a config rendered for another GPU count (LLaMA-Factory uses every visible GPU: the batch would change)."""
+    if record is None or record.layout.cpu:
+        return
     seen = gpus_seen()
-    if seen != layout["gpus"]:
+    if seen != record.layout.gpus:
         raise ValueError(
-            f"{train_config} was rendered for {layout['gpus']} GPU(s) (global batch {layout['global_batch']}) but "
-            f"{seen} are visible; render again with --gpus {seen} or set CUDA_VISIBLE_DEVICES"
+            f"{train_config} was rendered for {record.layout.gpus} GPU(s) (global batch {record.layout.global_batch}) "
+            f"but {seen} are visible; render again with --gpus {seen} or set CUDA_VISIBLE_DEVICES"
         )
 
 
 def check_deepspeed(train_config: Path, train: dict) -> None:
     """Refuse a DeepSpeed config when DeepSpeed is not installed (LLaMA-Factory would fail after loading)."""
-    import importlib.util
-
-    if train.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+    if train.get("deepspeed") and not deepspeed_installed():
         raise ValueError(
             f"{train_config} uses DeepSpeed ({train['deepspeed']}) but deepspeed is not installed: "
             "pip install deepspeed, or render with --deepspeed none (plain DDP)"
         )
+
+
+def train_env(base: dict[str, str], train: dict[str, Any], record: LayoutRecord | None) -> dict[str, str]:
+    """Return the environment for `llamafactory-cli train`: torchrun forced for DeepSpeed, no GPUs for a CPU run."""
+    env = dict(base)
+    if train.get("deepspeed"):
+        env["FORCE_TORCHRUN"] = "1"  # LLaMA-Factory refuses DeepSpeed outside torchrun, even on one GPU
+    if record is not None and record.layout.cpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # else its launcher starts torchrun over the GPUs it sees
+    return env
+
+
+def check_same(folder: Path, current: Fingerprint, what: str) -> None:
+    """Refuse to reuse a folder whose stored fingerprint is missing or differs from the current config's."""
+    stored = fingerprint.read(folder)
+    fix = f"use --force to start again (deletes {folder}) or render the configs with another --out"
+    if stored is None:
+        raise ValueError(
+            f"{folder} holds {what} without {FINGERPRINT_FILE} (not started by `hvcu train run`), so it cannot be "
+            f"matched to {current.config}; {fix}"
+        )
+    if stored.digest != current.digest:
+        changed = "; ".join(fingerprint.differences(stored.content, current.content)) or "content differs"
+        raise ValueError(
+            f"{folder} holds {what} from another config: it was started from {stored.config} "
+            f"(fingerprint {stored.digest[:12]}), but {current.config} has fingerprint {current.digest[:12]} "
+            f"({changed}); {fix}"
+        )
+
+
+def clear_export_dir(export_dir: Path, base_model: str) -> None:
+    """Empty an export folder before merging into it (stale shards would survive); refuse a folder not ours."""
+    d = Path(export_dir)
+    if not d.exists() or not any(d.iterdir()):
+        return
+    if d.resolve() == Path(base_model).resolve():
+        raise ValueError(f"export_dir {d} is the base model's folder; merge into another folder")
+    if not (d / FINGERPRINT_FILE).is_file() and not is_exported(d):
+        raise ValueError(f"{d}: export_dir holds files that are not a merged model; remove them or use another --out")
+    shutil.rmtree(d)
 
 
 @dataclass(frozen=True)
@@ -137,6 +194,36 @@ class RunResult:
     exported: str | None  # "exported", "already exported" or None (no export config)
     output_dir: Path
     export_dir: Path | None
+
+
+def _train(
+    train_config: Path,
+    train: dict[str, Any],
+    current: Fingerprint,
+    record: LayoutRecord | None,
+    io: tuple[Callable[[list[str], Path, dict[str, str], TextIO], int], Callable[[], int], TextIO],
+) -> str:
+    """Train, resume or skip (fingerprints checked); return what happened."""
+    runner, gpus_seen, out = io
+    output_dir = Path(train["output_dir"])
+    if is_trained(output_dir):
+        check_same(output_dir, current, "a finished training run")
+        print(f"{output_dir}: training already finished ({FINISHED}); skipping (--force retrains)", file=out)
+        return "already trained"
+    ckpt = last_checkpoint(output_dir)
+    if ckpt is not None or (output_dir / FINGERPRINT_FILE).exists():
+        check_same(output_dir, current, "an interrupted training run")
+    check_gpus(train_config, record, gpus_seen)
+    check_deepspeed(train_config, train)
+    fingerprint.write(output_dir, current)
+    if ckpt:
+        print(f"{output_dir}: resuming from {ckpt.name}", file=out)
+    log = output_dir / LOG_NAME
+    env = train_env(dict(os.environ), train, record)
+    status = runner([llamafactory_cli(), "train", str(Path(train_config).resolve())], log, env, out)
+    if status != 0 or not is_trained(output_dir):
+        raise StepFailed("train", status or 1, log)
+    return f"resumed from {ckpt.name}" if ckpt else "trained"
 
 
 def run(
@@ -162,31 +249,26 @@ def run(
             raise ValueError(
                 f"{export_config}: adapter_name_or_path {adapter!r} is not the training output_dir {output_dir}"
             )
-    log = output_dir / LOG_NAME
-    env = dict(os.environ)
-    cli = llamafactory_cli()
+    record = layout_of(train_config)
+    check_single_node(train_config, record)
+    current = fingerprint.train_fingerprint(train, train_config)
     if force and looks_like_run(output_dir):
         shutil.rmtree(output_dir)
-    if is_trained(output_dir):
-        trained = "already trained"
-        print(f"{output_dir}: training already finished ({FINISHED}); skipping (--force retrains)", file=out)
-    else:
-        check_layout(train_config, gpus_seen)
-        check_deepspeed(train_config, train)
-        ckpt = last_checkpoint(output_dir)
-        trained = f"resumed from {ckpt.name}" if ckpt else "trained"
-        if ckpt:
-            print(f"{output_dir}: resuming from {ckpt.name}", file=out)
-        status = runner([cli, "train", str(Path(train_config).resolve())], log, env, out)
-        if status != 0 or not is_trained(output_dir):
-            raise StepFailed("train", status or 1, log)
-    if export is None:
+    trained = _train(train_config, train, current, record, (runner, gpus_seen, out))
+    if export is None or export_config is None:
         return RunResult(trained, None, output_dir, None)
     export_dir = Path(export["export_dir"])
-    if is_exported(export_dir) and trained == "already trained" and not force:
-        print(f"{export_dir}: merged model already there; skipping export", file=out)
-        return RunResult(trained, "already exported", output_dir, export_dir)
-    status = runner([cli, "export", str(Path(export_config).resolve())], log, env, out)
+    merged = fingerprint.export_fingerprint(current, export, export_config)
+    stored = fingerprint.read(export_dir) if is_exported(export_dir) else None
+    if trained == "already trained" and not force and stored is not None:
+        if stored.digest == merged.digest:
+            print(f"{export_dir}: merged model already there; skipping export", file=out)
+            return RunResult(trained, "already exported", output_dir, export_dir)
+        print(f"{export_dir}: merged model came from {stored.config} (another config); exporting again", file=out)
+    clear_export_dir(export_dir, str(export.get("model_name_or_path", "")))
+    log = output_dir / LOG_NAME
+    status = runner([llamafactory_cli(), "export", str(Path(export_config).resolve())], log, dict(os.environ), out)
     if status != 0 or not is_exported(export_dir):
         raise StepFailed("export", status or 1, log)
+    fingerprint.write(export_dir, merged)
     return RunResult(trained, "exported", output_dir, export_dir)
