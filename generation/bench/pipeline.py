@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from generation.audit.bench import SourceItem, bench_families, image_path, read_bench
 from generation.bench.build import BuildConfig, build_item, calls_of
 from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
@@ -81,54 +82,43 @@ def _copy_image(src: Path, target_dir: Path, sid: str) -> None:
         img.convert("RGB").save(target_dir / f"{sid}.png")
 
 
-def read_base(base: Path) -> dict[str, list[tuple[dict[str, Any], Path]]]:
-    """Return an existing benchmark's raw items and image files per family, after checking it loads cleanly."""
-    from hvcu_tasks.loaders import find_image, load_official_json
-
+def read_base(base: Path) -> dict[str, list[SourceItem]]:
+    """Return an existing benchmark's items (raw records, parsed samples) per family, after checking it loads."""
     base = Path(base)
-    found: dict[str, list[tuple[dict[str, Any], Path]]] = {}
-    for family, (_split, stem, _short) in FAMILIES.items():
-        path = base / f"{stem}.json"
-        if not path.is_file():
-            continue
-        load_official_json(path, family).raise_for_problems()
-        items = json.loads(path.read_text(encoding="utf-8"))
-        found[family] = [(it, find_image(base / "Image" / stem, str(it["id"]).strip())) for it in items]
-    if not found:
-        raise FileNotFoundError(f"{base}: no benchmark files (<Family-Stem>.json) to extend")
+    found: dict[str, list[SourceItem]] = {}
+    for it in read_bench(base, bench_families(base)).values():
+        found.setdefault(it.sample.family, []).append(it)
     return found
 
 
-def assemble(out: Path, seed: int = 0, keys: set[str] | None = None, base: Path | None = None) -> dict[str, Any]:
-    """Write the benchmark (the base's items first, unchanged), rejected.jsonl and the report; return the report."""
+def assemble(
+    out: Path,
+    seed: int = 0,
+    keys: set[str] | None = None,
+    base: Path | None = None,
+    kept: dict[str, list[SourceItem]] | None = None,
+) -> dict[str, Any]:
+    """Write the benchmark (`kept`, read from `base`, first and unchanged), rejected.jsonl and the report."""
     out = Path(out)
     records = [r for k, r in read_records(out / "items").items() if keys is None or k in keys]
     done = sorted((r for r in records if r["status"] == "done"), key=lambda r: r["id"])
-    kept = read_base(base) if base is not None else {}
+    kept = kept or {}
     positions: dict[str, dict[int, Counter[str]]] = {}
     for family, (_split, stem, _short) in FAMILIES.items():
         mine = [r for r in done if r["family"] == family]
         old = kept.get(family, [])
-        clash = sorted({str(it["id"]).strip() for it, _img in old} & {r["id"] for r in mine})
+        clash = sorted({it.sample.id for it in old} & {r["id"] for r in mine})
         if clash:
             raise ValueError(f"{base}: id(s) {clash} exist in the base benchmark; give the new rows other ids")
-        start = {
-            lv: Counter(
-                str(q["correct_answer_key"]).strip().upper()
-                for it, _img in old
-                for q in it["qa_levels"]
-                if int(q["level"]) == lv
-            )
-            for lv in LEVELS
-        }
+        start = {lv: Counter(q.answer for it in old for q in it.sample.levels if q.level == lv) for lv in LEVELS}
         letters = {lv: assign_letters(len(mine), seed, f"{family}:{lv}", start[lv]) for lv in LEVELS}
         new = [to_benchmark_item(r, [letters[lv][i] for lv in LEVELS], seed, r["model"]) for i, r in enumerate(mine)]
-        items = [it for it, _img in old] + new
+        items = [dict(it.record) for it in old] + new
         json_path, image_dir = out / f"{stem}.json", out / "Image" / stem
         if image_dir.exists():
             shutil.rmtree(image_dir)  # rebuilt from the item files, so nothing stale survives
-        for it, img in old:
-            _copy_image(img, image_dir, str(it["id"]).strip())
+        for it in old:
+            _copy_image(image_path(it.sample), image_dir, it.sample.id)
         for r in mine:
             _copy_image(Path(r["image"]), image_dir, r["id"])
         # A family with no items gets an empty list, so the folder still loads as a (partial) benchmark.
@@ -196,8 +186,7 @@ async def build_bench(
     """Build every manifest row not already finished in OUT; write the benchmark (after `base`'s items) and report."""
     out = Path(out)
     check_out(out)
-    if base is not None:
-        read_base(base)  # a broken base stops the run before any paid call
+    kept = read_base(base) if base is not None else {}  # before any paid call: a broken base stops the run
     config = config or BuildConfig()
     # Keyed by the row and the model: an edited row, or another model, builds the item anew.
     todo = [(item_key(row, client_config.model), row) for row in rows]
@@ -222,7 +211,7 @@ async def build_bench(
         postfix=postfix,
         describe=lambda row: {"id": row.id, "image": str(row.image), "family": row.family},
     )
-    summary = assemble(out, seed, {k for k, _row in todo}, base)
+    summary = assemble(out, seed, {k for k, _row in todo}, base, kept)
     summary["usage_this_run"] = job.usage.to_dict()
     write_atomic(out / "build_report.json", json.dumps(summary, indent=2) + "\n")
     return summary
