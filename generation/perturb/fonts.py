@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import matplotlib
 from PIL import ImageFont
 
 # family name -> (regular file, bold file), both in matplotlib's font folder
@@ -20,6 +19,8 @@ WEIGHTS = ("regular", "bold")
 
 def font_dir() -> Path:
     """Return the folder holding matplotlib's bundled TrueType fonts."""
+    import matplotlib  # imported on use: `hvcu` builds every parser at start-up
+
     return Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 
 

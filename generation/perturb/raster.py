@@ -10,7 +10,6 @@ zooms the content about the canvas centre. Uncovered canvas takes a pad colour (
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.colors import hsv_to_rgb, rgb_to_hsv
 from PIL import Image
 
 RESAMPLE = Image.Resampling.LANCZOS
@@ -28,11 +27,15 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 def to_hsv(image: Image.Image) -> np.ndarray:
     """Return an image's HSV values as floats in [0, 1], shape (height, width, 3)."""
+    from matplotlib.colors import rgb_to_hsv  # imported on use: `hvcu` builds every parser at start-up
+
     return rgb_to_hsv(np.asarray(to_rgb(image), dtype=np.float64) / 255.0)
 
 
 def from_hsv(hsv: np.ndarray) -> Image.Image:
     """Return the RGB image for HSV floats in [0, 1]."""
+    from matplotlib.colors import hsv_to_rgb
+
     rgb = hsv_to_rgb(np.clip(hsv, 0.0, 1.0))
     return Image.fromarray(np.rint(rgb * 255.0).astype(np.uint8))
 
