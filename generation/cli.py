@@ -5,11 +5,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from generation.client import ClientConfig
+
+
+def bounded(kind: type, low: float, high: float, *, low_open: bool = False) -> Callable[[str], Any]:
+    """Return an argparse type that parses `kind` and refuses values outside [low, high] (or (low, high])."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < low or (low_open and value == low) or value > high:
+            side = "(" if low_open else "["
+            raise argparse.ArgumentTypeError(f"{text} is outside {side}{low:g}, {high:g}]")
+        return value
+
+    return parse
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -19,9 +39,27 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = Tru
         "--base-url", required=required, help="e.g. http://localhost:8000/v1 (vLLM) or https://api.openai.com/v1"
     )
     parser.add_argument("--api-key", help="default: $OPENAI_API_KEY")
-    parser.add_argument("--concurrency", type=int, default=16, help="model calls in flight at once")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    parser.add_argument("--seed", type=int, default=0, help="seeds every model call (and any shuffling)")
+    parser.add_argument(
+        "--concurrency", type=bounded(int, 1, 4096), default=16, help="model calls in flight at once (1-4096)"
+    )
+    parser.add_argument(
+        "--timeout", type=bounded(float, 0, 86400, low_open=True), default=120.0, help="seconds per request attempt"
+    )
+    parser.add_argument(
+        "--retries",
+        type=bounded(int, 0, 100),
+        default=6,
+        help="retries of a failed call (backoff 0.5 s doubling to 8 s)",
+    )
+    parser.add_argument(
+        "--dead-after",
+        type=bounded(int, 1, 100000),
+        default=20,
+        help="stop the run after this many consecutive failed calls with no success between them",
+    )
+    parser.add_argument(
+        "--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="seeds every model call (and any shuffling)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -35,6 +73,8 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
         api_key=args.api_key,
         concurrency=args.concurrency,
         timeout_s=args.timeout,
+        max_retries=args.retries,
+        dead_after=args.dead_after,
     )
 
 
@@ -44,12 +84,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"{args.command} needs {', '.join(missing)}")
     from generation.jobs import parse_shard
-    from generation.runner import list_images, load_config, run
+    from generation.runner import list_images, load_config, run, summary_line
 
+    images = list_images(args.images)
     config = client_config(args)
     stats = asyncio.run(
         run(
-            list_images(args.images),
+            images,
             args.out,
             config,
             load_config(args.config),
@@ -59,8 +100,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     )
-    print(json.dumps({k: v for k, v in stats.items() if k != "failed"}, indent=2))
-    return 1 if stats["images_failed"] else 0
+    print(json.dumps({k: v for k, v in stats.items() if k not in {"failed", "rejected"}}, indent=2))
+    for image, error in list(stats["failed"].items())[:20]:
+        print(f"failed: {image}: {error}", file=sys.stderr)
+    if len(stats["failed"]) > 20:
+        print(f"... and {len(stats['failed']) - 20} more failed image(s): see {args.out}/stats.json", file=sys.stderr)
+    if stats["endpoint_down"]:
+        print(f"stopped: {stats['endpoint_down']}", file=sys.stderr)
+    print(summary_line(stats, args.out), file=sys.stderr)
+    return 1 if stats["images_failed"] or stats["images_not_attempted"] else 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:

@@ -1,8 +1,12 @@
 """One async client for any OpenAI-compatible chat endpoint, with a persistent cache and usage counts.
 
-Retries (429, 5xx, timeouts, dropped connections, with exponential backoff, jitter and Retry-After)
-are the openai SDK's own; this layer adds bounded concurrency, a request timeout, a SQLite cache keyed
-by (model, messages, sampling parameters, seed) so reruns and resumes never pay twice, and counters.
+A call either returns a reply the model wrote or raises `ClientError`: HTTP errors, refused connections,
+timeouts, bodies that are not a chat completion and empty replies are retried (exponential backoff with
+jitter, honouring Retry-After) and then fail loudly; they are never turned into an answer. Only non-empty
+replies that the caller accepts are cached (SQLite, keyed by model, messages, sampling parameters and
+seed), so reruns and resumes never pay twice and never replay garbage. The client also watches the
+endpoint: after `dead_after` consecutive failed attempts with no successful reply between them it is
+declared down and every further call fails at once with `EndpointDown`, naming the URL and last error.
 """
 
 from __future__ import annotations
@@ -11,13 +15,24 @@ import asyncio
 import base64
 import hashlib
 import json
+import math
 import mimetypes
 import os
+import random
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+RETRY_STATUSES = {408, 409, 429}
+"""HTTP statuses worth retrying besides every 5xx."""
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 8.0
+RETRY_AFTER_CAP_S = 60.0
 
 
 def image_data_url(path: Path) -> str:
@@ -41,21 +56,35 @@ class ClientConfig:
     timeout_s: float = 120.0
     max_retries: int = 6
     concurrency: int = 16
+    dead_after: int = 20
+    """Consecutive failed attempts, with no successful reply between them, after which the endpoint is down."""
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("model must be a non-empty name")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not isinstance(self.timeout_s, (int, float)) or not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout_s!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
+        if not isinstance(self.dead_after, int) or self.dead_after < 1:
+            raise ValueError("dead_after must be at least 1")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
 
 
 @dataclass
 class Usage:
-    """What the client did: calls made, answers served from cache, tokens, failures."""
+    """What the client did: calls answered, answers served from cache, tokens, failures."""
 
     calls: int = 0
     cached: int = 0
     failures: int = 0
+    """Calls that failed after every retry (HTTP error, no connection, timeout, empty or malformed body)."""
+    retries: int = 0
+    unusable: int = 0
+    """Replies the model wrote that the caller could not use (returned as errors, never cached)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -105,12 +134,80 @@ class ResponseCache:
 
 
 class ClientError(RuntimeError):
-    """A request failed after the SDK's retries; carries the reason."""
+    """A call failed after its retries (no reply the model wrote came back); carries the reason."""
+
+
+class EndpointDown(ClientError):
+    """The endpoint failed so many attempts in a row that the run should stop instead of retrying for hours."""
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed when repeated; `wait_s` is the server's Retry-After, if any."""
+
+    def __init__(self, reason: str, wait_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.wait_s = wait_s
+
+
+@dataclass
+class EndpointHealth:
+    """Consecutive failed attempts against one endpoint; down after `dead_after` with no success between."""
+
+    base_url: str
+    dead_after: int
+    consecutive: int = 0
+    successes: int = 0
+    last_error: str = ""
+    down: bool = False
+
+    def failed(self, reason: str) -> None:
+        """Count one failed attempt."""
+        self.consecutive += 1
+        self.last_error = reason
+        if self.consecutive >= self.dead_after:
+            self.down = True
+
+    def succeeded(self) -> None:
+        """Count one successful reply (it resets the run of failures)."""
+        self.successes += 1
+        self.consecutive = 0
+
+    def message(self) -> str:
+        """Return the one-line reason the endpoint is considered down."""
+        since = "no successful reply yet" if not self.successes else "none succeeded in between"
+        return (
+            f"endpoint {self.base_url} looks down: {self.consecutive} consecutive failed calls ({since}); "
+            f"last error: {self.last_error}"
+        )
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Return the Retry-After seconds of an HTTP error response, when it gives a number."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        wait = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return min(wait, RETRY_AFTER_CAP_S) if wait is not None and math.isfinite(wait) and wait >= 0 else None
+
+
+def _reply_text(response: Any) -> str:
+    """Return the text of a chat completion, or raise _Retryable when the body holds no usable reply."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise _Retryable(f"malformed response body (not a chat completion): {str(response)[:120]!r}")
+    if not choices:
+        raise _Retryable("empty reply: the response has no choices")
+    content = getattr(getattr(choices[0], "message", None), "content", None)
+    if not isinstance(content, str) or not content.strip():
+        raise _Retryable(f"empty reply: message content is {content!r}")
+    return content
 
 
 @dataclass
 class ChatClient:
-    """Async chat completions with bounded concurrency, caching and usage counts."""
+    """Async chat completions with bounded concurrency, retries, caching, endpoint health and usage counts."""
 
     config: ClientConfig
     cache: ResponseCache | None = None
@@ -120,40 +217,93 @@ class ChatClient:
         from openai import AsyncOpenAI
 
         key = self.config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers need no key
+        # The SDK's own retries are off: every attempt goes through `_attempt`, so each one is seen by `health`.
         self._client = AsyncOpenAI(
-            base_url=self.config.base_url,
-            api_key=key,
-            timeout=self.config.timeout_s,
-            max_retries=self.config.max_retries,
+            base_url=self.config.base_url, api_key=key, timeout=self.config.timeout_s, max_retries=0
         )
         self._slots = asyncio.Semaphore(self.config.concurrency)
+        self._jitter = random.Random()  # spreads retries in time only; never touches a request or a result
+        self.health = EndpointHealth(self.config.base_url, self.config.dead_after)
 
     async def complete(
-        self, messages: list[dict[str, Any]], *, temperature: float = 0.0, max_tokens: int = 1024, seed: int = 0
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int = 0,
+        accept: Callable[[str], Any] | None = None,
     ) -> str:
-        """Return the reply text for one chat, from the cache when this exact request was answered before."""
-        from openai import OpenAIError
+        """Return the reply text for one chat, from the cache when this exact request was answered before.
 
+        `accept(text)` may raise (a `ReplyError`, say) to refuse a reply the model wrote: the exception
+        reaches the caller and the reply is not cached. A failed call raises `ClientError`.
+        """
         params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         key = ResponseCache.key(self.config.model, messages, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.usage.cached += 1
             return hit["text"]
-        async with self._slots:
+        text = await self._call(messages, params)
+        if accept is not None:
             try:
-                response = await self._client.chat.completions.create(
-                    model=self.config.model, messages=messages, **params
-                )
-            except (OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
-                self.usage.failures += 1
-                raise ClientError(f"{type(exc).__name__}: {exc}") from exc
-        self.usage.calls += 1
-        text = (response.choices[0].message.content or "") if response.choices else ""
+                accept(text)
+            except Exception:
+                self.usage.unusable += 1
+                raise
+        if self.cache is not None:
+            self.cache.put(key, {"text": text})
+        return text
+
+    async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        """Make one call, retrying failed attempts; raise ClientError (EndpointDown when the endpoint is down)."""
+        async with self._slots:
+            for attempt in range(self.config.max_retries + 1):
+                if self.health.down:
+                    raise EndpointDown(self.health.message())
+                try:
+                    text = await self._attempt(messages, params)
+                except _Retryable as exc:
+                    self.health.failed(str(exc))
+                    if self.health.down:
+                        self.usage.failures += 1
+                        raise EndpointDown(self.health.message()) from exc
+                    if attempt == self.config.max_retries:
+                        self.usage.failures += 1
+                        raise ClientError(f"{exc} (after {attempt + 1} attempt(s))") from exc
+                    self.usage.retries += 1
+                    backoff = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt) * self._jitter.uniform(0.75, 1.25)
+                    await asyncio.sleep(exc.wait_s if exc.wait_s is not None else backoff)
+                    continue
+                except ClientError as exc:
+                    self.health.failed(str(exc))
+                    self.usage.failures += 1
+                    if self.health.down:
+                        raise EndpointDown(self.health.message()) from exc
+                    raise
+                self.health.succeeded()
+                self.usage.calls += 1
+                return text
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _attempt(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        """One HTTP request: the reply text, or _Retryable / ClientError saying why there is none."""
+        import openai
+
+        try:
+            response = await self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
+        except openai.APIStatusError as exc:
+            reason = f"HTTP {exc.status_code} from {self.config.base_url}: {str(exc)[:300]}"
+            if exc.status_code in RETRY_STATUSES or exc.status_code >= 500:
+                raise _Retryable(reason, _retry_after(exc)) from exc
+            raise ClientError(reason) from exc  # 400, 401, 403, 404, 422: repeating the request cannot help
+        except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as exc:
+            # Connection refused or dropped, a timeout, a body that is not JSON or not a completion.
+            raise _Retryable(f"{type(exc).__name__} from {self.config.base_url}: {str(exc)[:300]}") from exc
+        text = _reply_text(response)
         if response.usage is not None:
             self.usage.prompt_tokens += response.usage.prompt_tokens or 0
             self.usage.completion_tokens += response.usage.completion_tokens or 0
-        if self.cache is not None:
-            self.cache.put(key, {"text": text})
         return text
 
     async def close(self) -> None:

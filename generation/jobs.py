@@ -11,23 +11,16 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from generation.client import ChatClient, ClientConfig, ResponseCache, Usage
+from hvcu_tasks.files import write_atomic
 
 T = TypeVar("T")
 C = TypeVar("C")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file by rename, so a crash leaves either the old or the new content."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -95,11 +88,14 @@ def read_records(folder: Path) -> dict[str, dict[str, Any]]:
 
 @dataclass
 class JobRun:
-    """What one pass over the items did: the client's usage and the replies now stored in the cache."""
+    """What one pass over the items did: client usage, replies stored, items processed and not attempted."""
 
     usage: Usage
     replies_stored: int
     processed: int
+    not_attempted: int = 0
+    endpoint_down: str | None = None
+    """Why the run stopped early: the endpoint failed too many calls in a row (None when it did not)."""
 
 
 async def run_jobs(
@@ -116,6 +112,8 @@ async def run_jobs(
 ) -> JobRun:
     """Run `work` for every (key, item) whose record is not final yet; a raising job is recorded as failed.
 
+    A failed item is retried by the next run. Once the endpoint is down (see `EndpointHealth`) no further
+    item is started: those are counted as not attempted and the reason is returned in `endpoint_down`.
     `describe(item)` adds identifying fields to a failed record; `postfix(record)` feeds the progress bar.
     """
     folder = Path(folder)
@@ -127,6 +125,7 @@ async def run_jobs(
     # More items than call slots in flight: while one item waits on a barrier, others keep the endpoint
     # busy; the client itself caps the calls at `concurrency`.
     slots = asyncio.Semaphore(4 * client_config.concurrency)
+    skipped = [0]
     bar = None
     if progress:
         from tqdm import tqdm
@@ -135,6 +134,9 @@ async def run_jobs(
 
     async def one(key: str, item: T) -> None:
         async with slots:
+            if client.health.down:
+                skipped[0] += 1
+                return
             try:
                 record = await work(client, key, item)
             except Exception as exc:  # one bad item must not stop the run; it is recorded and retried next time
@@ -158,4 +160,5 @@ async def run_jobs(
         cache.close()
         if bar is not None:
             bar.close()
-    return JobRun(client.usage, stored, len(pending))
+    down = client.health.message() if client.health.down else None
+    return JobRun(client.usage, stored, len(pending) - skipped[0], skipped[0], down)

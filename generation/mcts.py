@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,34 @@ class MCTSConfig:
     temperature_cap: float = 1.2
 
     def __post_init__(self) -> None:
-        if len(self.capacity) != self.levels:
-            raise ValueError(f"capacity needs one entry per level ({self.levels}), got {self.capacity}")
-        if not 0 <= self.quality_threshold <= 1 or not 0 <= self.diversity_threshold <= 1:
-            raise ValueError("quality_threshold and diversity_threshold must lie in [0, 1]")
+        for name, low in (
+            ("levels", 1),
+            ("candidates_per_expansion", 1),
+            ("top_k", 1),
+            ("max_iterations", 1),
+            ("max_calls", 2),
+            ("max_attempts_per_node", 1),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
+        for name, low, high in (
+            ("exploration", 0.0, math.inf),
+            ("quality_threshold", 0.0, 1.0),
+            ("diversity_threshold", 0.0, 1.0),
+            ("temperature", 0.0, 2.0),
+            ("temperature_step", 0.0, 2.0),
+            ("temperature_cap", 0.0, 2.0),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+                raise ValueError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
+        if not isinstance(self.capacity, tuple) or len(self.capacity) != self.levels:
+            raise ValueError(f"capacity needs one entry per level ({self.levels}), got {self.capacity!r}")
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in self.capacity):
+            raise ValueError(f"capacity entries must be integers of at least 1, got {self.capacity!r}")
+        if self.temperature > self.temperature_cap:
+            raise ValueError(f"temperature {self.temperature} is above temperature_cap {self.temperature_cap}")
 
     def temperature_for(self, failed_attempts: int) -> float:
         """Return the generator temperature after that many failed attempts at a node."""
@@ -91,6 +117,15 @@ class Policy(Protocol):
 
     async def judge(self, path: Sequence[Node], candidate: Candidate) -> Judgement:
         """Score a candidate as a child of the last node of `path`."""
+
+
+async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """Await every awaitable; when any raised, raise the first error only after all of them have finished."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)  # type: ignore[arg-type]
 
 
 _WORD = re.compile(r"\w+")
@@ -220,7 +255,7 @@ async def expand(tree: Tree, node: Node, policy: Policy) -> list[Node]:
     temperature = config.temperature_for(node.failed_attempts)
     candidates = await policy.generate(path, level, n, temperature, list(node.feedback))
     usable = [c for c in candidates[:n] if not c.error]
-    judgements = await asyncio.gather(*(policy.judge(path, c) for c in usable))
+    judgements = await gather_all(policy.judge(path, c) for c in usable)
     tree.calls += n + len(usable)
     verdicts = dict(zip([id(c) for c in usable], judgements, strict=True))
     admitted: list[Node] = []

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from generation.client import ChatClient, ClientError
-from generation.mcts import Candidate, Judgement, Node
+from generation.client import ChatClient
+from generation.mcts import Candidate, Judgement, Node, gather_all
 from generation.replies import ReplyError, parse_json_reply
 
 JUDGE_TEMPERATURE = 0.2
@@ -63,36 +63,55 @@ class ModelPolicy:
     async def _one(
         self, path: Sequence[Node], level: int, index: int, temperature: float, feedback: Sequence[str]
     ) -> Candidate:
-        """Generate one candidate; a failed call or an unusable reply is a rejected candidate with its reason."""
+        """Generate one candidate; an unusable reply is a rejected candidate, a failed call raises ClientError."""
         text = prompt(f"level_{level}").format(chain=chain_text(path), feedback=feedback_text(feedback))
         seed = call_seed(self.seed, self.image_key, [n.id for n in path], level, index, temperature, tuple(feedback))
+        required = ("question", "answer")
         try:
             reply = await self.client.complete(
-                user_message(text, self.image_url), temperature=temperature, max_tokens=self.max_tokens, seed=seed
+                user_message(text, self.image_url),
+                temperature=temperature,
+                max_tokens=self.max_tokens,
+                seed=seed,
+                accept=lambda reply: parse_json_reply(reply, required),
             )
-            obj = parse_json_reply(reply, ("question", "answer"))
-        except (ClientError, ReplyError) as exc:
+        except ReplyError as exc:
             return Candidate(error=str(exc)[:300])
+        obj = parse_json_reply(reply, required)
         return Candidate(question=str(obj["question"]).strip(), answer=str(obj["answer"]).strip())
 
     async def generate(
         self, path: Sequence[Node], level: int, n: int, temperature: float, feedback: Sequence[str]
     ) -> list[Candidate]:
-        """Generate n candidates in parallel."""
-        return list(await asyncio.gather(*(self._one(path, level, i, temperature, feedback) for i in range(n))))
+        """Generate n candidates in parallel (every call finishes before a failed one is raised)."""
+        return await gather_all(self._one(path, level, i, temperature, feedback) for i in range(n))
 
     async def judge(self, path: Sequence[Node], candidate: Candidate) -> Judgement:
-        """Score a candidate; an unusable judge reply scores 0 with the reason."""
+        """Score a candidate; an unusable judge reply scores 0 with the reason, a failed call raises ClientError."""
         text = prompt("judge").format(
             chain=chain_text(path), level=len(path) + 1, question=candidate.question, answer=candidate.answer
         )
         seed = call_seed(self.seed, self.image_key, "judge", candidate.question, candidate.answer)
         try:
             reply = await self.client.complete(
-                user_message(text, self.image_url), temperature=JUDGE_TEMPERATURE, max_tokens=256, seed=seed
+                user_message(text, self.image_url),
+                temperature=JUDGE_TEMPERATURE,
+                max_tokens=256,
+                seed=seed,
+                accept=judge_score,
             )
-            obj = parse_json_reply(reply, ("score", "reason"))
-            score = float(obj["score"])
-        except (ClientError, ReplyError, TypeError, ValueError) as exc:
-            return Judgement(0.0, f"judge failed: {str(exc)[:200]}")
-        return Judgement(min(1.0, max(0.0, score)), str(obj["reason"]))
+        except ReplyError as exc:
+            return Judgement(0.0, f"judge reply unusable: {str(exc)[:200]}")
+        return Judgement(judge_score(reply), str(parse_json_reply(reply, ("score", "reason"))["reason"]))
+
+
+def judge_score(reply: str) -> float:
+    """Return the judge's score clipped to [0, 1]; raise ReplyError when the reply holds no numeric score."""
+    value = parse_json_reply(reply, ("score", "reason"))["score"]
+    try:
+        score = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ReplyError(f"judge score {value!r} is not a number") from exc
+    if isinstance(value, bool) or not math.isfinite(score):
+        raise ReplyError(f"judge score {value!r} is not a finite number")
+    return min(1.0, max(0.0, score))

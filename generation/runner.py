@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from generation.client import ChatClient, ClientConfig, image_data_url
-from generation.jobs import in_shard, load_settings, path_key, run_jobs, write_atomic
+from generation.jobs import in_shard, load_settings, path_key, read_records, run_jobs, write_atomic
 from generation.mcts import MCTSConfig, Tree, search
 from generation.policy import ModelPolicy, call_seed, prompt, user_message
 from generation.replies import ReplyError, parse_json_reply
@@ -23,14 +23,30 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp"}
 
 
 def list_images(source: Path) -> list[Path]:
-    """Return the images of a folder (recursive, sorted) or of a text file listing one path per line."""
+    """Return the images of a folder (recursive, sorted) or of a text file listing one path per line.
+
+    An empty folder or list, or a listed path that is not a file, is an error naming the source (and line).
+    """
     source = Path(source)
+    kinds = ", ".join(sorted(IMAGE_SUFFIXES))
     if source.is_dir():
-        return sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
-    if source.is_file():
-        lines = [line.strip() for line in source.read_text(encoding="utf-8").splitlines()]
-        return [Path(line) for line in lines if line and not line.startswith("#")]
-    raise FileNotFoundError(f"{source}: no such folder or list file")
+        found = sorted(p for p in source.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not found:
+            raise ValueError(f"{source}: no images ({kinds}) in this folder")
+        return found
+    if not source.is_file():
+        raise FileNotFoundError(f"{source}: no such folder or list file")
+    found = []
+    for number, raw in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not Path(line).is_file():
+            raise ValueError(f"{source}:{number}: {line}: no such image file")
+        found.append(Path(line))
+    if not found:
+        raise ValueError(f"{source}: no images listed (one path per line; '#' starts a comment)")
+    return found
 
 
 def image_key(path: Path) -> str:
@@ -66,29 +82,41 @@ def mcts_record(image: Path, key: str, tree: Tree) -> dict[str, Any]:
     }
 
 
-async def direct_record(client: ChatClient, image: Path, key: str, seed: int) -> dict[str, Any]:
-    """Three levels in one prompt, no validation between them (the paper's direct baseline)."""
-    reply = await client.complete(
-        user_message(prompt("direct"), image_data_url(image)),
-        temperature=0.8,
-        max_tokens=1024,
-        seed=call_seed(key, "direct", seed),
-    )
-    obj = parse_json_reply(reply, ("levels",))
-    levels = obj["levels"]
+def direct_levels(reply: str) -> list[dict[str, str]]:
+    """Return the three (question, answer) levels of a direct reply; raise ReplyError when it has not got them."""
+    levels = parse_json_reply(reply, ("levels",))["levels"]
     if (
         not isinstance(levels, list)
         or len(levels) != 3
         or not all(isinstance(lv, dict) and lv.get("question") and lv.get("answer") for lv in levels)
     ):
         raise ReplyError(f"direct reply needs three levels with question and answer: {reply[:200]!r}")
+    return [{"question": str(lv["question"]), "answer": str(lv["answer"])} for lv in levels]
+
+
+async def direct_record(client: ChatClient, image: Path, key: str, seed: int) -> dict[str, Any]:
+    """Three levels in one prompt, no validation between them (the paper's direct baseline).
+
+    A reply the model wrote that holds no three levels makes the image 'rejected' (with the reason); a failed
+    call raises, so the image is recorded failed and retried by the next run.
+    """
+    try:
+        reply = await client.complete(
+            user_message(prompt("direct"), image_data_url(image)),
+            temperature=0.8,
+            max_tokens=1024,
+            seed=call_seed(key, "direct", seed),
+            accept=direct_levels,
+        )
+    except ReplyError as exc:
+        return {"image": str(image), "key": key, "status": "rejected", "error": str(exc), "chains": []}
     chain = {
         "image": str(image),
         "method": "direct",
         "path_score": None,
         "levels": [
-            {"level": i + 1, "question": str(lv["question"]), "answer": str(lv["answer"]), "score": None}
-            for i, lv in enumerate(levels)
+            {"level": i + 1, "question": lv["question"], "answer": lv["answer"], "score": None}
+            for i, lv in enumerate(direct_levels(reply))
         ],
     }
     return {
@@ -100,6 +128,45 @@ async def direct_record(client: ChatClient, image: Path, key: str, seed: int) ->
         "rejections": {},
         "accepted": 3,
     }
+
+
+def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Return nested settings as one level of dotted names."""
+    flat: dict[str, Any] = {}
+    for name, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def check_identity(out: Path, identity: dict[str, Any]) -> None:
+    """Record what OUT is made with (method, model, seed, search settings) or refuse a run that differs.
+
+    Finished images are never redone, so a second run with other settings would silently mix two datasets.
+    """
+    identity = _flat(json.loads(json.dumps(identity)))  # tuples as lists, nested settings as "search.x"
+    path = Path(out) / "run.json"
+    if not path.exists():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(identity, indent=2, sort_keys=True) + "\n")
+        return
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: damaged ({exc}); it records how {out} was made") from exc
+    recorded = _flat(recorded)
+    differs = [
+        f"{name} {recorded.get(name)!r} -> {identity.get(name)!r}"
+        for name in sorted(set(recorded) | set(identity))
+        if recorded.get(name) != identity.get(name)
+    ]
+    if differs:
+        raise ValueError(
+            f"{out} was made with other settings ({'; '.join(differs)}): its finished images would be mixed "
+            "with new ones. Use another --out, or the settings recorded in run.json."
+        )
 
 
 async def run(
@@ -114,6 +181,9 @@ async def run(
 ) -> dict[str, Any]:
     """Process every image of the shard not already done in OUT, then rebuild chains.jsonl and stats.json."""
     out = Path(out)
+    config = config or MCTSConfig()
+    search_settings = dataclasses.asdict(config) if method == "mcts" else None
+    check_identity(out, {"method": method, "model": client_config.model, "seed": seed, "search": search_settings})
     todo = [(image_key(p), p) for p in images if in_shard(image_key(p), shard)]
     counts = [0, 0]  # nodes admitted, candidates rejected (for the progress bar)
 
@@ -121,7 +191,7 @@ async def run(
         if method == "direct":
             return await direct_record(client, image, key, seed)
         policy = ModelPolicy(client, image_data_url(image), key, seed)
-        return mcts_record(image, key, await search(policy, config or MCTSConfig()))
+        return mcts_record(image, key, await search(policy, config))
 
     def postfix(record: dict[str, Any]) -> dict[str, Any]:
         counts[0] += record.get("accepted", 0)
@@ -133,12 +203,16 @@ async def run(
         out / "images",
         client_config,
         work,
+        final=("done", "rejected"),
         desc=f"{method} images",
         progress=progress,
         postfix=postfix,
         describe=lambda image: {"image": str(image)},
     )
-    stats = assemble(out, [k for k, _p in todo])
+    stats = assemble(out)
+    stats["method"] = method
+    stats["images_not_attempted"] = job.not_attempted
+    stats["endpoint_down"] = job.endpoint_down
     stats["usage_this_run"] = job.usage.to_dict()
     stats["model_replies_stored"] = job.replies_stored
     stats["calls_per_chain"] = job.replies_stored / stats["chains"] if stats["chains"] else None
@@ -146,19 +220,33 @@ async def run(
     return stats
 
 
-def assemble(out: Path, keys: Iterable[str] | None = None) -> dict[str, Any]:
-    """Rebuild chains.jsonl from the per-image files (in key order) and return the summary statistics."""
-    files = sorted((Path(out) / "images").glob("*.json"))
-    wanted = set(keys) if keys is not None else None
-    records = [json.loads(f.read_text()) for f in files if wanted is None or f.stem in wanted]
+def summary_line(stats: dict[str, Any], out: Path) -> str:
+    """Return the one-line outcome of a run: images done / rejected / failed / not attempted, chains."""
+    parts = [f"{stats['images_done']} done"]
+    if stats.get("images_rejected"):
+        parts.append(f"{stats['images_rejected']} rejected")
+    parts.append(f"{stats['images_failed']} failed")
+    if stats.get("images_not_attempted"):
+        parts.append(f"{stats['images_not_attempted']} not attempted")
+    line = f"{stats.get('method', 'synthesis')}: images {', '.join(parts)}; {stats['chains']} chains in {out}"
+    if stats["images_failed"] or stats.get("images_not_attempted"):
+        line += " (rerun the same command to retry the failed images)"
+    return line
+
+
+def assemble(out: Path) -> dict[str, Any]:
+    """Rebuild chains.jsonl from every per-image file in OUT (in key order); return the summary statistics."""
+    records = list(read_records(Path(out) / "images").values())
     lines = [json.dumps(c, ensure_ascii=False) for r in records if r["status"] == "done" for c in r["chains"]]
     write_atomic(Path(out) / "chains.jsonl", "".join(line + "\n" for line in lines))
     rejected = sum(sum(r.get("rejections", {}).values()) for r in records)
     accepted = sum(r.get("accepted", 0) for r in records if r["status"] == "done")
     return {
         "images_done": sum(r["status"] == "done" for r in records),
+        "images_rejected": sum(r["status"] == "rejected" for r in records),
         "images_failed": sum(r["status"] == "failed" for r in records),
-        "failed": {r["image"]: r["error"] for r in records if r["status"] == "failed"},
+        "failed": {r.get("image", r["key"]): r["error"] for r in records if r["status"] == "failed"},
+        "rejected": {r.get("image", r["key"]): r["error"] for r in records if r["status"] == "rejected"},
         "chains": len(lines),
         "nodes_accepted": accepted,
         "candidates_rejected": rejected,
@@ -171,6 +259,11 @@ def merge(shards: Sequence[Path], out: Path) -> dict[str, Any]:
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     for shard in shards:
+        if not (Path(shard) / "images").is_dir():
+            raise ValueError(f"{shard}: not an `hvcu mcts` output folder (no images/ in it)")
+        identity = Path(shard) / "run.json"
+        if identity.exists():
+            check_identity(out, json.loads(identity.read_text(encoding="utf-8")))
         for f in sorted((Path(shard) / "images").glob("*.json")):
             target = out / "images" / f.name
             if target.exists() and target.read_text() != f.read_text():

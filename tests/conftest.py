@@ -151,3 +151,13 @@ def run_lmms_eval(args: list[str], out: Path, env: dict | None = None, expect_ok
         f"lmms-eval wrote no results file (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     )
     return json.loads(Path(found[0]).read_text())
+
+
+ADVERSARIAL_DIR = Path(__file__).resolve().parent / "adversarial"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under tests/adversarial/ (the fault suite of issue 11) `adversarial`."""
+    for test in items:
+        if ADVERSARIAL_DIR in Path(str(test.fspath)).resolve().parents:
+            test.add_marker(pytest.mark.adversarial)

@@ -1,0 +1,195 @@
+"""Safe file output shared by every command: atomic writes, names that stay inside their folder, CSV cells.
+
+- `write_atomic` / `atomic_path`: a file is replaced by rename or left as it was; the temporary file is
+  removed when writing fails (a full disk, an exception), so a failed command can simply be rerun.
+- `check_name` / `inside`: a value that becomes part of a path (a sample id, a dataset or annotator name,
+  an output stem) is validated once, where it enters; every writer resolves its target inside its folder.
+- `csv_cell` / `csv_uncell`: spreadsheet formula injection is neutralised in every CSV the toolkit writes,
+  and the importers read the cells back exactly.
+- `open_image` / `check_image`: an input image is decoded fully (a truncated file fails here, not mid-run) and a
+  decompression bomb is refused, each as one ImageError naming the file.
+- `check_folder` / `make_folder`: an output folder that is a file (or lies under one) is one clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+MAX_NAME_BYTES = 200
+
+
+class UnsafeNameError(ValueError):
+    """A value meant to be one path component could escape its folder or is not a usable file name."""
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """Return `value` as one safe path component, or raise UnsafeNameError saying what is wrong with it."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str):
+        raise UnsafeNameError(f"{what} must be a string, got {type(value).__name__}")
+    if not text:
+        raise UnsafeNameError(f"{what} is empty")
+    problem = None
+    if text in {".", ".."}:
+        problem = "is a relative folder reference"
+    elif "/" in text or "\\" in text:
+        problem = "contains a path separator"
+    elif text != text.strip():
+        problem = "starts or ends with whitespace"
+    elif text.startswith("."):
+        problem = "starts with '.' (a hidden file)"
+    elif any(unicodedata.category(ch) in {"Cc", "Cs", "Co", "Cn"} for ch in text):
+        problem = "contains a control, surrogate or unassigned character"
+    elif ":" in text:
+        problem = "contains ':' (not allowed in file names on Windows)"
+    elif len(text.encode("utf-8")) > MAX_NAME_BYTES:
+        problem = f"is longer than {MAX_NAME_BYTES} bytes"
+    if problem:
+        raise UnsafeNameError(f"{what} {text!r} {problem}; use letters, digits, '-', '_' or '.'")
+    return text
+
+
+def inside(root: Path | str, *parts: str) -> Path:
+    """Return root/parts resolved, refusing any result outside root (symlinks and '..' included)."""
+    base = Path(root).resolve()
+    target = base.joinpath(*parts).resolve()
+    if target != base and base not in target.parents:
+        raise UnsafeNameError(f"{Path(root).joinpath(*parts)} resolves outside {root}; refusing to write there")
+    return target
+
+
+@contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder, expected a file path")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename == str(tmp):  # name the file the user asked for in the message, not the temporary one
+            exc.filename = str(path)
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: Path | str, data: str | bytes) -> None:
+    """Write text (UTF-8) or bytes to `path` by rename: readers see the old or the new file, never half."""
+    with atomic_path(path) as tmp:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?%?")
+
+
+def csv_cell(value: object) -> object:
+    """Return a CSV cell that no spreadsheet runs as a formula ("'" prefix); numbers and other types pass."""
+    if not isinstance(value, str) or not value:
+        return value
+    if value.startswith("'") or (value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value)):
+        return "'" + value
+    return value
+
+
+def csv_uncell(text: str) -> str:
+    """Return the original text of a cell written by `csv_cell` (the inverse of its "'" prefix)."""
+    return text[1:] if text.startswith("'") else text
+
+
+class ImageError(ValueError):
+    """A file that is not a fully decodable image of a usable size (missing, truncated, a decompression bomb)."""
+
+    def __init__(self, message: str, unknown_format: bool = False) -> None:
+        super().__init__(message)
+        self.unknown_format = unknown_format
+        """True when PIL does not recognise the file as any image format (e.g. a text file)."""
+
+
+def open_image(path: Path | str) -> Image.Image:
+    """Return the image at `path` fully decoded (pixels loaded), or raise ImageError naming the file and the fault.
+
+    A header claiming more than PIL's `Image.MAX_IMAGE_PIXELS` pixels is refused before any pixel is decoded
+    (PIL only warns between one and two times the limit; here both are errors), and a file cut short is refused
+    even when `ImageFile.LOAD_TRUNCATED_IMAGES` was switched on elsewhere.
+    """
+    from PIL import Image, ImageFile, UnidentifiedImageError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ImageError(f"{path}: {'is a folder, not an image file' if path.is_dir() else 'no such image file'}")
+    limit = Image.MAX_IMAGE_PIXELS
+    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    try:
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                image.load()
+                return image
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"{int(found.group(1)):,} pixels" if found else "its pixel count"
+        raise ImageError(
+            f"{path}: {size} is over the limit of {limit:,} pixels (PIL.Image.MAX_IMAGE_PIXELS): "
+            "a decompression bomb, or an image too large to use; shrink it first"
+        ) from None
+    except UnidentifiedImageError:
+        raise ImageError(
+            f"{path}: not a readable image (PIL does not recognise its format)", unknown_format=True
+        ) from None
+    except Exception as exc:  # any decoder failure on an untrusted file means the same: not a usable image
+        why = " ".join(str(exc).split()) or "no detail"
+        raise ImageError(f"{path}: not a readable image ({type(exc).__name__}: {why})") from None
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
+def check_image(path: Path | str) -> tuple[int, int]:
+    """Return (width, height) of an image file after decoding it fully; raise ImageError otherwise."""
+    image = open_image(path)
+    size = image.size
+    image.close()  # frees the decoded pixels now, not at the next garbage collection
+    return size
+
+
+class NotAFolderError(ValueError):
+    """An output folder that is a file, runs through a file, or cannot be created."""
+
+
+def check_folder(path: Path | str, what: str = "--out") -> Path:
+    """Return `path` if it is a folder or could be made one; a path that is, or runs through, a file is refused."""
+    path = Path(path)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                where = "is a file" if folder == path else f"runs through the file {folder}"
+                raise NotAFolderError(f"{what} {path}: {where}, not a folder; give a folder path")
+            break
+    return path
+
+
+def make_folder(path: Path | str, what: str = "--out") -> Path:
+    """Create folder `path` (and its parents) if missing; a file in the way or a refused mkdir is one clear error."""
+    path = check_folder(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NotAFolderError(f"{what} {path}: cannot create the folder ({exc.strerror or exc})") from None
+    return path
