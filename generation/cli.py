@@ -5,31 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hvcu_tasks.argtypes import float_range, int_range
 
 if TYPE_CHECKING:
     from generation.client import ClientConfig
-
-
-def bounded(kind: type, low: float, high: float, *, low_open: bool = False) -> Callable[[str], Any]:
-    """Return an argparse type that parses `kind` and refuses values outside [low, high] (or (low, high])."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not math.isfinite(value) or value < low or (low_open and value == low) or value > high:
-            side = "(" if low_open else "["
-            raise argparse.ArgumentTypeError(f"{text} is outside {side}{low:g}, {high:g}]")
-        return value
-
-    return parse
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -40,25 +23,25 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = Tru
     )
     parser.add_argument("--api-key", help="default: $OPENAI_API_KEY")
     parser.add_argument(
-        "--concurrency", type=bounded(int, 1, 4096), default=16, help="model calls in flight at once (1-4096)"
+        "--concurrency", type=int_range(1, 4096), default=16, help="model calls in flight at once (1-4096)"
     )
     parser.add_argument(
-        "--timeout", type=bounded(float, 0, 86400, low_open=True), default=120.0, help="seconds per request attempt"
+        "--timeout", type=float_range(0, 86400, low_open=True), default=120.0, help="seconds per request attempt"
     )
     parser.add_argument(
         "--retries",
-        type=bounded(int, 0, 100),
+        type=int_range(0, 100),
         default=6,
         help="retries of a failed call (backoff 0.5 s doubling to 8 s)",
     )
     parser.add_argument(
         "--dead-after",
-        type=bounded(int, 1, 100000),
+        type=int_range(1, 100000),
         default=20,
         help="stop the run after this many consecutive failed calls with no success between them",
     )
     parser.add_argument(
-        "--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="seeds every model call (and any shuffling)"
+        "--seed", type=int_range(0, 2**31 - 1), default=0, help="seeds every model call (and any shuffling)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 

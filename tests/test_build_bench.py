@@ -362,12 +362,12 @@ def test_rejected_items_are_built_again_on_request(built, tmp_path: Path) -> Non
     assert [a["attempt"] for a in rejected["attempts"] if a["level"] == 2] == [1, 2, 3, 4]
 
 
-def test_a_family_without_items_is_an_empty_list_so_the_folder_still_loads(tmp_path: Path) -> None:
+def test_a_family_without_items_gets_no_file_so_the_folder_loads_as_the_families_it_has(tmp_path: Path) -> None:
     manifest = write_manifest(tmp_path, [("affective", "joy", "")])
     with FakeOpenAI(fake_mllm) as server:
         assert build(server, manifest, tmp_path / "out") == 0
-    assert json.loads((tmp_path / "out" / "Implication-Understanding.json").read_text()) == []
-    assert len(load_path(tmp_path / "out").raise_for_problems()) == 1
+    assert not (tmp_path / "out" / "Implication-Understanding.json").exists()
+    assert len(load_path(tmp_path / "out", ["affective"]).raise_for_problems()) == 1
 
 
 def test_config_files_that_do_not_parse_or_hold_bad_values_are_named(tmp_path: Path, capsys) -> None:

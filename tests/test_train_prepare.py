@@ -245,9 +245,7 @@ def test_a_corrupt_image_is_rejected_naming_the_line(tmp_path: Path) -> None:
     with pytest.raises(ChainError) as err:
         read_chains([path], image_root=tmp_path)
     [problem] = err.value.problems
-    assert problem.startswith(
-        f"{path}:2: image: {(tmp_path / 'imgs' / 'broken.png').resolve()} is not a readable image"
-    )
+    assert problem.startswith(f"{path}:2: image: {(tmp_path / 'imgs' / 'broken.png').resolve()}: not a readable image")
 
 
 def test_each_distinct_image_is_verified_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hvcu_tasks.argtypes import int_range
 from training.info import FIELDS
 from training.prepare import COMPOSITIONS
 from training.render import DEEPSPEED_CHOICES
@@ -129,10 +130,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cfg.add_argument("--dataset", required=True, help="name(s) in DATASET_DIR/dataset_info.json, comma-separated")
     cfg.add_argument("--dataset-dir", type=Path, required=True)
     cfg.add_argument("--out", type=Path, required=True, help="gets train.yaml, export.yaml, adapter/, merged/")
-    cfg.add_argument("--gpus", type=int, default=1, help="GPUs per node")
-    cfg.add_argument("--nodes", type=int, default=1, help="> 1: launch the printed per-node commands yourself")
-    cfg.add_argument("--per-device", type=int, help="per-device batch (default: the largest <= the shipped value)")
-    cfg.add_argument("--global-batch", type=int, default=128, help="kept exactly (paper: 128)")
+    cfg.add_argument("--gpus", type=int_range(1, 1024), default=1, help="GPUs per node")
+    cfg.add_argument(
+        "--nodes", type=int_range(1, 4096), default=1, help="> 1: launch the printed per-node commands yourself"
+    )
+    cfg.add_argument(
+        "--per-device", type=int_range(1, 4096), help="per-device batch (default: the largest <= the shipped value)"
+    )
+    cfg.add_argument("--global-batch", type=int_range(1, 1 << 20), default=128, help="kept exactly (paper: 128)")
     cfg.add_argument(
         "--deepspeed", choices=DEEPSPEED_CHOICES, default="none", help="ZeRO stage (needs deepspeed); none: DDP"
     )
@@ -140,7 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cfg.add_argument("--cpu", action="store_true", help="CPU run (tests): use_cpu, no DeepSpeed/bf16/workers")
     cfg.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a LLaMA-Factory argument")
     cfg.add_argument("--master-addr", help="node 0's address for multi-node launch commands")
-    cfg.add_argument("--master-port", type=int, default=29500)
+    cfg.add_argument("--master-port", type=int_range(1, 65535), default=29500)
     cfg.set_defaults(func=_cmd_config)
 
     run = tsub.add_parser("run", help="llamafactory-cli train (resumes from checkpoints), then export")

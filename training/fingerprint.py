@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks.files import write_atomic
 from training.prepare import dataset_files
 
 FINGERPRINT_FILE = "hvcu_fingerprint.json"
@@ -103,7 +104,7 @@ def read(folder: Path) -> Fingerprint | None:
 def write(folder: Path, fingerprint: Fingerprint) -> None:
     """Store a fingerprint in a folder (created if needed)."""
     Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / FINGERPRINT_FILE).write_text(fingerprint.to_json(), encoding="utf-8")
+    write_atomic(Path(folder) / FINGERPRINT_FILE, fingerprint.to_json())
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

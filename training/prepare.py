@@ -17,13 +17,15 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hvcu_tasks import files
+from hvcu_tasks.files import ImageError, check_folder, check_name, inside, make_folder, write_atomic
 
 COMPOSITIONS = ("full-data", "full-hierarchy", "l3-only")
 METHODS = ("mcts", "direct")
@@ -110,16 +112,13 @@ def _check_text(value: Any, where: str, problems: list[tuple[str, str]]) -> str 
 
 
 def image_problem(path: Path) -> str | None:
-    """Return why a file is not a readable image (missing, or PIL cannot verify it), or None."""
-    from PIL import Image, UnidentifiedImageError
-
+    """Return why a file is not a usable image (missing, truncated, undecodable, a decompression bomb), or None."""
     if not path.is_file():
         return f"no file {path} (relative paths resolve against --image-root)"
     try:
-        with Image.open(path) as im:
-            im.verify()
-    except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        return f"{path} is not a readable image ({type(exc).__name__}: {exc})"
+        files.check_image(path)
+    except ImageError as exc:
+        return str(exc)
     return None
 
 
@@ -307,13 +306,6 @@ def dataset_name(method: str, composition: str) -> str:
     return f"hvcu_{method}_{composition.replace('-', '_')}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write a file by rename, so a crash leaves the old or the new content, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _dump(obj: Any) -> str:
     """Serialise JSON byte-stably."""
     return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
@@ -349,7 +341,13 @@ def dataset_files(dataset: str, dataset_dir: Path) -> dict[str, Path]:
         file_name = entry.get("file_name") if isinstance(entry, dict) else None
         if not isinstance(file_name, str) or not file_name.strip():
             raise ValueError(f"{info_path}: entry {n!r}: file_name must name the data file, got {file_name!r}")
-        file = Path(dataset_dir) / file_name
+        try:
+            file = inside(dataset_dir, file_name)
+        except ValueError:
+            raise ValueError(
+                f"{info_path}: entry {n!r}: file_name {file_name!r} lies outside {dataset_dir}; "
+                "keep the data files in the dataset folder"
+            ) from None
         if not file.is_file():
             raise FileNotFoundError(f"{info_path}: entry {n!r}: no data file {file}")
         files[n] = file
@@ -361,7 +359,7 @@ def update_dataset_info(out: Path, entries: dict[str, dict[str, Any]]) -> None:
     path = Path(out) / DATASET_INFO
     info = load_dataset_info(path) if path.exists() else {}
     info.update(entries)
-    _write_atomic(path, _dump(dict(sorted(info.items()))))
+    write_atomic(path, _dump(dict(sorted(info.items()))))
 
 
 @dataclass(frozen=True)
@@ -386,8 +384,11 @@ def prepare(
     unknown = [c for c in compositions if c not in COMPOSITIONS]
     if unknown:
         raise ValueError(f"unknown composition(s) {unknown}; choose from {list(COMPOSITIONS)}")
-    if name is not None and len(compositions) > 1:
-        raise ValueError("--name names one dataset: give a single --composition with it")
+    if name is not None:
+        check_name(name, "--name")
+        if len(compositions) > 1:
+            raise ValueError("--name names one dataset: give a single --composition with it")
+    check_folder(out)
     chains = read_chains(chain_files, image_root)
     if len(chains.by_method) > 1 and name is None:
         mix = ", ".join(f"{m} {n}" for m, n in chains.by_method.items())
@@ -401,13 +402,13 @@ def prepare(
         samples = compose(chains.chains, composition, seed)
         ds_name = name or dataset_name(method, composition)
         check_samples(samples, f"{ds_name} ({composition})")
+        check_name(f"{ds_name}.json", "--name" if name else "dataset file name")  # fits, with its suffix
         built.append((ds_name, composition, samples))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(out)
     written = []
     for ds_name, composition, samples in built:
-        file = out / f"{ds_name}.json"
-        _write_atomic(file, _dump(samples))
+        file = inside(out, f"{ds_name}.json")
+        write_atomic(file, _dump(samples))
         written.append(Prepared(ds_name, composition, file, Counts.of(samples)))
     update_dataset_info(out, {p.name: dataset_entry(p.file.name) for p in written})
     return written, chains

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from hvcu_tasks.files import make_folder, write_atomic
 from training.prepare import dataset_files
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -346,14 +347,13 @@ def write_configs(req: Request, master_addr: str | None = None, master_port: int
     check_dataset(req.dataset, req.dataset_dir)
     train = render_train(load_yaml(train_path), req)
     export = render_export(load_yaml(merge_path), train, req.out)
-    out = Path(req.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(req.out)
     train_yaml, export_yaml = out / "train.yaml", out / "export.yaml"
     record = LayoutRecord(req.model, str(train["model_name_or_path"]), eval_backend(req.model), req.layout)
-    (out / LAYOUT_FILE).write_text(record.to_json(), encoding="utf-8")
+    write_atomic(out / LAYOUT_FILE, record.to_json())
     dump = functools.partial(yaml.safe_dump, sort_keys=False, allow_unicode=True)
-    train_yaml.write_text(_header(req, train, "lora_sft") + dump(train), encoding="utf-8")
-    export_yaml.write_text(_header(req, None, "merge") + dump(export), encoding="utf-8")
+    write_atomic(train_yaml, _header(req, train, "lora_sft") + dump(train))
+    write_atomic(export_yaml, _header(req, None, "merge") + dump(export))
     commands = launch_commands(train_yaml, export_yaml, req.layout, master_addr, master_port)
     warnings = []
     if "deepspeed" in train and not deepspeed_installed():

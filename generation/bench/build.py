@@ -20,6 +20,9 @@ from generation.client import ChatClient
 from generation.policy import call_seed, user_message
 from generation.replies import ReplyError
 
+MAX_ATTEMPTS = 20  # per stage; each attempt is one or two paid calls
+MAX_TOKENS = 32768  # per generated reply; more is a typo that the endpoint would bill or refuse
+
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -39,10 +42,10 @@ class BuildConfig:
     2 and 3), every listed level for one right answer among plausible distractors."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ValueError("max_attempts must be an integer of at least 1")
-        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError("max_tokens must be a positive integer")
+        for name, high in (("max_attempts", MAX_ATTEMPTS), ("max_tokens", MAX_TOKENS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"{name} must be a positive integer, at most {high}; got {value!r}")
         for name in ("temperature", "temperature_step", "temperature_cap", "validator_temperature"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 2:
@@ -85,6 +88,7 @@ async def _attempt(
             temperature=temperature,
             max_tokens=config.max_tokens,
             seed=call_seed(seed, row.id, "generate", level, attempt),
+            accept=lambda reply: parse_draft(reply, level),  # an unusable reply is not cached
         )
         draft = parse_draft(reply, level)
     except ReplyError as exc:
@@ -102,6 +106,7 @@ async def _attempt(
             temperature=config.validator_temperature,
             max_tokens=256,
             seed=call_seed(seed, row.id, "validate", level, attempt),
+            accept=lambda reply: parse_verdict(reply, top=upper is None),
         )
         verdict = parse_verdict(verdict_reply, top=upper is None)
     except ReplyError as exc:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 from generation.cli import add_endpoint_arguments
+from hvcu_tasks.files import check_folder
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -18,6 +20,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from generation.cli import client_config
     from generation.jobs import load_settings
 
+    check_folder(args.out, "--out")  # an --out that is a file: one line now, not an OSError after the model calls
     rows = read_manifest(args.manifest)
     client = client_config(args)
     config = load_settings(args.config, BuildConfig)
@@ -37,9 +40,19 @@ def _cmd_build(args: argparse.Namespace) -> int:
     for sid, why in summary["rejected"].items():
         print(f"rejected: {sid}: level {why['level']}: {'; '.join(why['reasons'])}")
     for sid, error in summary["failed"].items():
-        print(f"failed (rerun to retry): {sid}: {error}")
-    print(f"{summary['emitted']} of {summary['items']} item(s) written to {args.out}; see build_report.json")
-    return 1 if summary["failed"] else 0
+        print(f"failed (rerun to retry): {sid}: {error}", file=sys.stderr)
+    if summary["endpoint_down"]:
+        print(f"stopped: {summary['endpoint_down']}", file=sys.stderr)
+    line = (
+        f"build-bench: {summary['emitted']} of {len(rows)} item(s) written to {args.out}, "
+        f"{len(summary['rejected'])} rejected, {len(summary['failed'])} failed"
+    )
+    if summary["not_attempted"]:
+        line += f", {summary['not_attempted']} not attempted"
+    if summary["failed"] or summary["not_attempted"]:
+        line += " (rerun the same command to retry them)"
+    print(line + "; see build_report.json", file=sys.stderr)
+    return 1 if summary["failed"] or summary["not_attempted"] else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

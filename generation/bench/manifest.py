@@ -2,7 +2,8 @@
 
 A CSV (header row) or JSONL file with the fields `image`, `family`, `aspect` and optionally `anchor`
 (the level-3 concept to build on, e.g. an II-Bench or EEmo-Bench label) and `id`. Relative image paths
-are resolved against the manifest's folder. Every problem names the file, the row and the field.
+are resolved against the manifest's folder. Every problem names the file, the row and the field. Each image is
+decoded fully (a truncated file or a decompression bomb is refused here), and an id must be one plain file name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvcu_tasks.families import ASPECTS, aspect_from_text, family_from_name
+from hvcu_tasks.files import UnsafeNameError, check_image, check_name
 from hvcu_tasks.schema import DataError, Problem
 
 FIELDS = ("image", "family", "aspect", "anchor", "id")
@@ -68,14 +70,8 @@ def default_id(aspect: str, digest: str) -> str:
 
 
 def image_digest(image: Path) -> str:
-    """Return the SHA-1 of an image file after checking that PIL can decode it; raise ValueError otherwise."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(image) as img:
-            img.verify()
-    except (OSError, UnidentifiedImageError, SyntaxError) as exc:
-        raise ValueError(f"not a readable image: {exc}") from exc
+    """Return the SHA-1 of an image file after decoding it fully; raise ImageError (truncated, a bomb...) otherwise."""
+    check_image(image)
     return hashlib.sha1(image.read_bytes()).hexdigest()
 
 
@@ -122,11 +118,16 @@ def read_manifest(path: Path) -> list[ManifestRow]:
         try:
             digest = image_digest(image)
         except ValueError as exc:
-            bad("image", f"{image}: {exc}")
+            bad("image", str(exc))
             continue
         sid = values["id"] or default_id(aspect, digest)
-        if not _ID.match(sid):
-            bad("id", f"{sid!r} cannot be a file name (letters, digits, '_', '-', '.')")
+        try:  # the id names the item's image file in the benchmark: one plain file name, nothing that escapes
+            check_name(sid, "id")
+        except UnsafeNameError as exc:
+            bad("id", str(exc))
+            continue
+        if not _ID.fullmatch(sid):
+            bad("id", f"{sid!r} cannot be a file name (letters, digits, '_', '-', '.'; a letter or digit first)")
             continue
         if sid in seen:
             bad("id", f"{sid!r} repeats {seen[sid]}")

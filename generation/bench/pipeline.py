@@ -23,6 +23,7 @@ from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
 from generation.jobs import path_key, read_records, run_jobs, write_atomic
 from hvcu_tasks.families import FAMILIES, LEVELS, OPTION_KEYS
+from hvcu_tasks.files import atomic_path, check_name, inside
 from hvcu_tasks.loaders import IMAGE_EXTENSIONS
 
 
@@ -70,16 +71,17 @@ def to_benchmark_item(record: dict[str, Any], answers: Sequence[str], seed: int,
 
 
 def _copy_image(src: Path, target_dir: Path, sid: str) -> None:
-    """Copy an item's image to `<target_dir>/<id><ext>`, converting to PNG when the loader would not find it."""
+    """Copy an item's image to `<target_dir>/<id><ext>` (atomically, never outside the folder); PNG when needed."""
     target_dir.mkdir(parents=True, exist_ok=True)
     suffix = src.suffix.lower()
     if suffix in IMAGE_EXTENSIONS:
-        shutil.copyfile(src, target_dir / f"{sid}{suffix}")
+        with atomic_path(inside(target_dir, f"{check_name(sid, 'item id')}{suffix}")) as tmp:
+            shutil.copyfile(src, tmp)
         return
     from PIL import Image
 
-    with Image.open(src) as img:
-        img.convert("RGB").save(target_dir / f"{sid}.png")
+    with Image.open(src) as img, atomic_path(inside(target_dir, f"{check_name(sid, 'item id')}.png")) as tmp:
+        img.convert("RGB").save(tmp, format="PNG")
 
 
 def read_base(base: Path) -> dict[str, list[SourceItem]]:
@@ -121,7 +123,10 @@ def assemble(
             _copy_image(image_path(it.sample), image_dir, it.sample.id)
         for r in mine:
             _copy_image(Path(r["image"]), image_dir, r["id"])
-        # A family with no items gets an empty list, so the folder still loads as a (partial) benchmark.
+        if not items:  # no file rather than an empty one, which the benchmark validator refuses
+            json_path.unlink(missing_ok=True)
+            positions[family] = {lv: Counter() for lv in LEVELS}
+            continue
         write_atomic(json_path, json.dumps(items, indent=2, ensure_ascii=False) + "\n")
         positions[family] = {lv: start[lv] + Counter(letters[lv]) for lv in LEVELS}
     rejected = sorted((r for r in records if r["status"] == "rejected"), key=lambda r: r["id"])
@@ -212,6 +217,8 @@ async def build_bench(
         describe=lambda row: {"id": row.id, "image": str(row.image), "family": row.family},
     )
     summary = assemble(out, seed, {k for k, _row in todo}, base, kept)
+    summary["not_attempted"] = job.not_attempted
+    summary["endpoint_down"] = job.endpoint_down
     summary["usage_this_run"] = job.usage.to_dict()
     write_atomic(out / "build_report.json", json.dumps(summary, indent=2) + "\n")
     return summary

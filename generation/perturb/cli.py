@@ -7,6 +7,9 @@ from pathlib import Path
 
 from generation.perturb.run import MANIFEST, perturb
 from generation.perturb.variants import ASPECTS, FACTORS
+from hvcu_tasks.argtypes import int_range
+
+MAX_VARIANTS = 100  # per input and aspect: more is a typo, and each variant is a full-size image in memory
 
 
 def _cmd_perturb(args: argparse.Namespace) -> int:
@@ -33,7 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", type=Path, metavar="INPUT", help="an image file, or a layered design .json")
     p.add_argument("--aspect", required=True, choices=ASPECTS, help="the aesthetic aspect to vary")
-    p.add_argument("--n", type=int, default=4, help="number of variants (default 4)")
+    p.add_argument(
+        "--n", type=int_range(1, MAX_VARIANTS), default=4, help=f"number of variants, 1 to {MAX_VARIANTS} (default 4)"
+    )
     p.add_argument(
         "--seed",
         type=int,

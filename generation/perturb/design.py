@@ -5,6 +5,8 @@ A design file is a JSON object ``{"canvas": {...}, "layers": [...]}``; each laye
 pixels, origin top left. File paths (image layers, font files) are relative to the JSON file. Unknown keys
 and bad values raise ValueError naming the file, the layer (index and name) and the field. The canvas and
 every image layer's box are at most MAX_SIDE px a side, so a typo cannot ask for gigabytes of memory.
+Every image layer's file is decoded when the design is read: a truncated image or a decompression bomb
+stops the run there, naming the layer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from PIL import ImageColor, ImageFont
 
 from generation.perturb.fonts import FONT_FAMILIES, WEIGHTS, font_file, is_font_path
+from hvcu_tasks.files import ImageError, check_image, write_atomic
 
 ANCHORS = tuple(h + v for v in "tmb" for h in "lmr")
 FITS = ("stretch", "contain", "cover")
@@ -238,6 +241,15 @@ def _file(value: Any, ctx: _Ctx, field: str) -> Path:
     return path
 
 
+def _image_file(value: Any, ctx: _Ctx, field: str) -> Path:
+    path = _file(value, ctx, field)
+    try:
+        check_image(path)
+    except ImageError as exc:
+        raise ctx.error(field, str(exc)) from None
+    return path
+
+
 def _font_value(value: Any, ctx: _Ctx, field: str) -> str:
     value = _nonempty(value, ctx, field)
     if value in FONT_FAMILIES:
@@ -254,7 +266,7 @@ def _font_value(value: Any, ctx: _Ctx, field: str) -> str:
 
 PARSERS: dict[type, dict[str, Parser]] = {
     Canvas: {"width": _side, "height": _side, "background": _color},
-    ImageLayer: {"path": _file, "box": _box, "fit": _choice(FITS), "name": _string, "opacity": _opacity},
+    ImageLayer: {"path": _image_file, "box": _box, "fit": _choice(FITS), "name": _string, "opacity": _opacity},
     TextLayer: {
         "text": _nonempty,
         "position": _point,
@@ -407,4 +419,4 @@ def design_json(design: Design, base_dir: Path) -> str:
 def save_design(design: Design, path: Path) -> None:
     """Write a design to a JSON file, file paths relative to the file's folder."""
     path = Path(path)
-    path.write_text(design_json(design, path.parent), encoding="utf-8")
+    write_atomic(path, design_json(design, path.parent))

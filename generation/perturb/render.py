@@ -9,6 +9,7 @@ from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont, ImageOps
 from generation.perturb.design import MAX_SIDE, Design, ImageLayer, ShapeLayer, TextLayer
 from generation.perturb.fonts import font_file, load_font
 from generation.perturb.textures import texture_mask
+from hvcu_tasks.files import open_image
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def _paint(target: Image.Image, color: str, mask: Image.Image) -> None:
 
 def _image_layer(layer: ImageLayer, size: tuple[int, int]) -> Image.Image:
     """Return an image layer as a canvas-sized RGBA image."""
-    with Image.open(layer.path) as src:
+    with open_image(layer.path) as src:  # decoded fully: a file cut short or a bomb is one error naming it
         src = ImageOps.exif_transpose(src).convert("RGBA")
     x0, y0, x1, y1 = (round(v) for v in layer.box)
     box_w, box_h = x1 - x0, y1 - y0

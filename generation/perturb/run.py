@@ -14,6 +14,11 @@ ones (a renamed or copied file too; an edited file gets new ones). Both seeds ar
 Two different input files with the same stem (d1/photo.png, d2/photo.jpg) would write the same file names:
 when the manifest already holds variants of that stem and aspect from a file with other content, the run is
 refused unless `replace` is set (then the new input's variants replace the old ones).
+
+Every name that becomes a file name is checked where it enters: the input's stem, and the stem, image and design
+of every record of an existing manifest (a record naming `../x` is refused, never followed), and every file is
+resolved inside the output folder. An input image is decoded fully before anything is written, so a truncated
+file or a decompression bomb is one error naming it.
 """
 
 from __future__ import annotations
@@ -21,15 +26,24 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps
 
 from generation.perturb.design import Design, design_json, load_design
 from generation.perturb.raster import to_rgb
-from generation.perturb.variants import make_variant, sample_variants
+from generation.perturb.variants import ASPECTS, make_variant, sample_variants
+from hvcu_tasks.files import (
+    ImageError,
+    UnsafeNameError,
+    check_folder,
+    check_name,
+    inside,
+    make_folder,
+    open_image,
+    write_atomic,
+)
 
 MANIFEST = "variants.jsonl"
 
@@ -37,15 +51,20 @@ MANIFEST = "variants.jsonl"
 def load_source(path: Path) -> Design | Image.Image:
     """Read an input: a design for `.json` files, otherwise a raster image (as RGB)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; give one image file or design .json")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: input file not found")
     if path.suffix.lower() == ".json":
         return load_design(path)
     try:
-        with Image.open(path) as image:
-            return to_rgb(ImageOps.exif_transpose(image))
-    except UnidentifiedImageError:
-        raise ValueError(f"{path}: not an image PIL can read, nor a design .json") from None
+        image = open_image(path)
+    except ImageError as exc:
+        if exc.unknown_format:
+            raise ValueError(f"{path}: not an image PIL can read, nor a design .json") from None
+        raise
+    with image:
+        return to_rgb(ImageOps.exif_transpose(image))
 
 
 def output_stem(stem: str, aspect: str, index: int) -> str:
@@ -60,29 +79,41 @@ def png_bytes(image: Image.Image) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to `path` through a temporary file in the same folder and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def _check_record(record: Any, where: str) -> dict[str, Any]:
+    """Return a manifest record whose names are safe file names in the output folder, or raise naming the field."""
+    if not isinstance(record, dict) or not all(k in record for k in ("stem", "aspect", "index", "image")):
+        raise ValueError(f"{where}: a variant record needs stem, aspect, index and image")
+    if record["aspect"] not in ASPECTS:
+        raise ValueError(f"{where}: field 'aspect': must be one of {', '.join(ASPECTS)}, got {record['aspect']!r}")
+    index = record["index"]
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"{where}: field 'index': must be an integer >= 0, got {index!r}")
+    for field in ("stem", "image", "design"):
+        if field != "design" or record.get("design") is not None:
+            try:
+                check_name(record[field], f"field {field!r}:")
+            except UnsafeNameError as exc:
+                raise ValueError(
+                    f"{where}: {exc}; hvcu perturb never writes such a name: fix or remove the line"
+                ) from None
+    return record
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:
-    """Read an existing manifest (missing file: empty); each line must be a record with stem and aspect."""
+    """Read an existing manifest (missing file: empty); each line must be a record whose names are safe file names."""
     if not path.is_file():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: line {number}: not JSON ({exc})") from None
-        if not isinstance(record, dict) or not all(k in record for k in ("stem", "aspect", "index", "image")):
-            raise ValueError(f"{path}: line {number}: a variant record needs stem, aspect, index and image")
-        records.append(record)
+        records.append(_check_record(record, f"{path}: line {number}"))
     return records
 
 
@@ -110,28 +141,29 @@ def perturb(
     source_path: Path, aspect: str, n: int, seed: int, out: Path, replace: bool = False
 ) -> list[dict[str, Any]]:
     """Make `n` variants of one input for one aspect into folder `out`; return their manifest records."""
-    source_path = Path(source_path)
+    source_path, out = Path(source_path), check_folder(out)
+    stem = check_name(source_path.stem, f"input {str(source_path)!r}: its file stem (it names the outputs)")
     source = load_source(source_path)
     design = source if isinstance(source, Design) else None
-    stem, digest = source_path.stem, hashlib.sha256(source_path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(source_path.read_bytes()).hexdigest()
     mixed = effective_seed(seed, digest)
     try:
         variants = sample_variants(aspect, n, mixed, design)
     except ValueError as exc:
         raise ValueError(f"{source_path}: {exc}") from exc
-    out = Path(out)
     manifest = out / MANIFEST
     old = read_manifest(manifest)
     if not replace:
         _check_stem_clash(manifest, old, stem, aspect, source_path, digest)
-    out.mkdir(parents=True, exist_ok=True)
+    names = [check_name(output_stem(stem, aspect, i), "output name") for i in range(len(variants))]
+    out = make_folder(out)
     records = []
     for index, variant in enumerate(variants):
         image, changed = make_variant(variant, source)
-        name = output_stem(stem, aspect, index)
-        write_atomic(out / f"{name}.png", png_bytes(image))
+        name = names[index]
+        write_atomic(inside(out, f"{name}.png"), png_bytes(image))
         if changed is not None:
-            write_atomic(out / f"{name}.json", design_json(changed, out).encode("utf-8"))
+            write_atomic(inside(out, f"{name}.json"), design_json(changed, out))
         records.append(
             {
                 "stem": stem,
@@ -149,11 +181,11 @@ def perturb(
         )
     kept = [r for r in old if (r["stem"], r["aspect"]) != (stem, aspect)]
     merged = sorted(kept + records, key=lambda r: (str(r["stem"]), str(r["aspect"]), int(r["index"])))
-    write_atomic(manifest, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in merged).encode("utf-8"))
+    write_atomic(inside(out, MANIFEST), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in merged))
     produced = {name for r in records for name in (r["image"], r["design"]) if name}
     for r in old:
         if (r["stem"], r["aspect"]) == (stem, aspect):
             for name in (r.get("image"), r.get("design")):
-                if name and name not in produced and Path(name).name == name:
-                    (out / name).unlink(missing_ok=True)
+                if name and name not in produced:
+                    inside(out, name).unlink(missing_ok=True)  # names checked by read_manifest
     return records
