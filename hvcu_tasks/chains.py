@@ -30,6 +30,36 @@ def _reply(line: dict[str, Any]) -> Any:
     return value
 
 
+def _add_line(by_sample: dict[str, dict[str, Any]], line: dict[str, Any], task: str, setting: str) -> None:
+    """Add one samples line (one document: a level, or a whole chain in the context setting) to its chain."""
+    entry = line["acc_full"]
+    outcomes = entry["outcomes"]
+    sid = str(outcomes[0]["sample_id"]) if outcomes else str(entry.get("sample_id"))
+    chain = by_sample.setdefault(
+        sid,
+        {
+            "task": task,
+            "setting": setting,
+            "family": outcomes[0]["family"] if outcomes else None,
+            "sample_id": sid,
+            "levels": {},
+        },
+    )
+    replies = _reply(line)
+    if setting == "context":
+        texts, replies = entry["questions"], list(replies if isinstance(replies, list) else [replies])
+    else:
+        texts, replies = [entry["question"]], [replies[0] if isinstance(replies, list) else replies]
+    for outcome, question, reply in zip(outcomes, texts, replies, strict=False):
+        chain["levels"][int(outcome["level"])] = {
+            "question": question,
+            "reply": reply,
+            "parsed": outcome["pred"],
+            "gold": outcome["gold"],
+            "correct": outcome["correct"],
+        }
+
+
 def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
     """Return one record per sample: questions, raw replies, parsed letters, gold keys and the verdict."""
     setting = "context" if task.startswith("hvcu_bench_context") else "base"
@@ -38,35 +68,9 @@ def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
         if not text.strip():
             continue
         try:
-            line = json.loads(text)
-            entry = line["acc_full"]
-            outcomes = entry["outcomes"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({exc})") from exc
-        sid = str(outcomes[0]["sample_id"]) if outcomes else str(entry.get("sample_id"))
-        chain = by_sample.setdefault(
-            sid,
-            {
-                "task": task,
-                "setting": setting,
-                "family": outcomes[0]["family"] if outcomes else None,
-                "sample_id": sid,
-                "levels": {},
-            },
-        )
-        replies = _reply(line)
-        if setting == "context":
-            texts, replies = entry["questions"], list(replies if isinstance(replies, list) else [replies])
-        else:
-            texts, replies = [entry["question"]], [replies[0] if isinstance(replies, list) else replies]
-        for outcome, question, reply in zip(outcomes, texts, replies, strict=False):
-            chain["levels"][int(outcome["level"])] = {
-                "question": question,
-                "reply": reply,
-                "parsed": outcome["pred"],
-                "gold": outcome["gold"],
-                "correct": outcome["correct"],
-            }
+            _add_line(by_sample, json.loads(text), task, setting)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({type(exc).__name__}: {exc})") from exc
     out = []
     for chain in by_sample.values():
         levels = [chain["levels"][k] for k in sorted(chain["levels"])]

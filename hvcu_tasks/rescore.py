@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.families import FAMILIES, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
 from hvcu_tasks.metrics import Outcome
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.schema import DataError, Problem
@@ -55,8 +55,19 @@ def _family_of(path: Path, data: Any, override: str | None) -> str:
     raise DataError([Problem(str(path), "-", "family", "cannot tell the task family from the file; pass --family")])
 
 
-def read_authors_results(path: Path, family: str | None = None) -> list[Prediction]:
-    """Read one authors'-format result file: predictions[].conversation_turns[] with answer keys."""
+def _option_keys(turn: Mapping[str, Any]) -> tuple[str, ...]:
+    """Return the option keys of a turn: from its own `options` list when it has one, else A-D."""
+    options = turn.get("options")
+    if isinstance(options, list) and options and all(isinstance(o, Mapping) and "option_key" in o for o in options):
+        return tuple(str(o["option_key"]).strip().upper() for o in options)
+    return OPTION_KEYS
+
+
+def read_authors_results(path: Path, family: str | None = None, require_raw: bool = False) -> list[Prediction]:
+    """Read one authors'-format result file: predictions[].conversation_turns[] with answer keys.
+
+    `require_raw` (for --reparse) refuses a file whose turns lack the raw reply text.
+    """
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -68,6 +79,7 @@ def read_authors_results(path: Path, family: str | None = None) -> list[Predicti
         raise DataError([Problem(str(path), "-", "predictions", "expected a 'predictions' list")])
     out: list[Prediction] = []
     problems: list[Problem] = []
+    no_raw: list[tuple[str, str]] = []
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             problems.append(Problem(str(path), f"#{index}", "predictions", "expected an object"))
@@ -92,20 +104,36 @@ def read_authors_results(path: Path, family: str | None = None) -> list[Predicti
             except ValueError:
                 problems.append(Problem(str(path), sid, f"{where}.level", f"not a number: {turn.get('level')!r}"))
                 continue
+            if level not in LEVELS:
+                problems.append(Problem(str(path), sid, f"{where}.level", f"{level} is outside 1-3"))
+                continue
+            gold = str(turn["correct_answer_key"]).strip().upper()
+            keys = _option_keys(turn)
+            if gold not in keys:
+                message = f"{gold!r} is not one of the options {list(keys)}"
+                problems.append(Problem(str(path), sid, f"{where}.correct_answer_key", message))
+                continue
             key = turn.get("model_response_key")
             key = str(key).strip().upper() if key not in (None, "") else None
             raw = next((turn[f] for f in RAW_FIELDS if isinstance(turn.get(f), str)), None)
+            if raw is None and require_raw:
+                no_raw.append((sid, where))
+                continue
             out.append(
                 Prediction(
                     family=fam,
                     sample_id=sid,
                     level=level,
                     response=raw if raw is not None else (key or ""),
-                    gold=str(turn["correct_answer_key"]).strip().upper(),
+                    gold=gold,
                     key=key,
                     aspect=aspect,
                 )
             )
+    if no_raw:
+        fields = "/".join(RAW_FIELDS)
+        message = f"no raw reply ({fields}) in {len(no_raw)} turn(s), this the first; --reparse needs them"
+        problems.append(Problem(str(path), no_raw[0][0], no_raw[0][1], message))
     if problems:
         raise DataError(problems)
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, rule_text
@@ -90,6 +91,8 @@ def _cmd_decide(args: argparse.Namespace) -> int:
     outcome = decide(args.audit, args.decisions, args.round)
     counts = ", ".join(f"{len(outcome[k])} {k}" for k in ("accepted", "discarded", "revisit"))
     print(f"round {outcome['round']} closed: {counts}")
+    for warning in outcome.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"next: {outcome['next']}")
     return 0
 

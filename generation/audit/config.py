@@ -62,7 +62,7 @@ class AuditConfig:
             raise ValueError(f"{path}: unknown key(s) {unknown}; expected {sorted(names)}")
         try:
             return cls(**{**data, "annotators": tuple(data["annotators"]), "families": tuple(data["families"])})
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
     def to_json(self) -> str:

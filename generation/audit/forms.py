@@ -169,8 +169,14 @@ _JS = """
     });
   }
   function finished(row) { return questions.every(function (q) { return row[q] !== ""; }); }
+  // The rule of hvcu_tasks.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
+  var PLAIN_NUMBER = /^[+-]?(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d+)?%?$/;
+  function unformula(v) {
+    var risky = /^[=+\\-@\\t\\r]/.test(v) && !PLAIN_NUMBER.test(v);
+    return v.charAt(0) === "'" || risky ? "'" + v : v;
+  }
   function cell(v) {
-    v = String(v);
+    v = unformula(String(v));
     return /[",\\r\\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
   }
   function csv() {

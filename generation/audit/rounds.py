@@ -49,6 +49,7 @@ from generation.audit.verdicts import (
     write_csv,
     write_text,
 )
+from hvcu_tasks.files import inside
 from hvcu_tasks.loaders import load_path
 
 SOURCE_DIR = "source"
@@ -111,14 +112,28 @@ def start_audit(
     bench, out = Path(bench), Path(out)
     families = bench_families(bench)
     config = AuditConfig(tuple(annotators), families, seed, rounds, min_annotators, threshold, max_side)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: is a file; choose a new audit folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out}: already exists and is not empty; choose a new audit folder")
     items = read_bench(bench, families)
     if not items:
         raise ValueError(f"{bench}: the benchmark holds no items")
-    snapshot_bench(bench, out / SOURCE_DIR, families, list(items.values()))
-    write_text(out / AUDIT_FILE, config.to_json() + "\n")
-    return open_round(out, 1, list(items))
+    created = not out.exists()
+    try:
+        snapshot_bench(bench, out / SOURCE_DIR, families, list(items.values()))
+        write_text(out / AUDIT_FILE, config.to_json() + "\n")
+        return open_round(out, 1, list(items))
+    except BaseException:  # a full disk, Ctrl-C: leave no half audit behind, so that export can simply be rerun
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        else:
+            for child in out.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        raise
 
 
 def open_round(root: Path, n: int, keys: Sequence[ItemKey]) -> Path:
@@ -136,13 +151,15 @@ def open_round(root: Path, n: int, keys: Sequence[ItemKey]) -> Path:
         image = f"{SOURCE_DIR}/Image/{stem(key[0])}/{path.name}"
         items.append(FormItem(it.sample, embed_image(path, config.max_side), image))
     entries = [{"family": f, "id": i, "digest": source[(f, i)].digest} for f, i in keys]
-    _write_json(folder / "candidates.json", {"round": n, "items": entries})
     version = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
     for name in config.annotators:
         order = shuffled(items, config.seed, n, name)
         page = render_form(order, name, n, root.resolve().name, version)
-        write_text(folder / "forms" / f"{name}.html", page)
-        write_csv(folder / "forms" / f"{name}.csv", SHEET_COLUMNS, sheet_rows(order, name, n))
+        write_text(inside(folder / "forms", f"{name}.html"), page)
+        write_csv(inside(folder / "forms", f"{name}.csv"), SHEET_COLUMNS, sheet_rows(order, name, n))
+    # After every form: if writing one fails, candidates.json still names the old versions, so import keeps
+    # refusing verdicts until `forms` is rerun to the end.
+    _write_json(folder / "candidates.json", {"round": n, "items": entries})
     (folder / "verdicts").mkdir(parents=True, exist_ok=True)
     _write_json(folder / "round.json", {"round": n, "status": "open"})
     return folder
@@ -240,15 +257,14 @@ def import_verdicts(root: Path, files: Sequence[Path], round_no: int | None = No
         name = verdicts[0].annotator
         if name in parsed:
             problems.append(f"{path}: annotator: {name} appears in two of the files given")
-        elif (_round_dir(root, n) / "verdicts" / f"{name}.csv").exists() and not replace:
+        elif inside(_round_dir(root, n) / "verdicts", f"{name}.csv").exists() and not replace:
             problems.append(f"{path}: annotator: {name}'s verdicts for round {n} are already imported (use --replace)")
         parsed[name] = verdicts
     if problems:
         raise VerdictError(problems)
     for name, verdicts in parsed.items():
-        write_csv(
-            _round_dir(root, n) / "verdicts" / f"{name}.csv", VERDICT_COLUMNS, (verdict_row(v, n) for v in verdicts)
-        )
+        target = inside(_round_dir(root, n) / "verdicts", f"{name}.csv")
+        write_csv(target, VERDICT_COLUMNS, (verdict_row(v, n) for v in verdicts))
     return list(parsed)
 
 
@@ -369,6 +385,12 @@ def decide(root: Path, decisions_file: Path | None = None, round_no: int | None 
         _write_json(folder / "round.json", {"round": n, "status": "open"})
         raise
     outcome["next"] = str(follow)
+    if not outcome["revisit"]:
+        empty = _read_json(root / SUMMARY_FILE)["families_without_items"]
+        outcome["warnings"] = [
+            f"{follow}: no item of {family} was accepted, so the final benchmark has no {stem(family)}.json"
+            for family in empty
+        ]
     return outcome
 
 
@@ -409,9 +431,13 @@ def finalize(root: Path) -> Path:
     final = root / FINAL_DIR
     if final.exists():
         shutil.rmtree(final)
-    write_bench(final, config.families, [it for key, it in source.items() if key in accepted])
-    load_path(final, config.families).raise_for_problems()
+    # A family that lost every item gets no file: an empty one would not load (a dataset file must hold items).
+    kept = tuple(f for f in config.families if any(family == f for family, _id in accepted))
+    write_bench(final, kept, [it for key, it in source.items() if key in accepted])
+    if kept:
+        load_path(final, kept).raise_for_problems()
     summary = {"rounds": per_round, "accepted": len(accepted), "discarded": discarded, "final": FINAL_DIR}
+    summary["families_without_items"] = [f for f in config.families if f not in kept]
     _write_json(root / SUMMARY_FILE, summary)
     return final
 

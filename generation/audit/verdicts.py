@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hvcu_tasks.files import check_name, csv_cell, csv_uncell, write_atomic
+
 # The four yes/no questions asked per item, in form order; also the CSV column names.
 QUESTIONS: tuple[str, str, str, str] = ("l1_supported", "l2_supported", "l3_supported", "coherent")
 QUESTION_LABELS: Mapping[str, str] = {
@@ -42,6 +44,7 @@ ItemKey = tuple[str, str]  # (family, id): ids are unique within a family only
 
 def check_annotator_name(name: str) -> str:
     """Return the name if it is usable as a file name (letters, digits, '_', '.', '-'), else raise ValueError."""
+    check_name(name, "annotator name")  # one path component: never '..', a separator or a hidden file
     if not _NAME.fullmatch(name):
         raise ValueError(f"annotator name {name!r}: use letters, digits, '_', '.' or '-' (no spaces)")
     return name
@@ -134,7 +137,7 @@ def _read_table(path: Path, required: Sequence[str], allowed: Sequence[str]) -> 
     for row_no, row in enumerate(reader, start=2):
         if None in row:  # DictReader files surplus cells under the key None
             problems.append(f"{path}: row {row_no}: more cells than the header has columns")
-        rows.append({k: (v or "").strip() for k, v in row.items() if k is not None})
+        rows.append({k: csv_uncell((v or "").strip()) for k, v in row.items() if k is not None})
     if problems:
         raise VerdictError(problems)
     return rows
@@ -230,11 +233,11 @@ def read_decisions(path: Path, candidates: Sequence[ItemKey]) -> list[Decision]:
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, object]]) -> None:
-    """Write rows as UTF-8 CSV with '\\n' line ends (byte-stable), replacing the file atomically."""
+    """Write rows as UTF-8 CSV with '\\n' line ends (byte-stable, no cell a formula), replacing the file atomically."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     write_text(path, buffer.getvalue())
 
 
@@ -242,9 +245,7 @@ def write_text(path: Path, text: str) -> None:
     """Write text as UTF-8 through a temporary file and a rename, so a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    tmp.replace(path)
+    write_atomic(path, text.encode("utf-8"))
 
 
 def verdict_row(verdict: Verdict, round_no: int) -> dict[str, str]:

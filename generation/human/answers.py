@@ -14,6 +14,7 @@ from pathlib import Path
 
 from generation.human.assign import Assignment, parse_level
 from hvcu_tasks.families import LEVEL_NAMES, OPTION_KEYS, family_from_name
+from hvcu_tasks.files import csv_uncell
 from hvcu_tasks.schema import DataError, Problem
 
 REQUIRED = ("annotator", "level", "family", "id", "answer")
@@ -52,7 +53,8 @@ def read_rows(path: Path) -> list[Row]:
             rows = []
             for row in reader:
                 if any((v or "").strip() for k, v in row.items() if k is not None):
-                    rows.append((reader.line_num, {k: (v or "").strip() for k, v in row.items() if k is not None}))
+                    cells = {k: csv_uncell((v or "").strip()) for k, v in row.items() if k is not None}
+                    rows.append((reader.line_num, cells))
             return rows
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text ({exc}); save the sheet as CSV UTF-8") from exc

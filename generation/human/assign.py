@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.files import check_name as check_path_name
 from hvcu_tasks.schema import Sample
 
 DEFAULT_PER_LEVEL = 3
@@ -34,6 +35,7 @@ def parse_level(text: str | int) -> int:
 
 def check_name(name: str) -> str:
     """Return an annotator name if it is usable in file names (letters, digits, '_', '.', '-')."""
+    check_path_name(name, "annotator name")  # one path component: never '..', a separator or a hidden file
     if not NAME.match(name):
         raise ValueError(f"annotator name {name!r}: use letters, digits, '_', '.' or '-' (it names their sheet files)")
     return name

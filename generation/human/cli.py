@@ -14,10 +14,11 @@ from generation.human.assign import (
     parse_group_specs,
     read_assignment,
 )
-from generation.human.results import check_label, write_run
+from generation.human.results import check_label, check_stamp, write_run
 from generation.human.score import match_bench, score_human
 from generation.human.sheets import write_sheets
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.files import write_atomic
 from hvcu_tasks.loaders import load_source
 from hvcu_tasks.schema import Sample
 
@@ -58,7 +59,7 @@ def cmd_sheets(args: argparse.Namespace) -> int:
         raise ValueError(f"{target}: already holds a different assignment; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     written = write_sheets(samples, assignment, out / SHEETS_FOLDER)
-    target.write_text(text, encoding="utf-8")
+    write_atomic(target, text)  # last, and whole: its presence means every sheet was written
     print(f"{len(assignment.items)} sample(s) from {source}")
     for level, members in assignment.groups.items():
         print(f"  level {level} ({LEVEL_NAMES[level]}): {', '.join(members)}")
@@ -69,13 +70,13 @@ def cmd_sheets(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Import the filled sheets, score the Human row and write it in lmms-eval's results layout."""
-    label = check_label(args.label)
+    label, stamp = check_label(args.label), check_stamp(args.stamp)
     assignment = read_assignment(args.sheets_dir)
     bench = bench_source(args.bench) if args.bench else assignment.bench
     samples = match_bench(assignment, load_bench(bench), bench)
     answers = read_answers(args.answers, assignment)
     scores = score_human(assignment, samples, answers)
-    results_path, summary_path = write_run(scores, assignment, args.out, label, args.stamp)
+    results_path, summary_path = write_run(scores, assignment, args.out, label, stamp)
     print(f"{'family':<12} {'Acc_perc':>9} {'Acc_bridge':>10} {'Acc_conn':>9} {'Acc_full':>9}")
     for family, m in scores.families.items():
         cells = [m[f"acc_{n}"] for n in LEVEL_NAMES.values()] + [m["acc_full"]]

@@ -10,6 +10,7 @@ from typing import Any
 from generation.human.assign import Assignment
 from generation.human.score import HumanScores
 from hvcu_tasks.families import ASPECTS, FAMILIES
+from hvcu_tasks.files import UnsafeNameError, check_name, inside, write_atomic
 
 SUMMARY_FILE = "human_summary.json"
 DEFINITION = (
@@ -23,7 +24,18 @@ def check_label(label: str) -> str:
     """Return a row label usable in lmms-eval's model_args (no ',' or '=') and as a folder name."""
     if not label.strip() or re.search(r"[,=]", label):
         raise ValueError(f"--label {label!r}: give a non-empty name without ',' or '='")
+    try:
+        check_name(folder_name(label.strip()), "folder name")
+    except UnsafeNameError as exc:
+        raise ValueError(f"--label {label!r}: its run folder would not be one folder inside --out ({exc})") from None
     return label.strip()
+
+
+def check_stamp(stamp: str) -> str:
+    """Return a results-file stamp if it is one safe file-name part (letters, digits, '_', '.', '-')."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", stamp) or stamp.startswith("."):
+        raise ValueError(f"--stamp {stamp!r}: use letters, digits, '_', '.' or '-', not starting with '.'")
+    return stamp
 
 
 def folder_name(label: str) -> str:
@@ -113,14 +125,14 @@ def write_run(
 ) -> tuple[Path, Path]:
     """Write `<out>/<label>/<stamp>_results.json` and `<out>/human_summary.json`; return both paths."""
     label = check_label(label)
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", stamp):
-        raise ValueError(f"--stamp {stamp!r}: use letters, digits, '_', '.' or '-'")
+    check_stamp(stamp)
     smoke = assignment.bench == "smoke"
-    results_path = Path(out) / folder_name(label) / f"{stamp}_results.json"
+    out = Path(out)
+    results_path = inside(out, folder_name(label), f"{stamp}_results.json")
     results_path.parent.mkdir(parents=True, exist_ok=True)
     document = results_document(scores, assignment, label, smoke)
-    results_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    summary_path = Path(out) / SUMMARY_FILE
-    summary = summary_document(scores, assignment, label, str(results_path.relative_to(out)))
-    summary_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return results_path, summary_path
+    write_atomic(results_path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    summary_path = inside(out, SUMMARY_FILE)
+    summary = summary_document(scores, assignment, label, str(results_path.relative_to(out.resolve())))
+    write_atomic(summary_path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    return out / folder_name(label) / results_path.name, out / SUMMARY_FILE

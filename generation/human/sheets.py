@@ -21,6 +21,7 @@ from PIL import Image
 
 from generation.human.assign import Assignment
 from hvcu_tasks.families import OPTION_KEYS
+from hvcu_tasks.files import atomic_path, csv_cell, inside, write_atomic
 from hvcu_tasks.schema import ImageRef, Level, Sample
 
 COLUMNS: tuple[str, ...] = ("annotator", "level", "family", "id", "question", *OPTION_KEYS, "answer")
@@ -49,14 +50,14 @@ def level_of(sample: Sample, level: int) -> Level:
 
 
 def csv_text(samples: Sequence[Sample], annotator: str, level: int) -> str:
-    """Return the CSV sheet: one row per sample with the question, its options and a blank answer."""
+    """Return the CSV sheet: one row per sample with the question, its options and a blank answer (no formulas)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)
     for s in samples:
         options = level_of(s, level).option_map
         row = [annotator, level, s.family, s.id, level_of(s, level).question, *(options[k] for k in OPTION_KEYS), ""]
-        writer.writerow(row)
+        writer.writerow([csv_cell(c) for c in row])
     return buffer.getvalue()
 
 
@@ -115,7 +116,13 @@ SCRIPT = """
       showProgress();
     });
   });
-  function cell(text) { return '"' + String(text).replace(/"/g, '""') + '"'; }
+  // The rule of hvcu_tasks.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
+  var PLAIN_NUMBER = /^[+-]?(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d+)?%?$/;
+  function unformula(v) {
+    var risky = /^[=+\\-@\\t\\r]/.test(v) && !PLAIN_NUMBER.test(v);
+    return v.charAt(0) === "'" || risky ? "'" + v : v;
+  }
+  function cell(text) { return '"' + unformula(String(text)).replace(/"/g, '""') + '"'; }
   document.getElementById("download").addEventListener("click", function () {
     var lines = [COLUMNS.map(cell).join(",")];
     items.forEach(function (s) {
@@ -179,9 +186,9 @@ def write_sheets(samples: Sequence[Sample], assignment: Assignment, out: Path) -
         for annotator in members:
             order = sheet_order(ordered, annotator, level, assignment.seed)
             stem = sheet_stem(annotator, level)
-            csv_path, html_path = out / f"{stem}.csv", out / f"{stem}.html"
-            csv_path.write_text(csv_text(order, annotator, level), encoding="utf-8-sig", newline="")
-            with html_path.open("w", encoding="utf-8", newline="\n") as f:
+            csv_path, html_path = inside(out, f"{stem}.csv"), inside(out, f"{stem}.html")
+            write_atomic(csv_path, csv_text(order, annotator, level).encode("utf-8-sig"))
+            with atomic_path(html_path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as f:
                 f.writelines(html_parts(order, annotator, level))
             written += [html_path, csv_path]
     return written

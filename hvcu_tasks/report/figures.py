@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names
+from hvcu_tasks.files import atomic_path
+from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names, is_na
 
 LEVEL_TICKS = ["perc", "bridge", "conn", "full"]
 
@@ -22,11 +23,15 @@ def _pyplot():  # -> matplotlib.pyplot
 
 
 def _save(fig, out: Path, stem: str) -> list[Path]:
-    """Write a figure as PNG and SVG (no timestamps, so reruns give the same SVG) and close it."""
+    """Write a figure as PNG and SVG (no timestamps, so reruns give the same SVG), each by rename, and close it."""
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
-    fig.savefig(paths[0], dpi=120, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    _pyplot().close(fig)
+    try:
+        with atomic_path(paths[0]) as tmp:
+            fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
+        with atomic_path(paths[1]) as tmp:
+            fig.savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    finally:
+        _pyplot().close(fig)
     return paths
 
 
@@ -39,8 +44,8 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path) -> li
             result = model.settings.get(setting, {}).get(family)
             if result is None:
                 continue
-            values = [result.get(m) for m in LEVEL_METRICS]
-            ax.plot(LEVEL_TICKS, [float("nan") if v is None else v for v in values], marker="o", label=model.model)
+            values = [float("nan") if v is None else float(v) for v in (result.get(m) for m in LEVEL_METRICS)]
+            ax.plot(LEVEL_TICKS, values, marker="o", label=model.model)
         ax.set_title(FAMILIES[family][0].replace("_", " "))
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
@@ -67,6 +72,7 @@ def settings_figure(models: list[ModelResult], out: Path) -> list[Path]:
     width = 0.38
     for i, setting in enumerate(("base", "context")):
         scores = [m.score(setting) for m in models]
+        scores = [None if s is None or is_na(s) else s for s in scores]
         xs = [j + (i - 0.5) * width for j in range(len(names))]
         bars = ax.bar(xs, [0 if s is None else s for s in scores], width, label=setting)
         for bar, score in zip(bars, scores, strict=True):

@@ -35,7 +35,7 @@ function sortTable(table, column, direction) {
   const rows = Array.from(body.rows);
   rows.sort((a, b) => {
     const x = cellValue(a, column), y = cellValue(b, column);
-    const missing = v => v === '–' || v === '';
+    const missing = v => v === '–' || v === '' || v === 'n/a';
     if (missing(x) !== missing(y)) return missing(x) ? 1 : -1;
     const order = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
     return direction === 'asc' ? order : -order;

@@ -5,16 +5,22 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+from typing import Any
 
-from hvcu_tasks.report.tables import Cell, Table
+from hvcu_tasks.files import csv_cell
+from hvcu_tasks.report.runs import is_na
+from hvcu_tasks.report.tables import NA_TEXT, Cell, Table
 
 MISSING = "–"
 
 
 def cell_text(value: Cell) -> str:
-    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash."""
+    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
     if value is None:
         return MISSING
+    if is_na(value):
+        return NA_TEXT
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
@@ -31,12 +37,12 @@ def to_markdown(table: Table) -> str:
 
 
 def to_csv(table: Table) -> str:
-    """Return the table as CSV (missing values empty, numbers unrounded)."""
+    """Return the table as CSV (missing values empty, n/a as n/a, numbers unrounded, no cell a formula)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(table.columns)
+    writer.writerow([csv_cell(c) for c in table.columns])
     for row in table.rows:
-        writer.writerow(["" if c is None else c for c in row])
+        writer.writerow(["" if c is None else NA_TEXT if is_na(c) else csv_cell(c) for c in row])
     return buffer.getvalue()
 
 
@@ -48,6 +54,9 @@ _LATEX_ESCAPES = {
     "$": r"\$",
     "{": r"\{",
     "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
     "Δ": r"$\Delta$",
     "–": "--",
     "†": r"\dag{}",
@@ -79,19 +88,21 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def json_safe(value: Any) -> Any:
+    """Return `value` with every NaN or infinity replaced by None, so that it dumps as strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def to_json(tables: list[Table]) -> str:
-    """Return every table as one JSON document."""
-    return (
-        json.dumps(
-            [
-                {"name": t.name, "title": t.title, "columns": t.columns, "rows": t.rows, "notes": t.notes}
-                for t in tables
-            ],
-            indent=2,
-            ensure_ascii=False,
-        )
-        + "\n"
-    )
+    """Return every table as one JSON document (n/a values as null)."""
+    data = [{"name": t.name, "title": t.title, "columns": t.columns, "rows": t.rows, "notes": t.notes} for t in tables]
+    return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 RENDERERS = {"md": to_markdown, "csv": to_csv, "latex": to_latex}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,11 +11,19 @@ from typing import Any
 
 from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES
 from hvcu_tasks.metrics import overall_score
-from hvcu_tasks.report.general import GENERAL_TASKS
+from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = [f"acc_{n}" for n in LEVEL_NAMES.values()] + ["acc_full"]
+PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
+NA = float("nan")
+"""A metric lmms-eval could not compute (NaN or null in its file, e.g. no complete chain under --limit): "n/a"."""
+
+
+def is_na(value: object) -> bool:
+    """Whether a value is the not-available marker (a float NaN)."""
+    return isinstance(value, float) and math.isnan(value)
 
 
 class ReportError(ValueError):
@@ -47,12 +56,16 @@ class ModelResult:
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
 
     def score(self, setting: str) -> float | None:
-        """Return the Overall Score of a setting, or None unless all three families are present."""
+        """Return the Overall Score of a setting: None unless all three families are present, NA if one is n/a."""
         fams = self.settings.get(setting, {})
         if set(fams) != set(FAMILIES):
             return None
         values = [fams[f].get("acc_full") for f in FAMILIES]
-        return None if any(v is None for v in values) else overall_score(values)  # type: ignore[arg-type]
+        if any(v is None for v in values):
+            return None
+        if any(is_na(v) for v in values):
+            return NA
+        return overall_score(values)  # type: ignore[arg-type]
 
     def partial(self, setting: str) -> bool:
         """Whether the setting lacks a family or was run on a subset."""
@@ -93,6 +106,37 @@ def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
     return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
 
 
+def checked_value(value: Any, where: str, percent: bool) -> float | int:
+    """Return a metric value as read (NaN or null as NA); refuse a non-number, or a percentage outside 0-100."""
+    if value is None or is_na(value):
+        return NA
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ReportError(f"{where}: {value!r} is not a number")
+    if percent and not 0 <= value <= 100:
+        raise ReportError(f"{where}: {value} is outside 0-100 (a percentage)")
+    if not percent and not (math.isfinite(value) and value >= 0):
+        raise ReportError(f"{where}: {value} is not a count (a number >= 0)")
+    return value
+
+
+def _hvcu_metrics(values: dict[str, Any], where: str) -> dict[str, float | int]:
+    """Return an HVCU-Bench task's metrics, each checked: percentages within 0-100, counts >= 0."""
+    return {
+        name: checked_value(value, f"{where}: {name}", name.startswith(PERCENT_PREFIXES))
+        for name, value in _metric_values(values).items()
+    }
+
+
+def _general_metrics(task: str, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Return a general benchmark's metrics, the ones a Table 7 column reads checked (in percent, 0-100)."""
+    metrics = _metric_values(values)
+    for column in (c for c in COLUMNS if c.task == task and c.metric in metrics):
+        value = checked_value(metrics[column.metric], f"{where}: {column.metric}", percent=False)
+        checked_value(value * column.to_percent, f"{where}: {column.metric} (in percent)", percent=True)
+        metrics[column.metric] = value
+    return metrics
+
+
 def results_files(path: Path) -> list[Path]:
     """Return every lmms-eval results file under a folder (or the file itself)."""
     path = Path(path)
@@ -117,22 +161,28 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 per_task = results["results"]
             except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
+            if not isinstance(results.get("config") or {}, dict):
+                raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")
             name = _model_name(results)
             model = models.setdefault(name, ModelResult(model=name))
             limit = (results.get("config") or {}).get("limit")
+            if not isinstance(per_task, dict):
+                raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
             for task, values in per_task.items():
+                if not isinstance(values, dict):
+                    raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")
                 m = TASK_NAME.match(task)
                 if task in GENERAL_TASKS:
                     found_any = True
                     if task in model.general:
                         raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
-                    model.general[task] = _metric_values(values)
+                    model.general[task] = _general_metrics(task, values, f"{f}: {task}")
                 if not m:
                     continue
                 found_any = True
                 setting = "context" if m.group("context") else "base"
                 family = SHORT_TO_FAMILY[m.group("short")]
-                metrics = _metric_values(values)
+                metrics = _hvcu_metrics(values, f"{f}: {task}")
                 if family in model.settings.get(setting, {}):
                     raise ReportError(
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"

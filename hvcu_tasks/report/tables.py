@@ -6,11 +6,16 @@ from dataclasses import dataclass, field
 
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names
+from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names, is_na
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
 METRIC_LABEL = {"acc_perc": "Acc_perc", "acc_bridge": "Acc_bridge", "acc_conn": "Acc_conn", "acc_full": "Acc_full"}
+NA_TEXT = "n/a"
+NA_NOTE = (
+    f"{NA_TEXT}: not available, nothing to measure (no complete chain, e.g. in a --limit run; no failed chain "
+    "for an error share); never counted as 0."
+)
 PAPER_MARK = "[paper]"
 PARTIAL_MARK = "*"
 SMOKE_MARK = "†"
@@ -129,13 +134,23 @@ def error_table(models: list[ModelResult], setting: str) -> Table:
         for f, result in ((f, fams[f]) for f in FAMILIES if f in fams):
             counts = [result.get(f"errors_at_{n}") for n in levels]
             shares = [result.get(f"error_share_{n}") for n in levels]
-            failed = sum(int(c) for c in counts if c is not None)
-            cells = [None if c is None else f"{int(c)} ({s:.2f}%)" for c, s in zip(counts, shares, strict=True)]
+            known = [c for c in counts if c is not None and not is_na(c)]
+            failed: Cell = sum(int(c) for c in known) if len(known) == len(counts) else None
+            cells = [_error_cell(c, s) for c, s in zip(counts, shares, strict=True)]
             table.rows.append(
                 [_label(model, setting), FAMILY_LABEL[f], failed, *cells, *[result.get(f"invalid_{n}") for n in levels]]
             )
     table.notes += _partial_notes(models, (setting,))
     return table
+
+
+def _error_cell(count: float | None, share: float | None) -> Cell:
+    """Format 'count (share%)' for the error table; n/a parts stay n/a, a missing count stays missing."""
+    if count is None:
+        return None
+    if is_na(count):
+        return NA_TEXT
+    return f"{int(count)} ({NA_TEXT if share is None or is_na(share) else f'{share:.2f}%'})"
 
 
 def general_table(models: list[ModelResult], reference: bool = True) -> Table:
@@ -171,6 +186,9 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
             tables.append(interval_table(models, s))
     if any(m.general for m in models):
         tables.append(general_table(models, reference))
+    for table in tables:
+        if any(is_na(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r):
+            table.notes.append(NA_NOTE)
     return tables
 
 
@@ -238,5 +256,7 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
 
 
 def cell_or_dash(value: float | None) -> str:
-    """Format an optional number for a footnote."""
-    return "–" if value is None else f"{value:.2f}"
+    """Format an optional number for a footnote (missing as a dash, not available as n/a)."""
+    if value is None:
+        return "–"
+    return NA_TEXT if is_na(value) else f"{value:.2f}"
