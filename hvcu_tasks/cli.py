@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +40,7 @@ def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool 
 
     by_family: dict[str, list] = {}
     for path in paths:
-        preds = read_authors_results(path, family)
+        preds = read_authors_results(path, family, require_raw=reparse)
         for outcome in outcomes_from_results(preds, reparse=reparse):
             by_family.setdefault(outcome.family, []).append(outcome)
     scores = {f: score_family(by_family[f]) for f in FAMILIES if f in by_family}
@@ -49,6 +51,11 @@ def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool 
         "note": None if complete else f"Overall Score needs all of {list(FAMILIES)}; got {list(scores)}",
         "parser": "hvcu parse_choice on raw replies" if reparse else "model_response_key as stored",
     }
+
+
+def _number(value: float, spec: str) -> str:
+    """Format a score, 'n/a' when it is not available (NaN)."""
+    return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
 def _print_table(summary: dict) -> None:
@@ -65,24 +72,26 @@ def _print_table(summary: dict) -> None:
         table.add_row(
             family,
             str(s.n_samples),
-            *(f"{s.acc[n]:.2f}" for n in names),
-            f"{s.acc_full:.2f}",
-            "/".join(f"{s.invalid[n]:.1f}" for n in names),
+            *(_number(s.acc[n], ".2f") for n in names),
+            _number(s.acc_full, ".2f"),
+            "/".join(_number(s.invalid[n], ".1f") for n in names),
             "/".join(str(s.error_counts[n]) for n in names),
         )
     console = Console(width=max(Console().width, 110))
     console.print(table)
     if summary["overall_score"] is not None:
-        console.print(f"Overall Score: {summary['overall_score']:.2f}")
+        console.print(f"Overall Score: {_number(summary['overall_score'], '.2f')}")
     else:
         console.print(summary["note"])
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
     """Re-score authors' result files."""
+    from hvcu_tasks.report.render import json_safe
+
     summary = score_files(args.files, args.family, args.reparse)
     if args.format == "json":
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(json_safe(summary), indent=2, allow_nan=False))
     else:
         _print_table(summary)
     return 0
@@ -99,14 +108,17 @@ def _cmd_chains(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
-    try:
-        for task, path in files:
-            for chain in chains_of_file(task, path):
-                out.write(json.dumps(chain, ensure_ascii=False) + "\n")
-    finally:
-        if args.out:
-            out.close()
+    chains = (chain for task, path in files for chain in chains_of_file(task, path))
+    lines = (json.dumps(chain, ensure_ascii=False) + "\n" for chain in chains)
+    if args.out is None:
+        sys.stdout.writelines(lines)
+        return 0
+    from hvcu_tasks.files import write_atomic
+
+    if args.out.is_dir():
+        raise ValueError(f"--out {args.out}: is a folder; give the path of the JSONL file to write")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out, "".join(lines))  # every file read first: a bad line leaves --out as it was
     return 0
 
 
@@ -134,9 +146,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
             to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
         )
         return 0
+    from hvcu_tasks.files import write_atomic
     from hvcu_tasks.report.figures import all_figures
     from hvcu_tasks.report.html import render_page
 
+    if args.out.exists() and not args.out.is_dir():
+        raise ReportError(f"--out {args.out}: is a file; give a folder for the tables and figures/")
     args.out.mkdir(parents=True, exist_ok=True)
     figures = all_figures(models, args.out / "figures")
     if args.format == "json":
@@ -146,7 +161,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:
         texts = {f"{t.name}.{EXTENSIONS[args.format]}": RENDERERS[args.format](t) for t in tables}
     for name, text in texts.items():
-        (args.out / name).write_text(text, encoding="utf-8")
+        write_atomic(args.out / name, text)
     print(f"wrote {len(texts)} file(s) and {len(figures)} figure file(s) to {args.out}")
     return 0
 
@@ -246,10 +261,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `hvcu chains | head`: the reader has what it wanted; leave quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process stopped by a closed pipe
     except (DataError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only folder: one line naming the file, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.harness import image_cell, payloads, samples_for_stub, score_reply
+from hvcu_tasks.harness import image_cell, payloads, score_reply, task_samples
 from hvcu_tasks.metrics import Outcome
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import context_answer, context_messages, level_text
@@ -66,7 +66,7 @@ def sample_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
 
 def process_docs(stub) -> Any:
     """Replace a context task's stub with that family's sample documents."""
-    return sample_dataset(samples_for_stub(stub))
+    return sample_dataset(task_samples(stub))
 
 
 def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
@@ -79,12 +79,16 @@ def level_texts(doc: Mapping[str, Any]) -> list[str]:
     return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
 
 
-def earlier_answers(doc: Mapping[str, Any], replies: Sequence[str]) -> list[str]:
-    """Return the assistant turns for the levels already answered: parsed letter, else the raw words."""
-    return [context_answer(parse_choice(reply, dict(level_options(doc, i))), reply) for i, reply in enumerate(replies)]
+def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
+    """Return the assistant turns for the levels already answered: parsed letter, else the raw words.
+
+    A lost reply (None or not text) is shown like an empty one, as "(no answer)", never as the text "None".
+    """
+    texts = [reply if isinstance(reply, str) else "" for reply in replies]
+    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
 
 
-def messages_for_round(doc: Mapping[str, Any], replies: Sequence[str]) -> list[dict]:
+def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
     """Return the chat for the next unanswered level given the replies so far."""
     return context_messages(level_texts(doc), earlier_answers(doc, replies), doc["image"].convert("RGB"))
 
@@ -123,7 +127,7 @@ def doc_to_messages(
     return messages_for_round(doc, replies), False, replies, previous_round_info
 
 
-def outcomes_of(doc: Mapping[str, Any], replies: Sequence[str]) -> list[Outcome]:
+def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:
     """Score the replies of one chain (fewer replies than levels leave those levels unasked)."""
     return [
         score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], reply)
@@ -132,14 +136,18 @@ def outcomes_of(doc: Mapping[str, Any], replies: Sequence[str]) -> list[Outcome]
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict]:
-    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdict."""
-    replies = results[0] if results and isinstance(results[0], (list, tuple)) else list(results)
-    replies = [str(r) for r in replies]
+    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdict.
+
+    A round with no reply (missing, None, not text) is scored wrong and counted in n_failed_requests.
+    """
+    replies = list(results[0]) if results and isinstance(results[0], (list, tuple)) else list(results)
+    n = len(doc["questions"])
+    replies = replies[:n] + [None] * (n - len(replies))
     outcomes = outcomes_of(doc, replies)
     entry = {
         "sample_id": doc["sample_id"],
         "questions": level_texts(doc),
-        "replies": replies,
+        "replies": [r if isinstance(r, str) else None for r in replies],
         "parsed": [o.pred for o in outcomes],
         "gold": list(doc["answers"]),
         "chain_correct": len(outcomes) == len(doc["questions"]) and all(o.correct for o in outcomes),

@@ -12,16 +12,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.families import ASPECTS, LEVEL_NAMES
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.metrics import FamilyScores, Outcome, overall_score, score_family
+from hvcu_tasks.metrics import NA, FamilyScores, Outcome, overall_score, score_family
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
-from hvcu_tasks.schema import Sample
+from hvcu_tasks.schema import DataError, Problem, Sample, TaskLoadError
+from hvcu_tasks.validate import DATA_ENV, load_family
 
 log = logging.getLogger("hvcu_tasks")
-
-DATA_ENV = "HVCU_BENCH_DATA"
-"""Environment variable that points the hub-backed tasks at a local copy ('/path', 'hub:REPO@REV')."""
 
 FAILED_REQUEST_MARKER = "[LMMS_EVAL_REQUEST_FAILED"
 """Prefix lmms-eval's API backends put in place of a reply when every retry failed."""
@@ -81,22 +78,33 @@ def level_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
 
 
 def samples_for_stub(stub) -> list[Sample]:
-    """Load the samples a task's one-row stub ({family, source}) names, validated, or raise."""
+    """Load the samples a task's one-row stub ({family, source}) names through the one validator, or raise DataError."""
     if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
         raise ValueError(f"HVCU task stub must hold one row with 'family' and 'source', got {stub.column_names}")
     family, declared = stub[0]["family"], stub[0]["source"]
     source = resolve_source(declared, os.environ)
     if source != declared:
         log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, DATA_ENV, declared)
-    samples = load_source(source, family).raise_for_problems()
-    if not samples:
-        raise ValueError(f"HVCU-Bench {family}: source {source!r} holds no samples")
-    return samples
+    return load_family(source, family)
+
+
+def task_samples(stub) -> list[Sample]:
+    """Return a task's validated samples, or end the run (TaskLoadError) listing every problem, before any request."""
+    row = stub[0] if len(stub) else {}
+    family, source = str(row.get("family", "?")), resolve_source(str(row.get("source", "?")), os.environ)
+    try:
+        return samples_for_stub(stub)
+    except DataError as exc:
+        raise TaskLoadError(family, source, exc.problems) from exc
+    except Exception as exc:  # anything else would be retried for a minute, then swallowed by lmms-eval (exit 0)
+        log.debug("HVCU-Bench %s: loading %s failed", family, source, exc_info=True)
+        problem = Problem(source, "-", "load", f"unexpected {type(exc).__name__}: {exc}")
+        raise TaskLoadError(family, source, [problem]) from exc
 
 
 def process_docs(stub) -> Any:
     """Replace a base task's stub with that family's level documents (one per sample and level)."""
-    return level_dataset(samples_for_stub(stub))
+    return level_dataset(task_samples(stub))
 
 
 def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -119,22 +127,31 @@ def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[s
     return base_messages(doc_to_text(doc), doc["image"].convert("RGB"))
 
 
+def failed_reply(reply: object) -> bool:
+    """Whether a reply is no answer at all: missing, None, not text, empty, or lmms-eval's failed-request marker.
+
+    lmms-eval hands a base-setting task "" where the model gave None, so an empty reply counts as none.
+    """
+    return not isinstance(reply, str) or not reply.strip() or reply.startswith(FAILED_REQUEST_MARKER)
+
+
 def score_reply(
-    doc: Mapping[str, Any], level: int, options: tuple[tuple[str, str], ...], gold: str, reply: str
+    doc: Mapping[str, Any], level: int, options: tuple[tuple[str, str], ...], gold: str, reply: object
 ) -> Outcome:
-    """Parse one reply to one level of a document's sample and score it."""
+    """Parse one reply to one level of a document's sample and score it (no reply: wrong, and marked failed)."""
+    text = reply if isinstance(reply, str) else ""
     return Outcome(
         sample_id=str(doc["sample_id"]),
         family=str(doc["family"]),
         aspect=str(doc["aspect"]),
         level=int(level),
         gold=str(gold),
-        pred=parse_choice(reply, dict(options)),
-        response=reply,
+        pred=None if failed_reply(reply) else parse_choice(text, dict(options)),
+        response=text,
     )
 
 
-def outcome_of(doc: Mapping[str, Any], response: str) -> Outcome:
+def outcome_of(doc: Mapping[str, Any], response: object) -> Outcome:
     """Score one reply against a base-setting (one level) document."""
     return score_reply(doc, int(doc["level"]), doc_options(doc), str(doc["answer"]), response)
 
@@ -142,8 +159,7 @@ def outcome_of(doc: Mapping[str, Any], response: str) -> Outcome:
 def outcome_payload(outcome: Outcome) -> dict[str, Any]:
     """Return the compact, JSON-ready record of one scored level (no raw reply)."""
     record = outcome.to_dict()
-    reply = record.pop("response")
-    record["failed"] = str(reply).startswith(FAILED_REQUEST_MARKER)
+    record["failed"] = failed_reply(record.pop("response"))
     return record
 
 
@@ -169,13 +185,13 @@ def family_metric_names(family: str) -> list[str]:
     )
 
 
-def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str, dict]:
+def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, dict]:
     """Score a base-setting document: {"outcomes": [one level]} under every metric of its family.
 
     The `acc_full` entry also carries the question so that `--log_samples` files can be read without
     the dataset (the raw reply is lmms-eval's `resps`).
     """
-    outcome = outcome_of(doc, results[0] if results else "")
+    outcome = outcome_of(doc, results[0] if results else None)
     return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)})
 
 
@@ -203,11 +219,19 @@ def _metric(pick: Callable[[FamilyScores], float | int | None]) -> Aggregation:
 
 
 def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
-    """Count replies that are lmms-eval's failed-request marker (scored wrong, and warned about)."""
-    n = sum(bool(r["failed"]) for r in flatten(items))
-    if n:
-        log.warning("HVCU-Bench: %d request(s) failed after all retries and are scored as wrong answers", n)
-    return n
+    """Count levels that got no usable reply (scored wrong), warning with the documents they belong to."""
+    failed = [r for r in flatten(items) if r["failed"]]
+    if failed:
+        names = [f"{r['family']}/{r['sample_id']} L{r['level']}" for r in failed]
+        more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+        log.warning(
+            "HVCU-Bench: %d request(s) got no usable reply (missing, None, empty, or failed after all retries) and "
+            "are scored as wrong answers: %s%s",
+            len(failed),
+            ", ".join(names[:20]),
+            more,
+        )
+    return len(failed)
 
 
 def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
@@ -223,8 +247,8 @@ def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
 
 
 def _aspect_metric(aspect: str) -> Aggregation:
-    """Make the per-aspect full-chain accuracy aggregation (None, shown N/A, when no chain has it)."""
-    return _metric(lambda s: s.aspect_acc_full.get(aspect))
+    """Make the per-aspect full-chain accuracy aggregation (NaN, "not available", when no chain has it)."""
+    return _metric(lambda s: s.aspect_acc_full.get(aspect, NA))
 
 
 AGGREGATIONS: dict[str, Aggregation] = {
@@ -241,7 +265,7 @@ AGGREGATIONS: dict[str, Aggregation] = {
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
-    """lmms-eval group aggregation: the paper's Overall Score (unweighted mean, 2 decimals)."""
+    """lmms-eval group aggregation: the paper's Overall Score (unweighted mean, 2 decimals; NaN if any is NaN)."""
     if weight_by_size:
         raise ValueError("the Overall Score is an unweighted mean; set weight_by_size: false")
     return overall_score(list(metrics))

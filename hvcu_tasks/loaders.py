@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.families import ASPECTS, FAMILIES, LEVELS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.files import UnsafeNameError, check_name
 from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
 
 HUB_DATASET = "Chime316/HVCU-Bench"
@@ -47,76 +48,124 @@ def _as_key(value: Any) -> str:
     return str(value).strip().upper()
 
 
-def _parse_options(raw: Any, source: str, sid: str, where: str, problems: list[Problem]) -> tuple[tuple[str, str], ...]:
+Report = Callable[[str, str], None]
+"""Records one problem of the record being read: (field, message)."""
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _loads(text: str) -> Any:
+    """Parse JSON text, refusing duplicate keys."""
+    return json.loads(text, object_pairs_hook=_json_object)
+
+
+def _text(value: Any, fld: str, add: Report) -> str | None:
+    """Return a question or option text, or report why it is not usable text (null, not a string, bad Unicode)."""
+    if value is None:
+        add(fld, "missing (null)")
+        return None
+    if not isinstance(value, str):
+        add(fld, f"expected text, got {type(value).__name__} {value!r}")
+        return None
+    bad = next((ch for ch in value if "\ud800" <= ch <= "\udfff"), None)
+    if bad is not None:
+        add(fld, f"contains a lone surrogate (U+{ord(bad):04X}), which is not valid Unicode text")
+        return None
+    return value
+
+
+def _parse_options(raw: Any, where: str, add: Report) -> tuple[tuple[str, str], ...]:
     """Read options given as [{option_key, option_text}], {"A": text} or a list of texts."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            problems.append(Problem(source, sid, f"{where}.options", "not a list, mapping or JSON text"))
+            raw = _loads(raw)
+        except ValueError as exc:
+            add(f"{where}.options", f"not a list, mapping or valid JSON text ({exc})")
             return ()
     if isinstance(raw, Mapping):
-        return tuple((_as_key(k), str(v)) for k, v in raw.items())
-    if not isinstance(raw, Iterable):
-        problems.append(
-            Problem(source, sid, f"{where}.options", f"expected a list of options, got {type(raw).__name__}")
-        )
+        return tuple((_as_key(k), _text(v, f"{where}.options.{k}", add) or "") for k, v in raw.items())
+    if raw is None or isinstance(raw, (bytes, bytearray)) or not isinstance(raw, Iterable):
+        add(f"{where}.options", f"expected a list of options, got {type(raw).__name__}")
         return ()
     out: list[tuple[str, str]] = []
     for i, opt in enumerate(raw):
         if isinstance(opt, Mapping):
-            key = opt.get("option_key", opt.get("key", opt.get("label")))
-            text = opt.get("option_text", opt.get("text", opt.get("value")))
-            if key is None or text is None:
-                problems.append(
-                    Problem(
-                        source,
-                        sid,
-                        f"{where}.options[{i}]",
-                        f"expected option_key and option_text, found {sorted(opt)}",
-                    )
-                )
+            key_name = next((n for n in ("option_key", "key", "label") if n in opt), None)
+            text_name = next((n for n in ("option_text", "text", "value") if n in opt), None)
+            if key_name is None or text_name is None:
+                add(f"{where}.options[{i}]", f"expected option_key and option_text, found {sorted(opt)}")
                 continue
-            out.append((_as_key(key), str(text)))
+            if opt[key_name] is None:
+                add(f"{where}.options[{i}].{key_name}", "missing (null)")
+                continue
+            out.append((_as_key(opt[key_name]), _text(opt[text_name], f"{where}.options[{i}].{text_name}", add) or ""))
         elif isinstance(opt, str):
-            out.append((chr(ord("A") + i), opt))
+            out.append((chr(ord("A") + i), _text(opt, f"{where}.options[{i}]", add) or ""))
         else:
-            problems.append(Problem(source, sid, f"{where}.options[{i}]", f"unreadable option {opt!r}"))
+            add(f"{where}.options[{i}]", f"unreadable option {opt!r}")
     return tuple(out)
 
 
-def _parse_levels(raw: Any, source: str, sid: str, problems: list[Problem]) -> tuple[Level, ...]:
+def _level_number(raw: Mapping[str, Any], where: str, add: Report) -> int | None:
+    """Return a level's number (1, 2 or 3; '1', 'L1' and 'Level 1' accepted), or report why there is none."""
+    if "level" not in raw or raw["level"] is None:
+        add(f"{where}.level", "missing" if "level" not in raw else "missing (null)")
+        return None
+    value = raw["level"]
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(str(value).strip().upper().removeprefix("L").removeprefix("EVEL"))
+    except ValueError:
+        add(f"{where}.level", f"not a level number: {value!r}")
+        return None
+    if number not in LEVELS:
+        add(f"{where}.level", f"level {number} is outside 1-3")
+        return None
+    return number
+
+
+def _parse_levels(raw: Any, add: Report) -> tuple[Level, ...]:
     """Read the `qa_levels` list (or its JSON text) into Level records."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            problems.append(Problem(source, sid, "qa_levels", "not a list or JSON text"))
+            raw = _loads(raw)
+        except ValueError as exc:
+            add("qa_levels", f"not a list or valid JSON text ({exc})")
             return ()
-    if not isinstance(raw, Iterable) or isinstance(raw, Mapping):
-        problems.append(Problem(source, sid, "qa_levels", f"expected a list of levels, got {type(raw).__name__}"))
+    if raw is None or not isinstance(raw, Iterable) or isinstance(raw, (Mapping, bytes, bytearray)):
+        add("qa_levels", f"expected a list of levels, got {type(raw).__name__}")
         return ()
     levels = []
     for i, item in enumerate(raw):
-        where = f"qa_levels[{i}]"
         if not isinstance(item, Mapping):
-            problems.append(Problem(source, sid, where, f"expected an object, got {type(item).__name__}"))
+            add(f"qa_levels[{i}]", f"expected an object, got {type(item).__name__}")
             continue
+        number = _level_number(item, f"qa_levels[{i}]", add)
+        if number is None:
+            continue
+        where = f"qa_levels[level={number}]"
         missing = [k for k in ("question", "options", "correct_answer_key") if k not in item]
         if missing:
-            problems.append(Problem(source, sid, where, f"missing field(s) {missing}"))
+            add(where, f"missing field(s) {missing}")
             continue
-        try:
-            number = int(str(item.get("level", i + 1)).strip().upper().removeprefix("L").removeprefix("EVEL"))
-        except ValueError:
-            problems.append(Problem(source, sid, f"{where}.level", f"not a level number: {item.get('level')!r}"))
-            continue
+        answer = item["correct_answer_key"]
+        if answer is None:
+            add(f"{where}.correct_answer_key", "missing (null)")
         levels.append(
             Level(
                 level=number,
-                question=str(item["question"]),
-                options=_parse_options(item["options"], source, sid, where, problems),
-                answer=_as_key(item["correct_answer_key"]),
+                question=_text(item["question"], f"{where}.question", add) or "",
+                options=_parse_options(item["options"], where, add),
+                answer="" if answer is None else _as_key(answer),
             )
         )
     return tuple(levels)
@@ -134,7 +183,8 @@ def _aspect(record: Mapping[str, Any], family: str, sid: str) -> str:
 
 
 def find_image(image_dir: Path, sid: str) -> Path | None:
-    """Return the first existing `<image_dir>/<id><ext>` in the authors' extension order."""
+    """Return the first existing `<image_dir>/<id><ext>` in the authors' extension order (id: one safe name)."""
+    check_name(sid, "id")
     for ext in IMAGE_EXTENSIONS:
         candidate = image_dir / f"{sid}{ext}"
         if candidate.is_file():
@@ -142,22 +192,38 @@ def find_image(image_dir: Path, sid: str) -> Path | None:
     return None
 
 
+def _shadowed(problem: Problem, parse_fields: list[str]) -> bool:
+    """Whether a structural problem only restates a field the parser already reported."""
+    for fld in parse_fields:
+        if fld.startswith("qa_levels[level="):
+            prefix = fld.split("]", 1)[0] + "]"
+            if problem.field.startswith(prefix):
+                return True
+        elif fld.startswith("qa_levels") and problem.field == "qa_levels":
+            return True
+    return False
+
+
 def record_to_sample(
     record: Mapping[str, Any], family: str, source: str, image: ImageRef | None, index: int
 ) -> tuple[Sample | None, list[Problem]]:
-    """Map one authors'-format record to a Sample and the structural problems it has."""
-    problems: list[Problem] = []
+    """Map one authors'-format record to a Sample and every problem it has (none when it is usable)."""
     raw_id = record.get("id")
-    if raw_id is None or str(raw_id).strip() == "":
+    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
         return None, [Problem(source, f"#{index}", "id", "missing id")]
-    sid = str(raw_id).strip()
+    try:
+        sid = check_name(raw_id, "id")
+    except UnsafeNameError as exc:
+        return None, [Problem(source, f"#{index}", "id", str(exc))]
     if "qa_levels" not in record:
         return None, [Problem(source, sid, "qa_levels", f"missing; record has fields {sorted(record)}")]
-    levels = _parse_levels(record["qa_levels"], source, sid, problems)
+    problems: list[Problem] = []
+    levels = _parse_levels(record["qa_levels"], lambda fld, msg: problems.append(Problem(source, sid, fld, msg)))
     sample = Sample(
         id=sid, family=family, aspect=_aspect(record, family, sid), image=image, levels=levels, source=source
     )
-    return sample, problems + check_sample(sample)
+    parse_fields = [p.field for p in problems]
+    return sample, problems + [p for p in check_sample(sample) if not _shadowed(p, parse_fields)]
 
 
 def load_official_json(path: Path, family: str | None = None, image_dir: Path | None = None) -> LoadResult:
@@ -172,30 +238,29 @@ def load_official_json(path: Path, family: str | None = None, image_dir: Path | 
         return result
     image_dir = image_dir or path.parent / "Image" / path.stem
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        records = _loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         result.problems.append(Problem(str(path), "-", "file", f"cannot read JSON: {exc}"))
         return result
     if not isinstance(records, list):
         result.problems.append(Problem(str(path), "-", "file", "expected a JSON array of items"))
         return result
+    if not records:
+        result.problems.append(Problem(str(path), "-", "file", "holds no items (an empty JSON array)"))
     for index, record in enumerate(records):
         if not isinstance(record, Mapping):
             result.problems.append(Problem(str(path), f"#{index}", "item", "expected a JSON object"))
             continue
-        sid = str(record.get("id", "")).strip()
-        found = find_image(image_dir, sid) if sid else None
-        sample, problems = record_to_sample(record, family, str(path), ImageRef(path=found) if found else None, index)
-        if sample is not None and found is None:
-            problems = [
-                Problem(str(path), sid, "image", f"no file {image_dir}/{sid}{{{','.join(IMAGE_EXTENSIONS)}}}")
-                if p.field == "image"
-                else p
-                for p in problems
-            ]
-        result.problems.extend(problems)
+        sample, problems = record_to_sample(record, family, str(path), None, index)
         if sample is not None:
+            found = find_image(image_dir, sample.id)
+            sample = replace(sample, image=ImageRef(path=found) if found else None)
+            problems = [p for p in problems if p.field != "image"]
+            if found is None:
+                exts = ",".join(IMAGE_EXTENSIONS)
+                problems.append(Problem(str(path), sample.id, "image", f"no file {image_dir}/{sample.id}{{{exts}}}"))
             result.samples.append(sample)
+        result.problems.extend(problems)
     return result
 
 
@@ -256,6 +321,7 @@ def describe_expected_columns() -> str:
 def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
     """Map parquet/hub rows to Samples, failing clearly when the columns are not ones we know."""
     result = LoadResult()
+    index = -1
     for index, row in enumerate(rows):
         id_col = _first(row, ID_COLUMNS)
         img_col = _first(row, IMAGE_COLUMNS)
@@ -277,6 +343,8 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str)
         result.problems.extend(problems)
         if sample is not None:
             result.samples.append(sample)
+    if index < 0:
+        result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
     return result
 
 
@@ -311,7 +379,7 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
                     "-",
                     "dataset",
                     f"cannot load config {HUB_CONFIG!r} split {split!r}: {type(exc).__name__}: {exc}; "
-                    "offline, set HVCU_BENCH_DATA to a local copy",
+                    "set HVCU_BENCH_DATA=/path/to/a/local/copy (check it with `hvcu data validate PATH`)",
                 )
             ]
         ) from exc

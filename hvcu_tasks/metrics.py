@@ -1,12 +1,25 @@
-"""The paper's metrics over per-level outcomes: level accuracy, full-chain accuracy, error attribution."""
+"""The paper's metrics over per-level outcomes: level accuracy, full-chain accuracy, error attribution.
+
+A ratio with an empty denominator (a level never asked, no complete chain, no failed chain) is NA, a NaN
+meaning "not available", never 0; the Overall Score is NA when any family's full-chain accuracy is.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from hvcu_tasks.families import LEVEL_NAMES, LEVELS
+
+NA = float("nan")
+"""The value of a metric that has nothing to measure (an empty denominator)."""
+
+
+def is_na(value: object) -> bool:
+    """Whether a metric value is "not available" (NaN or None)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class Outcome:
 
 @dataclass
 class FamilyScores:
-    """Every metric of one task family, in percent (0-100) unless named n_*/count."""
+    """Every metric of one task family, in percent (0-100) unless named n_*/count; NA where nothing was measured."""
 
     acc: dict[str, float]
     invalid: dict[str, float]
@@ -70,8 +83,8 @@ class FamilyScores:
 
 
 def _pct(num: int, den: int) -> float:
-    """Return num/den in percent, 0.0 for an empty denominator."""
-    return 100.0 * num / den if den else 0.0
+    """Return num/den in percent, NA for an empty denominator."""
+    return 100.0 * num / den if den else NA
 
 
 def chains(outcomes: Iterable[Outcome]) -> tuple[dict[tuple[str, str], dict[int, Outcome]], int]:
@@ -134,7 +147,9 @@ def score_family(outcomes: Sequence[Outcome]) -> FamilyScores:
 
 
 def overall_score(acc_full_by_family: Sequence[float]) -> float:
-    """Return the Overall Score: the unweighted mean of the families' full-chain accuracies, 2 decimals."""
+    """Return the Overall Score: the unweighted mean of the families' full-chain accuracies, 2 decimals (or NA)."""
     if not acc_full_by_family:
         raise ValueError("the Overall Score needs at least one family's full-chain accuracy")
+    if any(is_na(v) for v in acc_full_by_family):
+        return NA
     return round(sum(acc_full_by_family) / len(acc_full_by_family), 2)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,14 +27,50 @@ class Problem:
         return f"{self.source}: id={self.record}: {self.field}: {self.message}"
 
 
+MAX_SHOWN = 20
+"""How many problems an error message lists before it says how many more there are."""
+
+
+def problem_lines(problems: list[Problem]) -> list[str]:
+    """Return the one-line form of the first MAX_SHOWN problems, plus a count of the rest."""
+    more = len(problems) - MAX_SHOWN
+    return [str(p) for p in problems[:MAX_SHOWN]] + ([f"... and {more} more problem(s)"] if more > 0 else [])
+
+
 class DataError(ValueError):
     """Raised when a dataset cannot be loaded; carries every problem found."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
-        shown = "\n".join(str(p) for p in self.problems[:20])
-        more = len(self.problems) - 20
-        super().__init__(shown + (f"\n... and {more} more problem(s)" if more > 0 else ""))
+        super().__init__("\n".join(problem_lines(self.problems)))
+
+
+class TaskLoadError(SystemExit):
+    """Ends an lmms-eval run whose HVCU-Bench task cannot load: every problem listed, the reason as the last line.
+
+    A SystemExit on purpose: lmms-eval retries a task's data loading on any Exception (tenacity, up to 60 s)
+    and its CLI prints and swallows every Exception, exiting 0. A SystemExit passes both untouched, so the
+    process stops at once with exit status 1 and Python prints this message as the last thing it writes.
+    """
+
+    def __init__(self, family: str, source: str, problems: list[Problem]):
+        self.family, self.source, self.problems = family, source, list(problems)
+        if len(self.problems) == 1:
+            reason = f"HVCU-Bench {family}: cannot load the data; no request was sent: {self.problems[0]}"
+            lines = [reason]
+        else:
+            reason = (
+                f"HVCU-Bench {family}: {len(self.problems)} problem(s) in {source!r} (listed above); "
+                f"no request was sent. Check the whole dataset with `hvcu data validate {shlex.quote(source)}`"
+            )
+            lines = [*problem_lines(self.problems), reason]
+        self.reason = reason
+        super().__init__("\n".join(lines))
+        for stream in (sys.stdout, sys.stderr):  # what was printed before stays before the reason, even piped
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):  # no stream, or a closed one
+                pass
 
 
 @dataclass(frozen=True)
@@ -107,7 +145,10 @@ def check_sample(sample: Sample) -> list[Problem]:
         if not lv.question.strip():
             add(f"{where}.question", "empty question")
         keys = [k for k, _ in lv.options]
-        if keys != list(OPTION_KEYS):
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            add(f"{where}.options", f"duplicate option key {', '.join(map(repr, repeated))}")
+        elif keys != list(OPTION_KEYS):
             add(f"{where}.options", f"expected option keys A, B, C, D in order, got {keys}")
         texts = [t.strip().casefold() for _, t in lv.options]
         if any(not t for t in texts):

@@ -1,13 +1,36 @@
-"""Dataset checks behind `hvcu data validate`: structure, images, duplicate ids, counts."""
+"""The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
+
+Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys and levels, and empty files;
+`check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
+not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
+kept, keyed by the file's path, size and mtime or by the bytes' hash, so the base and context tasks of one
+run do not decode it twice.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import socket
+import urllib.parse
+import urllib.request
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image, ImageFile
 
 from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import family_counts, load_path, load_source
-from hvcu_tasks.schema import DataError, Problem, Sample
+from hvcu_tasks.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
+
+DATA_ENV = "HVCU_BENCH_DATA"
+HUB_PROBE_TIMEOUT_S = 3.0
+
+_VERDICTS: dict[tuple, str | None] = {}
+"""Image verdicts of this process: key -> None (decodes) or why it does not."""
 
 
 @dataclass
@@ -23,16 +46,59 @@ class ValidationReport:
         return not self.problems
 
 
+def _image_key(ref: ImageRef) -> tuple | None:
+    """Return the cache key of an image: its file's identity or its bytes' hash (None when unreadable)."""
+    if ref.path is not None:
+        try:
+            st = ref.path.stat()
+        except OSError:
+            return None
+        return ("path", str(ref.path.resolve()), st.st_size, st.st_mtime_ns)
+    return ("bytes", hashlib.blake2b(ref.data or b"", digest_size=16).digest())
+
+
+def _decode(ref: ImageRef) -> str | None:
+    """Decode an image fully; return None when it decodes, else why not.
+
+    Bombs are refused from the header, before any pixel is decoded (PIL's warning band too), and a file
+    cut short is refused even though lmms-eval switches `ImageFile.LOAD_TRUNCATED_IMAGES` on at import.
+    """
+    source = ref.path if ref.path is not None else io.BytesIO(ref.data or b"")
+    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    try:
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(source) as img:
+                img.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        return f"too large to decode safely (a decompression bomb?): {exc}"
+    except Exception as exc:  # PIL raises many types for a broken file
+        return f"cannot decode {ref.describe()}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+    return None
+
+
+def image_verdict(ref: ImageRef) -> str | None:
+    """Return None when the image decodes, else why not; each image is decoded at most once per process."""
+    key = _image_key(ref)
+    if key is None:
+        return f"cannot read {ref.describe()}"
+    if key not in _VERDICTS:
+        _VERDICTS[key] = _decode(ref)
+    return _VERDICTS[key]
+
+
 def image_problems(samples: list[Sample]) -> list[Problem]:
-    """Return one problem per sample whose image is missing or cannot be decoded."""
+    """Return one problem per sample whose image cannot be decoded."""
     problems = []
     for s in samples:
         if s.image is None:
             continue  # already reported by the loader
-        try:
-            s.image.open().load()
-        except Exception as exc:  # PIL raises many types for a broken file
-            problems.append(Problem(s.source, s.id, "image", f"cannot decode {s.image.describe()}: {exc}"))
+        why = image_verdict(s.image)
+        if why:
+            problems.append(Problem(s.source, s.id, "image", why))
     return problems
 
 
@@ -47,26 +113,85 @@ def duplicate_problems(samples: list[Sample]) -> list[Problem]:
     ]
 
 
+def check_samples(samples: list[Sample], decode_images: bool = True) -> list[Problem]:
+    """Return the problems that need a whole family or the image itself: duplicate ids, undecodable images."""
+    return duplicate_problems(samples) + (image_problems(samples) if decode_images else [])
+
+
+def _offline() -> bool:
+    """Whether Hugging Face offline mode is on (then `datasets` reads its cache and fails fast by itself)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Return why a TCP connection to the hub endpoint (or its proxy) fails, or None when it opens."""
+    url = urllib.parse.urlsplit(endpoint)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
+    if proxy and not urllib.request.proxy_bypass(host):
+        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = purl.hostname or "", purl.port or 80
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_hub(source: str) -> None:
+    """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
+    if _offline():
+        return
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+    why = hub_unreachable(endpoint)
+    if why:
+        repo = source[4:].partition("@")[0] or HUB_DATASET
+        raise DataError(
+            [
+                Problem(
+                    repo,
+                    "-",
+                    "hub",
+                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); set {DATA_ENV}=/path/to/a/local/copy "
+                    "(check it with `hvcu data validate PATH`) or HF_HUB_OFFLINE=1 to read the Hugging Face cache",
+                )
+            ]
+        )
+
+
+def _is_hub(source: str) -> bool:
+    """Whether a source string names the hub dataset."""
+    return source == "hub" or source.startswith("hub:")
+
+
+def load_family(source: str, family: str) -> list[Sample]:
+    """Load and fully check one family for a task (images decoded); raise DataError listing every problem."""
+    if _is_hub(source):
+        _check_hub(source)
+    loaded = load_source(source, family)
+    problems = loaded.problems + check_samples(loaded.samples)
+    if not problems and not loaded.samples:
+        problems.append(Problem(source, "-", "data", f"holds no items for family {family!r}"))
+    if problems:
+        raise DataError(problems)
+    return loaded.samples
+
+
 def validate(source: str, decode_images: bool = True) -> ValidationReport:
     """Check a dataset given as a local path, 'hub[:REPO]' or 'smoke' and return the report."""
     report = ValidationReport()
-    samples: list[Sample] = []
+    loaded = LoadResult()
     try:
-        if source == "hub" or source.startswith("hub:") or source == "smoke":
+        if _is_hub(source) or source == "smoke":
+            if _is_hub(source):
+                _check_hub(source)
             for family in FAMILIES:
-                loaded = load_source(source, family)
-                samples.extend(loaded.samples)
-                report.problems.extend(loaded.problems)
+                loaded.extend(load_source(source, family))
         else:
-            from pathlib import Path
-
-            loaded = load_path(Path(source).expanduser())
-            samples.extend(loaded.samples)
-            report.problems.extend(loaded.problems)
+            loaded.extend(load_path(Path(source).expanduser()))
     except DataError as exc:
         report.problems.extend(exc.problems)
-    report.problems.extend(duplicate_problems(samples))
-    if decode_images:
-        report.problems.extend(image_problems(samples))
-    report.counts = family_counts(samples)
+    report.problems.extend(loaded.problems)
+    report.problems.extend(check_samples(loaded.samples, decode_images))
+    report.counts = family_counts(loaded.samples)
     return report

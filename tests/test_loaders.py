@@ -79,7 +79,7 @@ def test_a_missing_image_is_an_error_naming_file_id_and_field(write_dataset) -> 
             "qa_levels[level=3].options",
             "not distinct",
         ),
-        (lambda r: r["qa_levels"][0].pop("question"), "qa_levels[0]", "missing field"),
+        (lambda r: r["qa_levels"][0].pop("question"), "qa_levels[level=1]", "missing field"),
         (lambda r: r["qa_levels"][0].update(level="one"), "qa_levels[0].level", "not a level number"),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from hvcu_tasks.metrics import Outcome, first_error_level, overall_score, score_family
@@ -59,8 +61,8 @@ def test_duplicate_outcomes_are_an_error() -> None:
         score_family(chain("1", "yyy") + chain("1", "y--"))
 
 
-def test_nothing_failed_gives_zero_shares() -> None:
-    assert score_family(chain("1", "yyy")).error_share == {"perc": 0.0, "bridge": 0.0, "conn": 0.0}
+def test_nothing_failed_gives_not_available_shares() -> None:
+    assert all(math.isnan(v) for v in score_family(chain("1", "yyy")).error_share.values())
 
 
 # Paper Table 2 (base) and Table 8 (context): family Acc_full values and the printed Score.

@@ -27,9 +27,10 @@ def _fixed(messages: list[dict]) -> Callable[..., list[dict]]:
     return doc_to_messages
 
 
-def _text(output: Any) -> str:
-    """Return the text of one inner-model output (a str or an lmms-eval GenerationResult)."""
-    return output if isinstance(output, str) else str(getattr(output, "text", output))
+def _text(output: Any) -> str | None:
+    """Return the text of one inner-model output (a str or an lmms-eval GenerationResult); None when it has none."""
+    text = output if isinstance(output, str) else getattr(output, "text", None)
+    return text if isinstance(text, str) else None
 
 
 class ContextWrapper(lmms):
@@ -106,9 +107,13 @@ class ContextWrapper(lmms):
         """Delegate log-likelihood requests to the inner model."""
         return self.inner.loglikelihood(requests)
 
-    def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str]]:
-        """Run every document's rounds, sending each round of all pending documents as one batch."""
-        outputs: list[list[str]] = [[] for _ in requests]
+    def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
+        """Run every document's rounds, sending each round of all pending documents as one batch.
+
+        A reply with no text (None) stays None: the task scores it as a failed request and shows it to the
+        next round as "(no answer)".
+        """
+        outputs: list[list[str | None]] = [[] for _ in requests]
         infos: list[Any] = [None] * len(requests)
         pending = list(range(len(requests)))
         round_idx = 0
