@@ -21,6 +21,7 @@ import os
 import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,9 @@ class ClientConfig:
     max_retries: int = 6
     concurrency: int = 16
     dead_after: int = 20
-    """Consecutive failed attempts, with no successful reply between them, after which the endpoint is down."""
+    """Consecutive failed requests, with no successful reply between them, after which the endpoint is down."""
+    dead_after_s: float = 60.0
+    """Seconds without a successful reply after which 3 consecutive failed requests mean the endpoint is down."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -70,6 +73,8 @@ class ClientConfig:
             raise ValueError("max_retries must be 0 or more")
         if not isinstance(self.dead_after, int) or self.dead_after < 1:
             raise ValueError("dead_after must be at least 1")
+        if not isinstance(self.dead_after_s, (int, float)) or not self.dead_after_s > 0:
+            raise ValueError("dead_after_s must be a positive number of seconds")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
 
@@ -124,6 +129,11 @@ class ResponseCache:
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO replies VALUES (?, ?)", (key, json.dumps(value)))
 
+    def delete(self, key: str) -> None:
+        """Forget a stored reply."""
+        with self._lock:
+            self._db.execute("DELETE FROM replies WHERE key = ?", (key,))
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
@@ -144,40 +154,57 @@ class EndpointDown(ClientError):
 class _Retryable(Exception):
     """One failed attempt that may succeed when repeated; `wait_s` is the server's Retry-After, if any."""
 
-    def __init__(self, reason: str, wait_s: float | None = None) -> None:
+    def __init__(self, reason: str, wait_s: float | None = None, rate_limited: bool = False) -> None:
         super().__init__(reason)
         self.wait_s = wait_s
+        self.rate_limited = rate_limited
 
 
 @dataclass
 class EndpointHealth:
-    """Consecutive failed attempts against one endpoint; down after `dead_after` with no success between."""
+    """Failed requests against one endpoint since its last successful reply; decides when it is down.
+
+    Down after `dead_after` consecutive failed requests, or after at least 3 when no reply has succeeded for
+    `dead_after_s` seconds (so an endpoint where every request times out stops after about one timeout).
+    Rate-limit answers (HTTP 429) prove the server is alive: they count neither way.
+    """
 
     base_url: str
     dead_after: int
+    dead_after_s: float = 60.0
     consecutive: int = 0
     successes: int = 0
     last_error: str = ""
     down: bool = False
+    since: float | None = None
+    """monotonic time of the last success (or of the first request)."""
+
+    def started(self) -> None:
+        """Note that a request is about to be sent (the clock starts at the first one)."""
+        if self.since is None:
+            self.since = time.monotonic()
 
     def failed(self, reason: str) -> None:
-        """Count one failed attempt."""
+        """Count one failed request."""
         self.consecutive += 1
         self.last_error = reason
-        if self.consecutive >= self.dead_after:
+        silent_for = time.monotonic() - (self.since if self.since is not None else time.monotonic())
+        if self.consecutive >= self.dead_after or (self.consecutive >= 3 and silent_for >= self.dead_after_s):
             self.down = True
 
     def succeeded(self) -> None:
         """Count one successful reply (it resets the run of failures)."""
         self.successes += 1
         self.consecutive = 0
+        self.since = time.monotonic()
 
     def message(self) -> str:
         """Return the one-line reason the endpoint is considered down."""
         since = "no successful reply yet" if not self.successes else "none succeeded in between"
+        silent = time.monotonic() - self.since if self.since is not None else 0.0
         return (
-            f"endpoint {self.base_url} looks down: {self.consecutive} consecutive failed calls ({since}); "
-            f"last error: {self.last_error}"
+            f"endpoint {self.base_url} looks down: {self.consecutive} consecutive failed requests in {silent:.0f} s "
+            f"({since}); last error: {self.last_error}"
         )
 
 
@@ -190,6 +217,19 @@ def _retry_after(exc: Exception) -> float | None:
     except ValueError:
         return None
     return min(wait, RETRY_AFTER_CAP_S) if wait is not None and math.isfinite(wait) and wait >= 0 else None
+
+
+def _usable(text: object, accept: Callable[[str], Any] | None) -> bool:
+    """Whether a stored reply is non-empty text that `accept` takes."""
+    if not isinstance(text, str) or not text.strip():
+        return False
+    if accept is None:
+        return True
+    try:
+        accept(text)
+    except Exception:
+        return False
+    return True
 
 
 def _reply_text(response: Any) -> str:
@@ -223,7 +263,7 @@ class ChatClient:
         )
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._jitter = random.Random()  # spreads retries in time only; never touches a request or a result
-        self.health = EndpointHealth(self.config.base_url, self.config.dead_after)
+        self.health = EndpointHealth(self.config.base_url, self.config.dead_after, self.config.dead_after_s)
 
     async def complete(
         self,
@@ -242,8 +282,10 @@ class ChatClient:
         params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         key = ResponseCache.key(self.config.model, messages, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            self.usage.cached += 1
-            return hit["text"]
+            if _usable(hit.get("text"), accept):
+                self.usage.cached += 1
+                return hit["text"]
+            self.cache.delete(key)  # stored by an older version (empty or unusable): ask again
         text = await self._call(messages, params)
         if accept is not None:
             try:
@@ -261,10 +303,12 @@ class ChatClient:
             for attempt in range(self.config.max_retries + 1):
                 if self.health.down:
                     raise EndpointDown(self.health.message())
+                self.health.started()
                 try:
                     text = await self._attempt(messages, params)
                 except _Retryable as exc:
-                    self.health.failed(str(exc))
+                    if not exc.rate_limited:
+                        self.health.failed(str(exc))
                     if self.health.down:
                         self.usage.failures += 1
                         raise EndpointDown(self.health.message()) from exc
@@ -290,12 +334,17 @@ class ChatClient:
         """One HTTP request: the reply text, or _Retryable / ClientError saying why there is none."""
         import openai
 
+        request = self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
         try:
-            response = await self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
+            # The SDK's timeout bounds each read; this bounds the whole attempt (a server that trickles bytes).
+            response = await asyncio.wait_for(request, self.config.timeout_s)
+        except asyncio.TimeoutError as exc:
+            reason = f"timed out: no complete reply within {self.config.timeout_s:g} s from {self.config.base_url}"
+            raise _Retryable(reason) from exc
         except openai.APIStatusError as exc:
             reason = f"HTTP {exc.status_code} from {self.config.base_url}: {str(exc)[:300]}"
             if exc.status_code in RETRY_STATUSES or exc.status_code >= 500:
-                raise _Retryable(reason, _retry_after(exc)) from exc
+                raise _Retryable(reason, _retry_after(exc), rate_limited=exc.status_code == 429) from exc
             raise ClientError(reason) from exc  # 400, 401, 403, 404, 422: repeating the request cannot help
         except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as exc:
             # Connection refused or dropped, a timeout, a body that is not JSON or not a completion.

@@ -139,6 +139,7 @@ async def run_jobs(
                 return
             try:
                 record = await work(client, key, item)
+                write_atomic(folder / f"{key}.json", json.dumps(record, ensure_ascii=False))
             except Exception as exc:  # one bad item must not stop the run; it is recorded and retried next time
                 record = {
                     **(describe(item) if describe else {}),
@@ -146,7 +147,7 @@ async def run_jobs(
                     "status": "failed",
                     "error": f"{type(exc).__name__}: {exc}",
                 }
-            write_atomic(folder / f"{key}.json", json.dumps(record, ensure_ascii=False))
+                write_atomic(folder / f"{key}.json", json.dumps(record))  # ASCII escapes: always encodable
             if bar is not None:
                 bar.update(1)
                 extra = postfix(record) if postfix else {}

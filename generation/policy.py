@@ -12,7 +12,7 @@ from typing import Any
 
 from generation.client import ChatClient
 from generation.mcts import Candidate, Judgement, Node, gather_all
-from generation.replies import ReplyError, parse_json_reply
+from generation.replies import ReplyError, parse_json_reply, text_fields
 
 JUDGE_TEMPERATURE = 0.2
 
@@ -66,19 +66,18 @@ class ModelPolicy:
         """Generate one candidate; an unusable reply is a rejected candidate, a failed call raises ClientError."""
         text = prompt(f"level_{level}").format(chain=chain_text(path), feedback=feedback_text(feedback))
         seed = call_seed(self.seed, self.image_key, [n.id for n in path], level, index, temperature, tuple(feedback))
-        required = ("question", "answer")
         try:
             reply = await self.client.complete(
                 user_message(text, self.image_url),
                 temperature=temperature,
                 max_tokens=self.max_tokens,
                 seed=seed,
-                accept=lambda reply: parse_json_reply(reply, required),
+                accept=candidate_fields,
             )
+            fields = candidate_fields(reply)
         except ReplyError as exc:
             return Candidate(error=str(exc)[:300])
-        obj = parse_json_reply(reply, required)
-        return Candidate(question=str(obj["question"]).strip(), answer=str(obj["answer"]).strip())
+        return Candidate(question=fields["question"], answer=fields["answer"])
 
     async def generate(
         self, path: Sequence[Node], level: int, n: int, temperature: float, feedback: Sequence[str]
@@ -100,9 +99,15 @@ class ModelPolicy:
                 seed=seed,
                 accept=judge_score,
             )
+            score, reason = judge_score(reply), str(parse_json_reply(reply, ("score", "reason"))["reason"])
         except ReplyError as exc:
             return Judgement(0.0, f"judge reply unusable: {str(exc)[:200]}")
-        return Judgement(judge_score(reply), str(parse_json_reply(reply, ("score", "reason"))["reason"]))
+        return Judgement(score, reason)
+
+
+def candidate_fields(reply: str) -> dict[str, str]:
+    """Return a generator reply's question and answer as non-empty text; raise ReplyError otherwise."""
+    return text_fields(parse_json_reply(reply, ("question", "answer")), ("question", "answer"))
 
 
 def judge_score(reply: str) -> float:

@@ -29,6 +29,28 @@ def _objects(text: str) -> list[dict[str, Any]]:
     return found
 
 
+def _has_surrogate(value: Any) -> bool:
+    """Whether any string inside a JSON value holds a lone surrogate (it cannot be written as UTF-8)."""
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+def text_fields(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, str]:
+    """Return the named fields as stripped, non-empty strings; raise ReplyError naming a field that is not one."""
+    out = {}
+    for name in names:
+        value = obj.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise ReplyError(f"{name!r} must be non-empty text, got {value!r}"[:300])
+        out[name] = value.strip()
+    return out
+
+
 def parse_json_reply(text: str, required: tuple[str, ...]) -> dict[str, Any]:
     """Return the last JSON object in the reply that has every required key (extra keys are kept)."""
     if not text or not text.strip():
@@ -37,5 +59,7 @@ def parse_json_reply(text: str, required: tuple[str, ...]) -> dict[str, Any]:
     for candidate in candidates:
         for obj in reversed(_objects(candidate)):
             if all(k in obj for k in required):
+                if _has_surrogate(obj):
+                    raise ReplyError("reply holds a lone surrogate (broken Unicode) in its JSON")
                 return obj
     raise ReplyError(f"no JSON object with keys {list(required)} in reply: {text[:200]!r}")

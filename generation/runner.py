@@ -8,16 +8,18 @@ per-image files at the end of every run, `chains.jsonl` and `stats.json`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from generation.client import ChatClient, ClientConfig, image_data_url
-from generation.jobs import in_shard, load_settings, path_key, read_records, run_jobs, write_atomic
+from generation.jobs import in_shard, load_settings, read_records, run_jobs, write_atomic
 from generation.mcts import MCTSConfig, Tree, search
 from generation.policy import ModelPolicy, call_seed, prompt, user_message
-from generation.replies import ReplyError, parse_json_reply
+from generation.replies import ReplyError, parse_json_reply, text_fields
+from hvcu_tasks.files import ImageError, check_image
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp"}
 
@@ -50,8 +52,21 @@ def list_images(source: Path) -> list[Path]:
 
 
 def image_key(path: Path) -> str:
-    """Return the stable id of an image: a hash of its path as given."""
-    return path_key(path)
+    """Return the stable id of an image: a hash of its bytes, so every path spelling and machine agrees."""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def check_images(images: Sequence[Path]) -> None:
+    """Decode every image fully before any paid call; raise ValueError listing each unreadable one."""
+    problems = []
+    for image in images:
+        try:
+            check_image(image)
+        except ImageError as exc:
+            problems.append(str(exc))
+    if problems:
+        shown = "\n".join(problems[:20]) + (f"\n... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise ValueError(f"{len(problems)} image(s) cannot be used; nothing was sent:\n{shown}")
 
 
 def load_config(path: Path | None) -> MCTSConfig:
@@ -85,13 +100,9 @@ def mcts_record(image: Path, key: str, tree: Tree) -> dict[str, Any]:
 def direct_levels(reply: str) -> list[dict[str, str]]:
     """Return the three (question, answer) levels of a direct reply; raise ReplyError when it has not got them."""
     levels = parse_json_reply(reply, ("levels",))["levels"]
-    if (
-        not isinstance(levels, list)
-        or len(levels) != 3
-        or not all(isinstance(lv, dict) and lv.get("question") and lv.get("answer") for lv in levels)
-    ):
+    if not isinstance(levels, list) or len(levels) != 3 or not all(isinstance(lv, dict) for lv in levels):
         raise ReplyError(f"direct reply needs three levels with question and answer: {reply[:200]!r}")
-    return [{"question": str(lv["question"]), "answer": str(lv["answer"])} for lv in levels]
+    return [text_fields(lv, ("question", "answer")) for lv in levels]
 
 
 async def direct_record(client: ChatClient, image: Path, key: str, seed: int) -> dict[str, Any]:
@@ -108,6 +119,7 @@ async def direct_record(client: ChatClient, image: Path, key: str, seed: int) ->
             seed=call_seed(key, "direct", seed),
             accept=direct_levels,
         )
+        levels = direct_levels(reply)
     except ReplyError as exc:
         return {"image": str(image), "key": key, "status": "rejected", "error": str(exc), "chains": []}
     chain = {
@@ -116,7 +128,7 @@ async def direct_record(client: ChatClient, image: Path, key: str, seed: int) ->
         "path_score": None,
         "levels": [
             {"level": i + 1, "question": lv["question"], "answer": lv["answer"], "score": None}
-            for i, lv in enumerate(direct_levels(reply))
+            for i, lv in enumerate(levels)
         ],
     }
     return {
@@ -184,7 +196,11 @@ async def run(
     config = config or MCTSConfig()
     search_settings = dataclasses.asdict(config) if method == "mcts" else None
     check_identity(out, {"method": method, "model": client_config.model, "seed": seed, "search": search_settings})
-    todo = [(image_key(p), p) for p in images if in_shard(image_key(p), shard)]
+    keyed: dict[str, Path] = {}
+    for path in images:  # one image under two names (or path spellings) is one item: the first name is kept
+        keyed.setdefault(image_key(path), path)
+    todo = [(key, path) for key, path in keyed.items() if in_shard(key, shard)]
+    check_images([path for _key, path in todo])
     counts = [0, 0]  # nodes admitted, candidates rejected (for the progress bar)
 
     async def work(client: ChatClient, key: str, image: Path) -> dict[str, Any]:

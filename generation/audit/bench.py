@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ from generation.audit.verdicts import ItemKey, write_text
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.loaders import load_path
 from hvcu_tasks.schema import DataError, Sample
-from hvcu_tasks.validate import duplicate_problems
+from hvcu_tasks.validate import check_samples
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,13 @@ def bench_families(bench: Path) -> tuple[str, ...]:
 
 
 def read_bench(root: Path, families: Sequence[str]) -> dict[ItemKey, SourceItem]:
-    """Load a benchmark folder in the authors' layout, in file order; raise DataError on any structural problem."""
+    """Load a benchmark folder in the authors' layout, in file order; raise DataError on any problem.
+
+    The problems are those `hvcu data validate` reports (the same validator): structure, duplicate ids, and
+    images that do not decode.
+    """
     loaded = load_path(root, families)
-    problems = loaded.problems + duplicate_problems(loaded.samples)
+    problems = loaded.problems + check_samples(loaded.samples, decode_images=True)
     if problems:
         raise DataError(problems)
     records: dict[ItemKey, Mapping[str, Any]] = {}
@@ -96,3 +102,60 @@ def write_bench(dest: Path, families: Sequence[str], items: Sequence[SourceItem]
         records = [dict(it.record) for it in items if it.sample.family == family]
         write_text(dest / f"{stem(family)}.json", json.dumps(records, indent=2, ensure_ascii=False) + "\n")
     _copy_images(dest, items)
+
+
+def building_folder(target: Path) -> Path:
+    """The temporary sibling in which a new version of folder `target` is built (this process's own)."""
+    return target.with_name(f"{target.name}.tmp-{os.getpid()}")
+
+
+def clear_leftovers(target: Path) -> None:
+    """Remove the temporary siblings of folder `target` that a killed run left (`<name>.tmp-N`, `<name>.old-N`)."""
+    pattern = re.compile(re.escape(target.name) + r"\.(tmp|old)-\d+")
+    if not target.parent.is_dir():
+        return
+    for path in target.parent.iterdir():
+        if pattern.fullmatch(path.name) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+
+
+def swap_folder(new: Path, target: Path) -> Path | None:
+    """Put the complete folder `new` in place of `target` by rename; return where the old one went (or None).
+
+    The old folder is renamed aside, not deleted, so that the caller removes it only once everything that
+    refers to the new one is written; a failure between the two renames puts the old one back.
+    """
+    old = None
+    if target.exists():
+        old = target.with_name(f"{target.name}.old-{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        if old is not None and not target.exists():
+            os.rename(old, target)
+        raise
+    return old
+
+
+def replace_bench(dest: Path, families: Sequence[str], items: Sequence[SourceItem]) -> None:
+    """Write items as a benchmark (like `write_bench`) in a temporary sibling of `dest`, then swap it in.
+
+    At any moment `dest` is the old benchmark or the new one, whole: a failure (a full disk, a kill) leaves
+    the old one, or, after a kill between the two renames, none; the next run clears the leftovers.
+    """
+    clear_leftovers(dest)
+    new = building_folder(dest)
+    try:
+        new.mkdir(parents=True)
+        write_bench(new, families, items)
+        if families:
+            load_path(new, families).raise_for_problems()
+        old = swap_folder(new, dest)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.audit.bench import bench_families, image_path, read_bench, snapshot_bench, stem, write_bench
+from generation.audit.bench import bench_families, image_path, read_bench, replace_bench, snapshot_bench, stem
 from generation.audit.config import AUDIT_FILE, AuditConfig
 from generation.audit.forms import SHEET_COLUMNS, FormItem, embed_image, render_form, sheet_rows, shuffled
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, ItemReview, round_statistics
@@ -50,7 +50,6 @@ from generation.audit.verdicts import (
     write_text,
 )
 from hvcu_tasks.files import inside
-from hvcu_tasks.loaders import load_path
 
 SOURCE_DIR = "source"
 FINAL_DIR = "final"
@@ -323,6 +322,8 @@ def decide(root: Path, decisions_file: Path | None = None, round_no: int | None 
     """Apply the team's decisions to an open round, close it, then open the next round or write the final benchmark."""
     root = Path(root)
     config = AuditConfig.from_file(root / AUDIT_FILE)
+    if round_no is None and (resumed := _resume(root)) is not None:
+        return resumed
     n = _pick_round(root, round_no, want_open=True)
     folder = _round_dir(root, n)
     entries = _candidates(root, n)
@@ -372,34 +373,62 @@ def decide(root: Path, decisions_file: Path | None = None, round_no: int | None 
     ]
     write_csv(folder / "decisions.csv", DECISION_COLUMNS, rows)
     _write_json(folder / "outcome.json", outcome)
-    _write_json(folder / "round.json", {"round": n, "status": "closed"})
-    follow = _round_dir(root, n + 1) if outcome["revisit"] else root / FINAL_DIR
+    # The next round or final/ first, 'closed' last: a failure or a kill in between leaves this round open,
+    # so rerunning decide does the whole step again.
     try:
+        _follow_up(root, n, outcome)
+    except BaseException:  # e.g. a broken edit in source/ or a full disk: the user fixes it and decides again
         if outcome["revisit"]:
-            open_round(root, n + 1, _keys(outcome["revisit"]))
-        else:
-            finalize(root)
-    except Exception:  # e.g. a broken edit in source/: reopen this round so the user can fix it and decide again
-        shutil.rmtree(follow, ignore_errors=True)
-        (folder / "outcome.json").unlink()
-        _write_json(folder / "round.json", {"round": n, "status": "open"})
+            shutil.rmtree(_round_dir(root, n + 1), ignore_errors=True)
+        (folder / "outcome.json").unlink(missing_ok=True)
         raise
-    outcome["next"] = str(follow)
-    if not outcome["revisit"]:
-        empty = _read_json(root / SUMMARY_FILE)["families_without_items"]
-        outcome["warnings"] = [
-            f"{follow}: no item of {family} was accepted, so the final benchmark has no {stem(family)}.json"
-            for family in empty
-        ]
+    _write_json(folder / "round.json", {"round": n, "status": "closed"})
     return outcome
 
 
-def finalize(root: Path) -> Path:
-    """Write final/ (accepted items in the authors' layout, images copied) and summary.json; return final/."""
+def _follow_up(root: Path, n: int, outcome: dict[str, Any]) -> None:
+    """Open round n+1 for the revisited items of round n, or write final/; add 'next' (and warnings) to outcome."""
+    if outcome["revisit"]:
+        open_round(root, n + 1, _keys(outcome["revisit"]))
+        outcome["next"] = str(_round_dir(root, n + 1))
+        return
+    final = finalize(root, closing=n)
+    outcome["next"] = str(final)
+    empty = _read_json(root / SUMMARY_FILE)["families_without_items"]
+    outcome["warnings"] = [
+        f"{final}: no item of {family} was accepted, so the final benchmark has no {stem(family)}.json"
+        for family in empty
+    ]
+
+
+def _resume(root: Path) -> dict[str, Any] | None:
+    """Finish what a decide killed by an older version left undone; None when nothing is missing.
+
+    Every round is closed, yet the last one's follow-up is missing: its next round, or final/ and summary.json.
+    """
+    rounds = _rounds(root)
+    if not rounds or any(_status(root, r) == "open" for r in rounds):
+        return None
+    n = rounds[-1]
+    outcome = _read_json(_round_dir(root, n) / "outcome.json")
+    if outcome["revisit"] and _round_dir(root, n + 1).exists():
+        return None
+    if not outcome["revisit"] and (root / FINAL_DIR).is_dir() and (root / SUMMARY_FILE).is_file():
+        return None
+    _follow_up(root, n, outcome)
+    return outcome
+
+
+def finalize(root: Path, closing: int | None = None) -> Path:
+    """Write final/ (accepted items in the authors' layout, images copied) and summary.json; return final/.
+
+    final/ is built beside the old one and swapped in by rename, so it is never half-written. `closing` is the
+    round that decide closes once this succeeds (counted as closed here).
+    """
     root = Path(root)
     config = AuditConfig.from_file(root / AUDIT_FILE)
     rounds = _rounds(root)
-    still_open = [r for r in rounds if _status(root, r) == "open"]
+    still_open = [r for r in rounds if r != closing and _status(root, r) == "open"]
     if still_open:
         raise ValueError(f"{root}: round {still_open[0]} is still open; decide it first")
     source = read_bench(root / SOURCE_DIR, config.families)
@@ -429,13 +458,9 @@ def finalize(root: Path) -> Path:
     if edited:
         raise ValueError("\n".join(edited))
     final = root / FINAL_DIR
-    if final.exists():
-        shutil.rmtree(final)
     # A family that lost every item gets no file: an empty one would not load (a dataset file must hold items).
     kept = tuple(f for f in config.families if any(family == f for family, _id in accepted))
-    write_bench(final, kept, [it for key, it in source.items() if key in accepted])
-    if kept:
-        load_path(final, kept).raise_for_problems()
+    replace_bench(final, kept, [it for key, it in source.items() if key in accepted])
     summary = {"rounds": per_round, "accepted": len(accepted), "discarded": discarded, "final": FINAL_DIR}
     summary["families_without_items"] = [f for f in config.families if f not in kept]
     _write_json(root / SUMMARY_FILE, summary)

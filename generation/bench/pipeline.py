@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.audit.bench import SourceItem, bench_families, image_path, read_bench
+from generation.audit.bench import (
+    SourceItem,
+    bench_families,
+    building_folder,
+    clear_leftovers,
+    image_path,
+    read_bench,
+    swap_folder,
+)
 from generation.bench.build import BuildConfig, build_item, calls_of
 from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
@@ -84,6 +93,43 @@ def _copy_image(src: Path, target_dir: Path, sid: str) -> None:
         img.convert("RGB").save(tmp, format="PNG")
 
 
+_LEFTOVER_FILE = re.compile(r"\..+\.\d+\.tmp")
+"""A temporary file of `write_atomic` (`.<name>.<pid>.tmp`) that a killed run left in OUT."""
+
+
+def _clear_leftovers(out: Path) -> None:
+    """Remove what a killed run left half-written: temporary image folders and temporary files in OUT."""
+    for family_stem in (stem for _split, stem, _short in FAMILIES.values()):
+        clear_leftovers(out / "Image" / family_stem)
+    if out.is_dir():
+        for path in out.iterdir():
+            if _LEFTOVER_FILE.fullmatch(path.name) and path.is_file():
+                path.unlink()
+
+
+def _write_family(
+    json_path: Path, image_dir: Path, items: list[dict[str, Any]], images: list[tuple[Path, str]]
+) -> None:
+    """Replace a family's JSON and image folder so that at any moment the JSON finds its images.
+
+    The images are copied into a temporary sibling folder and the JSON into a temporary file; only when both
+    are complete are they renamed into place, back to back (the images first: a benchmark that only grows
+    keeps every image its old JSON names). A failure before that leaves the previous family untouched.
+    """
+    new = building_folder(image_dir)
+    try:
+        for src, sid in images:
+            _copy_image(src, new, sid)
+        with atomic_path(json_path) as tmp:
+            tmp.write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            old = swap_folder(new, image_dir)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def read_base(base: Path) -> dict[str, list[SourceItem]]:
     """Return an existing benchmark's items (raw records, parsed samples) per family, after checking it loads."""
     base = Path(base)
@@ -102,6 +148,7 @@ def assemble(
 ) -> dict[str, Any]:
     """Write the benchmark (`kept`, read from `base`, first and unchanged), rejected.jsonl and the report."""
     out = Path(out)
+    _clear_leftovers(out)
     records = [r for k, r in read_records(out / "items").items() if keys is None or k in keys]
     done = sorted((r for r in records if r["status"] == "done"), key=lambda r: r["id"])
     kept = kept or {}
@@ -117,17 +164,17 @@ def assemble(
         new = [to_benchmark_item(r, [letters[lv][i] for lv in LEVELS], seed, r["model"]) for i, r in enumerate(mine)]
         items = [dict(it.record) for it in old] + new
         json_path, image_dir = out / f"{stem}.json", out / "Image" / stem
-        if image_dir.exists():
-            shutil.rmtree(image_dir)  # rebuilt from the item files, so nothing stale survives
-        for it in old:
-            _copy_image(image_path(it.sample), image_dir, it.sample.id)
-        for r in mine:
-            _copy_image(Path(r["image"]), image_dir, r["id"])
         if not items:  # no file rather than an empty one, which the benchmark validator refuses
-            json_path.unlink(missing_ok=True)
+            json_path.unlink(missing_ok=True)  # the JSON first: images without it are harmless
+            shutil.rmtree(image_dir, ignore_errors=True)
             positions[family] = {lv: Counter() for lv in LEVELS}
             continue
-        write_atomic(json_path, json.dumps(items, indent=2, ensure_ascii=False) + "\n")
+        _write_family(
+            json_path,
+            image_dir,
+            items,
+            [(image_path(it.sample), it.sample.id) for it in old] + [(Path(r["image"]), r["id"]) for r in mine],
+        )
         positions[family] = {lv: start[lv] + Counter(letters[lv]) for lv in LEVELS}
     rejected = sorted((r for r in records if r["status"] == "rejected"), key=lambda r: r["id"])
     write_atomic(out / "rejected.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejected))

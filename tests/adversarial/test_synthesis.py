@@ -167,7 +167,7 @@ def test_a_refused_connection_stops_the_run_within_seconds_naming_the_endpoint(t
     assert synth("mcts", url, many, tmp_path / "out", "--concurrency", "2") == 1
     assert time.monotonic() - start < 60
     err = capsys.readouterr().err
-    assert url in err and "consecutive failed calls" in err and "Connection" in err
+    assert url in err and "consecutive failed requests" in err and "Connection" in err
     got = stats(tmp_path / "out")
     assert got["images_done"] == 0 and got["images_not_attempted"] > 0
     assert got["images_failed"] + got["images_not_attempted"] == 15
@@ -330,3 +330,146 @@ def test_merge_refuses_shards_made_with_different_models(images: Path, tmp_path:
         assert main(args) == 0
     assert main(["mcts", "merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "m")]) == 2
     assert "model 'fake' -> 'other'" in capsys.readouterr().err
+
+
+# --- found in review: stale caches, odd replies, rate limits, silent servers, one image under two names --------
+
+
+def test_a_cached_empty_or_unusable_reply_from_an_older_version_is_asked_again(tmp_path: Path) -> None:
+    import asyncio
+
+    from generation.client import ChatClient, ClientConfig, ResponseCache
+    from generation.replies import parse_json_reply
+
+    messages = [{"role": "user", "content": "Give JSON."}]
+    params = {"temperature": 0.0, "max_tokens": 1024, "seed": 0}
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache.put(ResponseCache.key("fake", messages, params), {"text": ""})  # what the old client stored for null
+
+    async def ask() -> str:
+        client = ChatClient(ClientConfig(model="fake", base_url=server.base_url, api_key="x"), cache)
+        try:
+            return await client.complete(messages, accept=lambda t: parse_json_reply(t, ("a",)))
+        finally:
+            await client.close()
+
+    with FakeOpenAI(lambda _request: '{"a": 1}') as server:
+        assert asyncio.run(ask()) == '{"a": 1}'
+        assert len(server.requests) == 1
+        assert asyncio.run(ask()) == '{"a": 1}' and len(server.requests) == 1  # now cached
+    cache.close()
+
+
+def test_a_cached_prose_reply_is_rejected_as_a_candidate_not_a_crash(images: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(healthy) as server:
+        assert synth("mcts", server.base_url, images, tmp_path / "out") == 0
+    reference = chain_lines(tmp_path / "out")
+    with sqlite3.connect(tmp_path / "out" / "cache.sqlite") as db:  # as an older version could leave it
+        db.execute("UPDATE replies SET value = ?", (json.dumps({"text": "no json"}),))
+    for f in (tmp_path / "out" / "images").glob("*.json"):
+        f.unlink()
+    with FakeOpenAI(healthy) as server:
+        assert synth("mcts", server.base_url, images, tmp_path / "out") == 0
+    assert chain_lines(tmp_path / "out") == reference
+
+
+def test_a_reply_with_a_lone_surrogate_is_unusable_not_a_crash(images: Path, tmp_path: Path) -> None:
+    def surrogate(request: dict) -> str:
+        text = request["messages"][-1]["content"][0]["text"]
+        return '{"levels": [{"question": "Q\\ud800", "answer": "A"}] }' if "three" in text else healthy(request)
+
+    with FakeOpenAI(surrogate) as server:
+        assert synth("direct", server.base_url, images, tmp_path / "out") == 0
+    assert stats(tmp_path / "out")["images_rejected"] == 2
+
+
+def test_a_null_question_from_the_generator_is_rejected_never_the_text_none(images: Path, tmp_path: Path) -> None:
+    def null_question(request: dict) -> str:
+        reply = healthy(request)
+        return '{"question": null, "answer": "x"}' if request.get("seed", 0) % 3 == 0 and "Level" in reply else reply
+
+    with FakeOpenAI(null_question) as server:
+        assert synth("mcts", server.base_url, images, tmp_path / "out") == 0
+    assert all('"None"' not in line for line in chain_lines(tmp_path / "out"))
+
+
+def test_a_burst_of_rate_limits_does_not_stop_a_healthy_run(images: Path, tmp_path: Path) -> None:
+    def burst(n: int, _request: dict):
+        return (429, {"Retry-After": "0"}, b'{"error": {"message": "slow down"}}') if n < 40 else None
+
+    with FakeOpenAI(healthy, fault=burst) as server:
+        assert synth("mcts", server.base_url, images, tmp_path / "out", "--retries", "60") == 0
+    assert stats(tmp_path / "out")["images_done"] == 2
+
+
+def test_a_server_that_never_answers_is_declared_down_quickly(tmp_path: Path, capsys) -> None:
+    many = copy_images(tmp_path / "many", 6)
+    with FakeOpenAI(healthy, delay_s=3.0) as server:
+        start = time.monotonic()
+        assert synth("mcts", server.base_url, many, tmp_path / "out", "--timeout", "0.2") == 1
+        assert time.monotonic() - start < 30
+    assert "timed out" in capsys.readouterr().err
+
+
+def test_timeout_bounds_a_whole_attempt_even_when_bytes_trickle_in() -> None:
+    import asyncio
+    import threading
+
+    from generation.client import ChatClient, ClientConfig, ClientError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while not stop.is_set():
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                break
+            time.sleep(0.2)
+        conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    async def ask() -> None:
+        client = ChatClient(ClientConfig(model="m", base_url=url, api_key="x", timeout_s=1.0, max_retries=0))
+        try:
+            await client.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await client.close()
+
+    start = time.monotonic()
+    with pytest.raises(ClientError, match="timed out"):
+        asyncio.run(ask())
+    elapsed = time.monotonic() - start
+    stop.set()
+    listener.close()
+    assert elapsed < 4
+
+
+def test_one_image_under_two_path_spellings_is_built_once(tmp_path: Path, monkeypatch) -> None:
+    copy_images(tmp_path / "one", 1)
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI(healthy) as server:
+        assert synth("mcts", server.base_url, Path("one"), tmp_path / "out") == 0
+        paid = len(server.requests)
+        assert synth("mcts", server.base_url, tmp_path / "one", tmp_path / "out") == 0
+        assert len(server.requests) == paid
+    assert stats(tmp_path / "out")["images_done"] == 1
+    assert len({json.loads(line)["image"] for line in chain_lines(tmp_path / "out")}) == 1
+
+
+def test_a_truncated_input_image_is_refused_before_any_call(images: Path, tmp_path: Path, capsys) -> None:
+    victim = sorted(images.iterdir())[0]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    with FakeOpenAI(healthy) as server:
+        assert synth("direct", server.base_url, images, tmp_path / "out") == 2
+        assert server.requests == []
+    assert victim.name in capsys.readouterr().err
