@@ -57,7 +57,8 @@ def main() -> None:
         folder = Path(tmp) / "images"
         folder.mkdir()
         for i in range(args.images):
-            Image.new("RGB", (32, 32), (i * 30 % 255, 80, 160)).save(folder / f"img{i:03d}.png")
+            # distinct pixels per image: images are keyed by content, so equal files would be one image
+            Image.new("RGB", (32, 32), (i * 30 % 255, i // 256 % 256, i % 256)).save(folder / f"img{i:03d}.png")
         ready, counts, stop = multiprocessing.Queue(), multiprocessing.Queue(), multiprocessing.Event()
         server = multiprocessing.Process(target=serve, args=(args.latency_ms / 1000, ready, stop, counts))
         server.start()
