@@ -20,18 +20,32 @@ is in candidates.json). `import` refuses verdicts while any of the round's items
 (the forms are stale); `stats` and `decide` refuse when an item that would be accepted differs (the
 annotators accepted another version). Fixing a flagged item for its revisit, after the verdicts are in, is
 the intended edit and is allowed.
+
+Interruptions: `decide` writes the next round (or final/) in a temporary sibling folder, renames it into
+place, and marks the round closed last; a failure or a kill leaves the round open (final/ as it was), so
+rerunning `decide` finishes the step, clearing any `round-N.tmp-*` / `final.tmp-*` / `final.old-*` leftovers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.audit.bench import bench_families, image_path, read_bench, replace_bench, snapshot_bench, stem
+from generation.audit.bench import (
+    bench_families,
+    building_folder,
+    clear_leftovers,
+    image_path,
+    read_bench,
+    replace_bench,
+    snapshot_bench,
+    stem,
+)
 from generation.audit.config import AUDIT_FILE, AuditConfig
 from generation.audit.forms import SHEET_COLUMNS, FormItem, embed_image, render_form, sheet_rows, shuffled
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, ItemReview, round_statistics
@@ -135,14 +149,17 @@ def start_audit(
         raise
 
 
-def open_round(root: Path, n: int, keys: Sequence[ItemKey]) -> Path:
-    """Write round n: its candidates (as they are now in source/) and every annotator's form and sheet."""
+def open_round(root: Path, n: int, keys: Sequence[ItemKey], folder: Path | None = None) -> Path:
+    """Write round n: its candidates (as they are now in source/) and every annotator's form and sheet.
+
+    Into `folder` when given (a temporary folder that becomes round n by rename), else round n's own folder.
+    """
     config = AuditConfig.from_file(root / AUDIT_FILE)
     source = read_bench(root / SOURCE_DIR, config.families)
     gone = [f"{f}/{i}" for f, i in keys if (f, i) not in source]
     if gone:
         raise ValueError(f"{root / SOURCE_DIR}: item(s) {gone} to review in round {n} are no longer in the source")
-    folder = _round_dir(root, n)
+    folder = _round_dir(root, n) if folder is None else folder
     items = []
     for key in keys:
         it = source[key]
@@ -389,7 +406,7 @@ def decide(root: Path, decisions_file: Path | None = None, round_no: int | None 
 def _follow_up(root: Path, n: int, outcome: dict[str, Any]) -> None:
     """Open round n+1 for the revisited items of round n, or write final/; add 'next' (and warnings) to outcome."""
     if outcome["revisit"]:
-        open_round(root, n + 1, _keys(outcome["revisit"]))
+        _open_next_round(root, n + 1, _keys(outcome["revisit"]))
         outcome["next"] = str(_round_dir(root, n + 1))
         return
     final = finalize(root, closing=n)
@@ -401,10 +418,26 @@ def _follow_up(root: Path, n: int, outcome: dict[str, Any]) -> None:
     ]
 
 
-def _resume(root: Path) -> dict[str, Any] | None:
-    """Finish what a decide killed by an older version left undone; None when nothing is missing.
+def _open_next_round(root: Path, n: int, keys: Sequence[ItemKey]) -> None:
+    """Open round n in a temporary folder, then rename it into place: round n is complete or absent."""
+    target = _round_dir(root, n)
+    clear_leftovers(target)
+    new = building_folder(target)
+    try:
+        open_round(root, n, keys, new)
+        if target.exists():  # written by a decide that was interrupted before it closed round n-1
+            shutil.rmtree(target)
+        os.rename(new, target)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
 
-    Every round is closed, yet the last one's follow-up is missing: its next round, or final/ and summary.json.
+
+def _unfinished(root: Path) -> tuple[int, dict[str, Any]] | None:
+    """The last round and its outcome when every round is closed yet its follow-up is missing, else None.
+
+    Only a decide killed by an older version leaves this (now a round is marked closed last): the next round,
+    or final/ and summary.json, were never written.
     """
     rounds = _rounds(root)
     if not rounds or any(_status(root, r) == "open" for r in rounds):
@@ -415,6 +448,15 @@ def _resume(root: Path) -> dict[str, Any] | None:
         return None
     if not outcome["revisit"] and (root / FINAL_DIR).is_dir() and (root / SUMMARY_FILE).is_file():
         return None
+    return n, outcome
+
+
+def _resume(root: Path) -> dict[str, Any] | None:
+    """Write the follow-up an interrupted decide left missing and return that round's outcome; None if none is."""
+    found = _unfinished(root)
+    if found is None:
+        return None
+    n, outcome = found
     _follow_up(root, n, outcome)
     return outcome
 
@@ -488,7 +530,9 @@ def audit_status(root: Path) -> dict:
             row.update({k: len(outcome[k]) for k in ("accepted", "discarded", "revisit")})
         rows.append(row)
     open_rows = [r for r in rows if r["status"] == "open"]
-    if not open_rows:
+    if not open_rows and _unfinished(root) is not None:
+        step = f"the last decide was interrupted: run `hvcu audit decide {root}` again to finish it"
+    elif not open_rows:
         step = f"finished: the benchmark is in {root / FINAL_DIR}"
     else:
         r = open_rows[0]
