@@ -11,6 +11,10 @@ from typing import Any
 SAMPLES_FILE = re.compile(r"_samples_(?P<task>hvcu_bench\w*)\.jsonl$")
 
 
+class LevelMismatchError(ValueError):
+    """A samples line whose scored levels, questions, replies and gold keys are not equally many."""
+
+
 def samples_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
     """Return (task, file) for every HVCU-Bench samples file under the given files or folders."""
     found = []
@@ -45,12 +49,14 @@ def _add_line(by_sample: dict[str, dict[str, Any]], line: dict[str, Any], task: 
             "levels": {},
         },
     )
-    replies = _reply(line)
-    if setting == "context":
-        texts, replies = entry["questions"], list(replies if isinstance(replies, list) else [replies])
-    else:
-        texts, replies = [entry["question"]], [replies[0] if isinstance(replies, list) else replies]
-    for outcome, question, reply in zip(outcomes, texts, replies, strict=False):
+    texts, replies, gold = _levels_of(line, entry, setting)
+    counts = {"scored levels": len(outcomes), "questions": len(texts), "replies": len(replies)}
+    if gold is not None:
+        counts["gold keys"] = len(gold)
+    if len(set(counts.values())) != 1:
+        shown = ", ".join(f"{n} {what}" for what, n in counts.items())
+        raise LevelMismatchError(f"sample {sid!r}: {shown}; each level needs one of each (the line is damaged)")
+    for outcome, question, reply in zip(outcomes, texts, replies, strict=True):
         chain["levels"][int(outcome["level"])] = {
             "question": question,
             "reply": reply,
@@ -58,6 +64,19 @@ def _add_line(by_sample: dict[str, dict[str, Any]], line: dict[str, Any], task: 
             "gold": outcome["gold"],
             "correct": outcome["correct"],
         }
+
+
+def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tuple[list, list, list | None]:
+    """Return the questions, replies and (context setting) gold keys that one samples line logged."""
+    if setting == "context":
+        logged = entry.get("replies")  # the harness's own record: one per level, None where no reply came
+        if not isinstance(logged, list):
+            raw = _reply(line)
+            logged = list(raw if isinstance(raw, list) else [raw])
+        gold = entry.get("gold")
+        return list(entry["questions"]), logged, list(gold) if isinstance(gold, list) else None
+    replies = _reply(line)
+    return [entry["question"]], [replies[0] if isinstance(replies, list) else replies], None
 
 
 def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
@@ -69,6 +88,8 @@ def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
             continue
         try:
             _add_line(by_sample, json.loads(text), task, setting)
+        except LevelMismatchError as exc:
+            raise ValueError(f"{path}:{n}: {exc}") from exc
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({type(exc).__name__}: {exc})") from exc
     out = []

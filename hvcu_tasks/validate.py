@@ -16,13 +16,13 @@ import socket
 import urllib.parse
 import urllib.request
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image, ImageFile
 
 from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.files import name_key
 from hvcu_tasks.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
 
@@ -103,14 +103,27 @@ def image_problems(samples: list[Sample]) -> list[Problem]:
 
 
 def duplicate_problems(samples: list[Sample]) -> list[Problem]:
-    """Return one problem per id that occurs more than once within a family."""
-    seen = Counter((s.family, s.id) for s in samples)
-    sources = {(s.family, s.id): s.source for s in samples}
-    return [
-        Problem(sources[key], key[1], "id", f"duplicate id ({n} items) in family {key[0]!r}")
-        for key, n in seen.items()
-        if n > 1
-    ]
+    """Return one problem per id that occurs more than once within a family, compared as file names compare.
+
+    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS
+    and Windows, so they are duplicates too; the problem then names every spelling.
+    """
+    groups: dict[tuple[str, str], list[Sample]] = {}
+    for s in samples:
+        groups.setdefault((s.family, name_key(s.id)), []).append(s)
+    problems = []
+    for (family, _key), same in groups.items():
+        if len(same) < 2:
+            continue
+        spellings = list(dict.fromkeys(s.id for s in same))
+        why = f"duplicate id ({len(same)} items) in family {family!r}"
+        if len(spellings) > 1:
+            why += (
+                f": {' and '.join(map(repr, spellings))} differ only by case or Unicode normalisation "
+                "and would share one image file on macOS/Windows"
+            )
+        problems.append(Problem(same[0].source, same[0].id, "id", why))
+    return problems
 
 
 def check_samples(samples: list[Sample], decode_images: bool = True) -> list[Problem]:
@@ -118,9 +131,17 @@ def check_samples(samples: list[Sample], decode_images: bool = True) -> list[Pro
     return duplicate_problems(samples) + (image_problems(samples) if decode_images else [])
 
 
+OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""Environment variables that put `huggingface_hub` or `datasets` in offline mode (read the cache, no network)."""
+
+
 def _offline() -> bool:
-    """Whether Hugging Face offline mode is on (then `datasets` reads its cache and fails fast by itself)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether Hugging Face offline mode is on (then `datasets` reads its cache and fails fast by itself).
+
+    Read from the environment at call time, as `datasets.config` and `huggingface_hub.constants` read it at
+    import: any of the flags set to 1/true/yes/on, case-insensitive.
+    """
+    return any(os.environ.get(flag, "").strip().upper() in {"1", "TRUE", "YES", "ON"} for flag in OFFLINE_FLAGS)
 
 
 def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:

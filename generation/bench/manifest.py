@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvcu_tasks.families import ASPECTS, aspect_from_text, family_from_name
-from hvcu_tasks.files import UnsafeNameError, check_image, check_name
+from hvcu_tasks.files import UnsafeNameError, check_image, check_name, name_key
 from hvcu_tasks.schema import DataError, Problem
 
 FIELDS = ("image", "family", "aspect", "anchor", "id")
@@ -129,10 +129,10 @@ def read_manifest(path: Path) -> list[ManifestRow]:
         if not _ID.fullmatch(sid):
             bad("id", f"{sid!r} cannot be a file name (letters, digits, '_', '-', '.'; a letter or digit first)")
             continue
-        if sid in seen:
-            bad("id", f"{sid!r} repeats {seen[sid]}")
+        if name_key(sid) in seen:  # ids that differ only by case would share one image file on macOS/Windows
+            bad("id", f"{sid!r} repeats {seen[name_key(sid)]} (ids are compared ignoring case)")
             continue
-        seen[sid] = label
+        seen[name_key(sid)] = f"{label} ({sid!r})"
         rows.append(ManifestRow(sid, image, family, aspect, values["anchor"] or None, digest))
     if problems:
         raise DataError(problems)

@@ -17,6 +17,8 @@ TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = [f"acc_{n}" for n in LEVEL_NAMES.values()] + ["acc_full"]
 PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
+COUNT_PREFIXES = ("n_", "errors_at_")
+"""Counts (n_chains, n_incomplete, n_failed_requests, errors_at_*): always a number, never null or NaN."""
 NA = float("nan")
 """A metric lmms-eval could not compute (NaN or null in its file, e.g. no complete chain under --limit): "n/a"."""
 
@@ -106,9 +108,15 @@ def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
     return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
 
 
-def checked_value(value: Any, where: str, percent: bool) -> float | int:
-    """Return a metric value as read (NaN or null as NA); refuse a non-number, or a percentage outside 0-100."""
+def checked_value(value: Any, where: str, percent: bool, count: bool = False) -> float | int:
+    """Return a metric value as read (NaN or null as NA); refuse a non-number, or a percentage outside 0-100.
+
+    A count is never NA: the harness always computes it, so a null or NaN count means a damaged file.
+    """
     if value is None or is_na(value):
+        if count:
+            shown = "null" if value is None else "NaN"
+            raise ReportError(f"{where}: {shown} where a count is expected (counts are never n/a); the file is damaged")
         return NA
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ReportError(f"{where}: {value!r} is not a number")
@@ -120,9 +128,11 @@ def checked_value(value: Any, where: str, percent: bool) -> float | int:
 
 
 def _hvcu_metrics(values: dict[str, Any], where: str) -> dict[str, float | int]:
-    """Return an HVCU-Bench task's metrics, each checked: percentages within 0-100, counts >= 0."""
+    """Return an HVCU-Bench task's metrics, each checked: percentages within 0-100, counts >= 0 and never n/a."""
     return {
-        name: checked_value(value, f"{where}: {name}", name.startswith(PERCENT_PREFIXES))
+        name: checked_value(
+            value, f"{where}: {name}", name.startswith(PERCENT_PREFIXES), count=name.startswith(COUNT_PREFIXES)
+        )
         for name, value in _metric_values(values).items()
     }
 
@@ -192,7 +202,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 if verdicts:
                     model.chains.setdefault(setting, {})[family] = verdicts
                 model.dataset.add("smoke sample" if m.group("sample") else "HVCU-Bench")
-                if limit is not None or (metrics.get("n_incomplete") or 0) > 0:
+                if limit is not None or metrics.get("n_incomplete", 0) != 0:  # a count: checked above, never NaN
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")

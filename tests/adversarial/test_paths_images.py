@@ -482,3 +482,16 @@ def test_build_bench_config_numbers_out_of_range_are_refused(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert rc == 2 and server.requests == []
     assert setting.split(":")[0] in err
+
+
+def test_build_bench_manifest_ids_that_differ_only_by_case_are_refused(tmp_path: Path, capsys) -> None:
+    from generation.bench.manifest import read_manifest
+    from hvcu_tasks.schema import DataError
+
+    image = tmp_path / "a.png"
+    Image.new("RGB", (8, 8), "red").save(image)
+    manifest = tmp_path / "m.jsonl"
+    rows = [{"image": str(image), "family": "affective", "aspect": "joy", "id": sid} for sid in ("Joy_1", "joy_1")]
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match="'joy_1' repeats .*'Joy_1'"):
+        read_manifest(manifest)
