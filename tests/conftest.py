@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -161,3 +162,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for test in items:
         if ADVERSARIAL_DIR in Path(str(test.fspath)).resolve().parents:
             test.add_marker(pytest.mark.adversarial)
+
+
+def full_disk(monkeypatch, at_call: int) -> None:
+    """Make the `at_call`-th file write put half its data on disk and fail with ENOSPC (a disk filling up)."""
+    calls = {"n": 0}
+    for method in ("write_text", "write_bytes"):
+        real = getattr(Path, method)
+
+        def write(self: Path, data, *args, _real=real, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == at_call:
+                _real(self, data[: len(data) // 2], *args, **kwargs)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+            return _real(self, data, *args, **kwargs)
+
+        monkeypatch.setattr(Path, method, write)

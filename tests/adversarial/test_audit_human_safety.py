@@ -7,17 +7,16 @@ is read back exactly; a name that could leave its folder is refused with one lin
 from __future__ import annotations
 
 import csv
-import errno
 import html
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import full_disk
 from PIL import Image
 
 from generation.audit.rounds import import_verdicts, round_verdicts, start_audit
@@ -49,22 +48,6 @@ def one_line_error(err: str) -> str:
 
 def files_under(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
-
-
-def full_disk(monkeypatch, at_call: int) -> None:
-    """Make the `at_call`-th file write put half its data on disk and fail with ENOSPC (a disk filling up)."""
-    calls = {"n": 0}
-    for method in ("write_text", "write_bytes"):
-        real = getattr(Path, method)
-
-        def write(self: Path, data, *args, _real=real, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == at_call:
-                _real(self, data[: len(data) // 2], *args, **kwargs)
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-            return _real(self, data, *args, **kwargs)
-
-        monkeypatch.setattr(Path, method, write)
 
 
 def level(n: int, question: str | None = None, options: dict[str, str] | None = None) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import item
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from PIL import Image
@@ -35,22 +36,6 @@ HUB_IMPL = "Chime316/HVCU-Bench[Implication_Understanding]"
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def item(sid: object, answers: str = "ABC") -> dict:
-    """Return one authors'-format item (as tests/conftest.py writes it) whose levels have these answers."""
-    return {
-        "id": sid,
-        "qa_levels": [
-            {
-                "level": n,
-                "question": f"Question at level {n}?",
-                "options": [{"option_key": k, "option_text": f"option {k} of level {n}"} for k in "ABCD"],
-                "correct_answer_key": a,
-            }
-            for n, a in enumerate(answers, start=1)
-        ],
-    }
 
 
 def png(size: tuple[int, int] = (8, 8), noise: bool = False) -> bytes:

@@ -7,16 +7,15 @@ special characters, NaN/null metrics show as "n/a" (JSON null), files are whole 
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import full_disk
 
 from hvcu_tasks.cli import main
 
@@ -286,22 +285,6 @@ def test_chains_out_is_never_left_half_written(tmp_path: Path, capsys) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chains.jsonl", "run"]
 
 
-def full_disk(monkeypatch, at_call: int) -> None:
-    """Make the `at_call`-th file write put half its data on disk and fail with ENOSPC (a disk filling up)."""
-    calls = {"n": 0}
-    for method in ("write_text", "write_bytes"):
-        real = getattr(Path, method)
-
-        def write(self: Path, data, *args, _real=real, **kwargs):
-            calls["n"] += 1
-            if calls["n"] == at_call:
-                _real(self, data[: len(data) // 2], *args, **kwargs)
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-            return _real(self, data, *args, **kwargs)
-
-        monkeypatch.setattr(Path, method, write)
-
-
 def test_chains_out_on_a_full_disk_leaves_no_file_and_a_rerun_works(tmp_path: Path, capsys, monkeypatch) -> None:
     samples_file(tmp_path / "run", 5)
     out = tmp_path / "chains.jsonl"
@@ -390,7 +373,7 @@ def test_score_shows_n_a_when_no_chain_is_complete(tmp_path: Path, capsys) -> No
     path = authors_file(tmp_path, [turn(1), turn(2)])  # level 3 never asked: no complete chain
     code, out, _ = run("score", str(path), "--format", "json", capsys=capsys)
     assert code == 0 and "NaN" not in out
-    family = json.loads(out)["families"]["implication"]
+    family = json.loads(out)[0]["families_official"]["implication"]
     assert family["acc_full"] is None and family["acc"]["conn"] is None and family["acc"]["perc"] == 100.0
     code, out, _ = run("score", str(path), capsys=capsys)
     assert code == 0 and "n/a" in out and "nan" not in out.replace("n/a", "")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import item
 from PIL import Image
 
 from hvcu_tasks import validate as validate_module
@@ -29,22 +30,6 @@ from hvcu_tasks.report.runs import ReportError, read_runs
 from hvcu_tasks.schema import DataError
 
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
-
-
-def item(sid: object, answers: str = "ABC") -> dict:
-    """Return one authors'-format item whose three levels have these answers."""
-    return {
-        "id": sid,
-        "qa_levels": [
-            {
-                "level": n,
-                "question": f"Question at level {n}?",
-                "options": [{"option_key": k, "option_text": f"option {k} of level {n}"} for k in "ABCD"],
-                "correct_answer_key": a,
-            }
-            for n, a in enumerate(answers, start=1)
-        ],
-    }
 
 
 def write_family(root: Path, family: str, items: list[dict]) -> Path:
