@@ -7,7 +7,8 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,24 @@ def swap_folder(new: Path, target: Path) -> Path | None:
     return old
 
 
+@contextmanager
+def swapped_in(dest: Path) -> Iterator[Path]:
+    """Yield an empty temporary sibling of folder `dest` to fill; on success it replaces `dest`, else it is removed.
+
+    The old `dest` is deleted only after the swap, so at any moment `dest` is the old version or the new one.
+    """
+    new = building_folder(dest)
+    try:
+        new.mkdir(parents=True)
+        yield new
+        old = swap_folder(new, dest)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def replace_bench(dest: Path, families: Sequence[str], items: Sequence[SourceItem]) -> None:
     """Write items as a benchmark (like `write_bench`) in a temporary sibling of `dest`, then swap it in.
 
@@ -147,15 +166,7 @@ def replace_bench(dest: Path, families: Sequence[str], items: Sequence[SourceIte
     the old one, or, after a kill between the two renames, none; the next run clears the leftovers.
     """
     clear_leftovers(dest)
-    new = building_folder(dest)
-    try:
-        new.mkdir(parents=True)
+    with swapped_in(dest) as new:
         write_bench(new, families, items)
         if families:
             load_path(new, families).raise_for_problems()
-        old = swap_folder(new, dest)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

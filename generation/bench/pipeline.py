@@ -18,15 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.audit.bench import (
-    SourceItem,
-    bench_families,
-    building_folder,
-    clear_leftovers,
-    image_path,
-    read_bench,
-    swap_folder,
-)
+from generation.audit.bench import SourceItem, bench_families, clear_leftovers, image_path, read_bench, swapped_in
 from generation.bench.build import BuildConfig, build_item, calls_of
 from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
@@ -116,18 +108,11 @@ def _write_family(
     are complete are they renamed into place, back to back (the images first: a benchmark that only grows
     keeps every image its old JSON names). A failure before that leaves the previous family untouched.
     """
-    new = building_folder(image_dir)
-    try:
+    # Exits innermost first: the image folder is swapped in, then the JSON is renamed over the old one.
+    with atomic_path(json_path) as tmp, swapped_in(image_dir) as new:
         for src, sid in images:
             _copy_image(src, new, sid)
-        with atomic_path(json_path) as tmp:
-            tmp.write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            old = swap_folder(new, image_dir)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        tmp.write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def read_base(base: Path) -> dict[str, list[SourceItem]]:
