@@ -7,11 +7,12 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
-from hvcu_tasks.metrics import FamilyScores, overall_score, score_family
+from hvcu_tasks.metrics import FamilyScores
 from hvcu_tasks.schema import DataError
 
 
@@ -34,23 +35,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> dict:
-    """Score authors' result files and return the JSON-ready summary (families and Overall Score)."""
-    from hvcu_tasks.rescore import outcomes_from_results, read_authors_results
+def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> list[dict]:
+    """Score authors' result files and folders: one JSON-ready entry per (model, setting), with its Overall Score."""
+    from hvcu_tasks.rescore import score_runs
 
-    by_family: dict[str, list] = {}
-    for path in paths:
-        preds = read_authors_results(path, family, require_raw=reparse)
-        for outcome in outcomes_from_results(preds, reparse=reparse):
-            by_family.setdefault(outcome.family, []).append(outcome)
-    scores = {f: score_family(by_family[f]) for f in FAMILIES if f in by_family}
-    complete = len(scores) == len(FAMILIES)
-    return {
-        "families": {f: s.to_dict() for f, s in scores.items()},
-        "overall_score": overall_score([s.acc_full for s in scores.values()]) if complete else None,
-        "note": None if complete else f"Overall Score needs all of {list(FAMILIES)}; got {list(scores)}",
-        "parser": "hvcu parse_choice on raw replies" if reparse else "model_response_key as stored",
-    }
+    return score_runs(paths, family, reparse)
 
 
 def _number(value: float, spec: str) -> str:
@@ -58,35 +47,47 @@ def _number(value: float, spec: str) -> str:
     return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
-def _print_table(summary: dict) -> None:
-    """Print the score summary as a table in the paper's layout."""
+def _print_table(summary: list[dict]) -> None:
+    """Print one table per (model, setting) in the paper's layout, both parsers side by side, then its Overall Score."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="HVCU-Bench scores (percent)")
-    for col in ["family", "n", "Acc_perc", "Acc_bridge", "Acc_conn", "Acc_full", "invalid p/b/c", "first error p/b/c"]:
-        table.add_column(col, justify="left" if col == "family" else "right")
-    for family, d in summary["families"].items():
-        s = FamilyScores(**d)
-        names = list(LEVEL_NAMES.values())
-        table.add_row(
-            family,
-            str(s.n_samples),
-            *(_number(s.acc[n], ".2f") for n in names),
-            _number(s.acc_full, ".2f"),
-            "/".join(_number(s.invalid[n], ".1f") for n in names),
-            "/".join(str(s.error_counts[n]) for n in names),
-        )
-    console = Console(width=max(Console().width, 110))
-    console.print(table)
-    if summary["overall_score"] is not None:
-        console.print(f"Overall Score: {_number(summary['overall_score'], '.2f')}")
-    else:
-        console.print(summary["note"])
+    console = Console(width=max(Console().width, 120))
+    names = list(LEVEL_NAMES.values())
+    for run in summary:
+        model = run["model"] or "(model not named)"
+        title = f"{model} · {run['setting'] or 'setting unknown'} — HVCU-Bench scores (percent)"
+        table = Table(title=title, caption=f"official: {run['parser_official']}")
+        columns = ["family", "parser", "n", "Acc_perc", "Acc_bridge", "Acc_conn", "Acc_full"]
+        for col in [*columns, "invalid p/b/c", "first error p/b/c"]:
+            table.add_column(col, justify="left" if col in {"family", "parser"} else "right")
+        for family in FAMILIES:
+            rows = [("hvcu", run["families"].get(family)), ("official", run["families_official"].get(family))]
+            for parser, d in rows:
+                if d is None:
+                    continue
+                s = FamilyScores(**d)
+                table.add_row(
+                    family,
+                    parser,
+                    str(s.n_samples),
+                    *(_number(s.acc[n], ".2f") for n in names),
+                    _number(s.acc_full, ".2f"),
+                    "/".join(_number(s.invalid[n], ".1f") for n in names),
+                    "/".join(str(s.error_counts[n]) for n in names),
+                )
+        console.print(table)
+        scores = [("hvcu parser", run["overall_score"]), ("authors' rule", run["overall_score_official"])]
+        for label, value in scores:
+            if value is not None:
+                console.print(f"Overall Score ({label}): {_number(value, '.2f')}")
+        if run["note"]:
+            console.print(f"note: {run['note']}")
+        console.print()
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    """Re-score authors' result files."""
+    """Re-score authors' result files: one table (or JSON entry) per model and setting."""
     from hvcu_tasks.report.render import json_safe
 
     summary = score_files(args.files, args.family, args.reparse)
@@ -200,10 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--no-decode", action="store_true", help="do not decode every image (faster)")
     val.set_defaults(func=_cmd_validate)
 
-    score = sub.add_parser("score", help="re-score the authors' evaluation result files")
-    score.add_argument("files", nargs="+", type=Path)
-    score.add_argument("--family", help="family of every file when the file name does not say it")
-    score.add_argument("--reparse", action="store_true", help="parse the raw replies with hvcu's parser")
+    score = sub.add_parser(
+        "score", help="re-score the authors' result files (Result/<Family>/<Indep|Context>/<model>.json, or folders)"
+    )
+    score.add_argument("files", nargs="+", type=Path, help="result files or folders (searched recursively)")
+    score.add_argument("--family", help="family of every file when neither its path nor its content says it")
+    score.add_argument(
+        "--reparse", action="store_true", help="parse the raw replies with both hvcu's parser and the authors' rule"
+    )
     score.add_argument("--format", choices=["table", "json"], default="table")
     score.set_defaults(func=_cmd_score)
 
@@ -256,23 +261,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StdoutClosed(BrokenPipeError):
+    """Writing to stdout failed because its reader went away (`hvcu chains | head`)."""
+
+
+class _GuardedStdout:
+    """Stdout as the commands see it: a broken pipe while writing here is raised as _StdoutClosed."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _guard(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._stream, method)(*args)
+        except _StdoutClosed:
+            raise
+        except BrokenPipeError as exc:
+            raise _StdoutClosed(*exc.args) from exc
+
+    def write(self, text: str) -> int:
+        """Write to stdout, marking a broken pipe as stdout's."""
+        return self._guard("write", text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        """Write lines to stdout, marking a broken pipe as stdout's (not one raised while making the lines)."""
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        """Flush stdout, marking a broken pipe as stdout's."""
+        self._guard("flush")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `hvcu` command line and return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return code
-    except BrokenPipeError:  # `hvcu chains | head`: the reader has what it wanted; leave quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except _StdoutClosed:  # `hvcu chains | head`: the reader has what it wanted; leave quietly
+        try:  # what is still buffered goes nowhere at exit, instead of a second broken pipe
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        except (OSError, ValueError):  # no file descriptor (a test's stream): nothing to flush at exit
+            pass
         return 141  # 128 + SIGPIPE, as a shell reports a process stopped by a closed pipe
     except (DataError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError as exc:  # not stdout: a model server or a child process closed its end
+        print(f"error: a connection or pipe closed while this command was writing to it ({exc})", file=sys.stderr)
+        return 1
     except OSError as exc:  # a full disk, a read-only folder: one line naming the file, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ DATA_DIRS = [
     "hvcu_tasks/tasks",
     "hvcu_tasks/smoke/data",
     "hvcu_tasks/report",
+    "hvcu_tasks/examples",
     "generation/prompts",
     "generation/perturb/examples",
     "training/configs",

@@ -13,10 +13,10 @@ from hvcu_tasks.rescore import read_authors_results
 
 
 def test_scores_every_family_and_the_overall_score(authors_results: Path) -> None:
-    summary = score_files(sorted(authors_results.iterdir()))
-    assert summary["overall_score"] == SMOKE_SCORE
+    (summary,) = score_files(sorted(authors_results.iterdir()))  # no model name or setting: one unnamed run
+    assert summary["overall_score_official"] == SMOKE_SCORE  # the stored keys are the authors' rule's output
     for family, expected in SMOKE_EXPECTED.items():
-        fam = summary["families"][family]
+        fam = summary["families_official"][family]
         flat = {
             **{f"acc_{k}": v for k, v in fam["acc"].items()},
             "acc_full": fam["acc_full"],
@@ -30,20 +30,20 @@ def test_scores_every_family_and_the_overall_score(authors_results: Path) -> Non
 
 
 def test_one_family_gives_no_overall_score(authors_results: Path) -> None:
-    summary = score_files([authors_results / "results_Aesthetic-Appreciation.json"])
-    assert summary["overall_score"] is None
-    assert "needs all of" in summary["note"]
+    (summary,) = score_files([authors_results / "results_Aesthetic-Appreciation.json"])
+    assert summary["overall_score_official"] is None
+    assert "missing: implication, affective" in summary["note"]
 
 
 def test_json_output_of_the_cli(authors_results: Path, capsys) -> None:
     assert main(["score", *map(str, sorted(authors_results.iterdir())), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["overall_score"] == SMOKE_SCORE
+    assert json.loads(capsys.readouterr().out)[0]["overall_score_official"] == SMOKE_SCORE
 
 
 def test_table_output_of_the_cli(authors_results: Path, capsys) -> None:
     assert main(["score", *map(str, sorted(authors_results.iterdir()))]) == 0
     out = capsys.readouterr().out
-    assert f"Overall Score: {SMOKE_SCORE:.2f}" in out
+    assert f"Overall Score (authors' rule): {SMOKE_SCORE:.2f}" in out
     assert "implication" in out and "80.00" in out
 
 
@@ -55,8 +55,8 @@ def test_reparse_applies_our_parser_to_raw_replies(tmp_path: Path) -> None:
     ]
     path = tmp_path / "Implication-Understanding_results.json"
     path.write_text(json.dumps({"predictions": [{"id": 1, "conversation_turns": turns}]}))
-    theirs = score_files([path])["families"]["implication"]
-    ours = score_files([path], reparse=True)["families"]["implication"]
+    theirs = score_files([path])[0]["families_official"]["implication"]
+    ours = score_files([path], reparse=True)[0]["families"]["implication"]
     assert theirs["acc_full"] == 0.0 and theirs["invalid"]["perc"] == 100.0
     assert ours["acc"] == {"perc": 100.0, "bridge": 100.0, "conn": 0.0}  # 'Red.' names no option C text here
 
