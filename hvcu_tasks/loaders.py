@@ -290,22 +290,36 @@ def _first(row: Mapping[str, Any], names: Iterable[str]) -> str | None:
     return next((n for n in names if n in row), None)
 
 
+FLAT_PREFIXES = ("l{n}_", "level{n}_", "level_{n}_", "L{n}_")
+"""Prefixes of flat level columns (l1_question, level_2_options, L3_answer, ...)."""
+
+
+def _flat_prefix(columns: Iterable[str], n: int) -> str | None:
+    """Return the prefix under which level `n` has question, options and answer columns, if any."""
+    names = set(columns)
+    for prefix in (p.format(n=n) for p in FLAT_PREFIXES):
+        answer = prefix + "answer" in names or prefix + "correct_answer_key" in names
+        if prefix + "question" in names and prefix + "options" in names and answer:
+            return prefix
+    return None
+
+
 def _flat_levels(row: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """Rebuild qa_levels from flat columns such as l1_question / level_1_options / l1_answer."""
+    """Rebuild qa_levels from flat columns such as l1_question / level_1_options / l1_answer (None: not that layout)."""
     levels = []
     for n in (1, 2, 3):
-        prefixes = [f"l{n}_", f"level{n}_", f"level_{n}_", f"L{n}_"]
-        found = None
-        for p in prefixes:
-            q = row.get(p + "question")
-            o = row.get(p + "options")
-            a = row.get(p + "answer", row.get(p + "correct_answer_key"))
-            if q is not None and o is not None and a is not None:
-                found = {"level": n, "question": q, "options": o, "correct_answer_key": a}
-                break
-        if found is None:
+        prefix = _flat_prefix(row, n)
+        if prefix is None:
             return None
-        levels.append(found)
+        answer = row.get(prefix + "answer", row.get(prefix + "correct_answer_key"))
+        levels.append(
+            {
+                "level": n,
+                "question": row[prefix + "question"],
+                "options": row[prefix + "options"],
+                "correct_answer_key": answer,
+            }
+        )
     return levels
 
 
@@ -314,7 +328,8 @@ def describe_expected_columns() -> str:
     return (
         f"an id column (one of {list(ID_COLUMNS)}), an image column (one of {list(IMAGE_COLUMNS)}) and "
         f"either a levels column (one of {list(LEVELS_COLUMNS)}) holding the authors' qa_levels list or "
-        "flat columns l1_question/l1_options/l1_answer ... l3_answer"
+        "flat columns l1_question/l1_options/l1_answer ... l3_answer; optionally an aspect column "
+        f"(one of {list(ASPECT_COLUMNS)}, else the aspect is read from the id's prefix)"
     )
 
 
@@ -326,15 +341,25 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str)
         id_col = _first(row, ID_COLUMNS)
         img_col = _first(row, IMAGE_COLUMNS)
         lv_col = _first(row, LEVELS_COLUMNS)
-        levels = row[lv_col] if lv_col else _flat_levels(row)
-        if id_col is None or img_col is None or levels is None:
+        levels = row[lv_col] if lv_col else _flat_levels(row)  # by column names: a null cell is the record's problem
+        missing = [
+            what
+            for what, absent in (
+                ("id column", id_col is None),
+                ("image column", img_col is None),
+                ("levels column or flat level columns", lv_col is None and levels is None),
+            )
+            if absent
+        ]
+        if missing:
             raise DataError(
                 [
                     Problem(
                         source,
                         f"#{index}",
                         "columns",
-                        f"unrecognised layout: expected {describe_expected_columns()}; found columns {sorted(row)}",
+                        f"unrecognised layout (no {', no '.join(missing)}): expected {describe_expected_columns()}; "
+                        f"found columns {sorted(row)}",
                     )
                 ]
             )
@@ -360,7 +385,10 @@ def load_parquet(path: Path, family: str | None = None) -> LoadResult:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises many types for a bad file
         return LoadResult(problems=[Problem(str(path), "-", "file", f"cannot read parquet: {exc}")])
-    return rows_to_samples(table.to_pylist(), family, str(path))
+    try:
+        return rows_to_samples(table.to_pylist(), family, str(path))
+    except DataError as exc:  # unknown columns: reported for this file, the other files still load
+        return LoadResult(problems=list(exc.problems))
 
 
 def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) -> LoadResult:
@@ -396,7 +424,10 @@ def _image_column_of(columns: list[str], source: str) -> str:
         raise DataError(
             [
                 Problem(
-                    source, "-", "columns", f"no image column; expected {describe_expected_columns()}; found {columns}"
+                    source,
+                    "-",
+                    "columns",
+                    f"no image column; expected {describe_expected_columns()}; found columns {sorted(columns)}",
                 )
             ]
         )

@@ -21,13 +21,25 @@ from pathlib import Path
 
 from PIL import Image, ImageFile
 
-from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.families import ASPECTS, FAMILIES
 from hvcu_tasks.files import name_key
-from hvcu_tasks.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
 
 DATA_ENV = "HVCU_BENCH_DATA"
 HUB_PROBE_TIMEOUT_S = 3.0
+
+PUBLISHED_COUNTS = ASPECTS
+"""Samples per family and aspect in the published benchmark (families.ASPECTS: one table, not a copy)."""
+PUBLISHED_SOURCE = (
+    "the dataset card of Chime316/HVCU-Bench (huggingface.co/datasets/Chime316/HVCU-Bench), "
+    "whose counts agree with the paper's Table 5"
+)
+PUBLISHED_TOTAL = sum(sum(c.values()) for c in PUBLISHED_COUNTS.values())
+FULL_COPY_SHARE = 0.9
+"""A local copy with at least this share of the published samples is taken for a copy of the benchmark."""
+CARD = "the published dataset card"
+ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)}, else from the id's prefix)"
 
 _VERDICTS: dict[tuple, str | None] = {}
 """Image verdicts of this process: key -> None (decodes) or why it does not."""
@@ -39,6 +51,10 @@ class ValidationReport:
 
     problems: list[Problem] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    count_warnings: list[str] = field(default_factory=list)
+    """One line per difference from the published dataset card (warnings: they do not make the data invalid)."""
+    count_note: str | None = None
+    """Whether the counts were compared with the card and matched, or why they were not compared."""
 
     @property
     def ok(self) -> bool:
@@ -198,6 +214,49 @@ def load_family(source: str, family: str) -> list[Sample]:
     return loaded.samples
 
 
+def count_differences(counts: dict[str, dict[str, int]]) -> list[str]:
+    """Return one warning line per count that differs from the published dataset card: in all, family, aspect."""
+    total = sum(sum(c.values()) for c in counts.values())
+    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
+    for family, published in PUBLISHED_COUNTS.items():
+        found = counts.get(family, {})
+        size, expected = sum(found.values()), sum(published.values())
+        if size != expected:
+            lines.append(f"warning: {family}: {size} sample(s); {CARD} has {expected}")
+        if size == 0:
+            continue  # the family line says it all
+        for aspect, want in published.items():
+            if found.get(aspect, 0) != want:
+                lines.append(f"warning: {family}/{aspect}: {found.get(aspect, 0)} sample(s); {CARD} has {want}")
+        for aspect, got in found.items():
+            if aspect not in published:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
+    return lines
+
+
+def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[list[str], str | None]:
+    """Return (warnings, note): the hub and full-size local copies are compared with the card, other data is not.
+
+    The smoke sample and custom or partial data are not the benchmark: a note says so instead of a warning
+    per aspect. A local copy counts as full-size from FULL_COPY_SHARE of the published samples, so that a copy
+    that lost some items is still compared.
+    """
+    total = sum(sum(c.values()) for c in counts.values())
+    if total == 0:
+        return [], None  # nothing loaded: the problems say why
+    if _is_hub(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
+        warnings = count_differences(counts)
+        families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
+        if warnings:
+            return warnings, f"counts compared with {PUBLISHED_SOURCE}: {len(warnings)} difference(s)"
+        return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
+    return (
+        [],
+        f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}; "
+        "counts not compared with its dataset card",
+    )
+
+
 def validate(source: str, decode_images: bool = True) -> ValidationReport:
     """Check a dataset given as a local path, 'hub[:REPO]' or 'smoke' and return the report."""
     report = ValidationReport()
@@ -207,7 +266,10 @@ def validate(source: str, decode_images: bool = True) -> ValidationReport:
             if _is_hub(source):
                 _check_hub(source)
             for family in FAMILIES:
-                loaded.extend(load_source(source, family))
+                try:
+                    loaded.extend(load_source(source, family))
+                except DataError as exc:  # e.g. unknown columns in one split: the other splits are still checked
+                    report.problems.extend(exc.problems)
         else:
             loaded.extend(load_path(Path(source).expanduser()))
     except DataError as exc:
@@ -215,4 +277,5 @@ def validate(source: str, decode_images: bool = True) -> ValidationReport:
     report.problems.extend(loaded.problems)
     report.problems.extend(check_samples(loaded.samples, decode_images))
     report.counts = family_counts(loaded.samples)
+    report.count_warnings, report.count_note = compare_with_card(report.counts, source)
     return report

@@ -43,14 +43,14 @@ def test_base_and_context_runs_of_one_model_merge_into_one_row(tmp_path: Path) -
     (model,) = read_runs([tmp_path / "a", tmp_path / "b"])
     assert model.model == "Qwen/X" and model.score("base") == 60.0 and model.score("context") == 70.0
     table = base_vs_context_table([model], reference=False)
-    assert table.rows[3][:3] == ["Qwen/X", "context", "Impl."] and table.rows[3][-1] == 10.0
+    assert table.rows[3][:3] == ["Qwen/X", "context", "Impl."] and table.rows[3][-3] == 10.0  # Δ Score
 
 
 def test_table2_puts_paper_rows_first_and_marks_them(tmp_path: Path) -> None:
     write_results(tmp_path, families("hvcu_bench"))
     table = setting_table(read_runs([tmp_path]), "base")
     assert table.rows[0][0] == "Human [paper]" and table.rows[-1][0] == "Qwen/X"
-    assert table.rows[-1][-1] == 60.0
+    assert table.rows[-1][-2] == 60.0  # Score; the last column is Score (official)
     assert any("Table 2" in n for n in table.notes)
 
 
@@ -60,8 +60,8 @@ def test_a_missing_family_is_partial_and_has_no_score(tmp_path: Path) -> None:
     (model,) = read_runs([write_results(tmp_path, tasks)])
     assert model.score("base") is None and model.partial("base")
     table = setting_table([model], "base", reference=False)
-    assert table.rows[0][0] == "Qwen/X*" and table.rows[0][-1] is None
-    assert "missing affective (no Overall Score)" in table.notes[0]
+    assert table.rows[0][0] == "Qwen/X*" and table.rows[0][-2] is None
+    assert any("missing affective (no Overall Score)" in n for n in table.notes)
 
 
 def test_a_limited_run_is_partial(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
     json_out = tmp_path / "j"
     assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(json_out)]) == 0
     tables = json.loads((json_out / "report.json").read_text())
-    assert tables[0]["name"] == "table2_base" and tables[0]["rows"][-1][-1] == 60.0
+    assert tables[0]["name"] == "table2_base" and tables[0]["rows"][-1][-2] == 60.0
 
 
 def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:

@@ -29,9 +29,11 @@ CHROMIUM_FLAGS = [
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("page")
-    write_results(root / "a", families("hvcu_bench", acc_full=33.0))
-    write_results(root / "b", families("hvcu_bench_context", acc_full=44.0))
-    write_results(root / "c", families("hvcu_bench", acc_full=95.0), model_args="model=Strong/Y")
+    write_results(root / "a", families("hvcu_bench", acc_full=33.0, acc_full_official=33.0))
+    write_results(root / "b", families("hvcu_bench_context", acc_full=44.0, acc_full_official=44.0))
+    write_results(
+        root / "c", families("hvcu_bench", acc_full=95.0, acc_full_official=95.0), model_args="model=Strong/Y"
+    )
     out = root / "site"
     assert (
         main(["report", str(root / "a"), str(root / "b"), str(root / "c"), "--format", "html", "--out", str(out)]) == 0
@@ -68,7 +70,8 @@ def test_dom_shows_the_tables_and_figures_a_reader_expects(page: Path, tmp_path:
 
 
 def test_sorting_by_score_puts_the_best_model_first(page: Path, tmp_path: Path) -> None:
-    dom = chromium("--dump-dom", page.as_uri() + "#sort=table2_base:13:desc", tmp=tmp_path)
+    # Column 14 is Score (official), the one the [paper] rows fill (the last cell of each row).
+    dom = chromium("--dump-dom", page.as_uri() + "#sort=table2_base:14:desc", tmp=tmp_path)
     table = dom[dom.index('id="table2_base"') :]
     table = table[: table.index("</table>")]
     rows = re.findall(r"<tr[^>]*><td>([^<]*)</td>.*?<td>([^<]*)</td></tr>", table)

@@ -88,7 +88,9 @@ def render_page(tables: list[Table], figures: list[Path], title: str = "HVCU-Ben
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
-        "<p class='notes'>Click a column header to sort. Rows marked [paper] are the paper's published numbers.</p>"
+        "<p class='notes'>Click a column header to sort. Rows marked [paper] are the paper's published numbers, "
+        "computed with the authors' parser: compare them with the Score (official) column. "
+        "‡ marks a model whose two Scores differ by more than 1 point (see the notes under its table).</p>"
         + "".join(_table_html(t) for t in tables)
         + (f"<section><h2>Figures</h2>{figure_html}</section>" if figure_html else "")
         + f"<script>{SCRIPT}</script></body></html>\n"

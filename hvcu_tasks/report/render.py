@@ -60,6 +60,7 @@ _LATEX_ESCAPES = {
     "Δ": r"$\Delta$",
     "–": "--",
     "†": r"\dag{}",
+    "‡": r"\ddag{}",
 }
 
 

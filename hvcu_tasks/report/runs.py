@@ -16,6 +16,10 @@ from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = [f"acc_{n}" for n in LEVEL_NAMES.values()] + ["acc_full"]
+FULL_METRIC = "acc_full"
+"""Full-chain accuracy with this toolkit's answer parser: the family's part of our Overall Score."""
+OFFICIAL_FULL_METRIC = "acc_full_official"
+"""The same replies under the authors' answer-parsing rule: the part of the paper-comparable Score."""
 PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
 COUNT_PREFIXES = ("n_", "errors_at_")
 """Counts (n_chains, n_incomplete, n_failed_requests, errors_at_*): always a number, never null or NaN."""
@@ -57,17 +61,21 @@ class ModelResult:
     chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
 
-    def score(self, setting: str) -> float | None:
-        """Return the Overall Score of a setting: None unless all three families are present, NA if one is n/a."""
+    def score(self, setting: str, metric: str = FULL_METRIC) -> float | None:
+        """Return the Overall Score of a setting: None unless all three families have `metric`, NA if one is n/a."""
         fams = self.settings.get(setting, {})
         if set(fams) != set(FAMILIES):
             return None
-        values = [fams[f].get("acc_full") for f in FAMILIES]
+        values = [fams[f].get(metric) for f in FAMILIES]
         if any(v is None for v in values):
             return None
         if any(is_na(v) for v in values):
             return NA
         return overall_score(values)  # type: ignore[arg-type]
+
+    def official_score(self, setting: str) -> float | None:
+        """Return the paper-comparable Overall Score (authors' parser); None when the results files lack it."""
+        return self.score(setting, OFFICIAL_FULL_METRIC)
 
     def partial(self, setting: str) -> bool:
         """Whether the setting lacks a family or was run on a subset."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names, is_na
+from hvcu_tasks.report.runs import LEVEL_METRICS, OFFICIAL_FULL_METRIC, ModelResult, aspect_names, is_na
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
@@ -19,6 +19,20 @@ NA_NOTE = (
 PAPER_MARK = "[paper]"
 PARTIAL_MARK = "*"
 SMOKE_MARK = "†"
+DISAGREE_MARK = "‡"
+DISAGREE_POINTS = 1.0
+"""A model whose Score and Score (official) differ by more than this many points is flagged."""
+SCORE = "Score"
+OFFICIAL_SCORE = "Score (official)"
+SCORE_NOTE = (
+    f"{SCORE}: the Overall Score with this toolkit's answer parser (it also reads replies such as "
+    f"'The answer is (B).'); {OFFICIAL_SCORE}: the same replies under the authors' parser "
+    f"({OFFICIAL_FULL_METRIC}), the one comparable with the paper's numbers."
+)
+PAPER_NOTE = (
+    f"computed with the authors' parser, so they are comparable with {OFFICIAL_SCORE}; their "
+    f"{SCORE} under this toolkit's parser is not known (–), and their per-family accuracies are the authors' too."
+)
 
 
 @dataclass
@@ -32,10 +46,47 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
-def _label(model: ModelResult, setting: str) -> str:
-    """Return a model's row label, starred when partial, daggered when run on the smoke sample."""
+def disagreement(model: ModelResult, setting: str) -> tuple[float, float] | None:
+    """Return (Score, Score (official)) when both are known and differ by more than DISAGREE_POINTS, else None."""
+    ours, official = model.score(setting), model.official_score(setting)
+    if ours is None or official is None or is_na(ours) or is_na(official):
+        return None
+    return (ours, official) if round(abs(ours - official), 9) > DISAGREE_POINTS else None
+
+
+def _label(model: ModelResult, setting: str, scores: bool = False) -> str:
+    """Return a model's row label: * partial, † smoke sample, and in Score tables (`scores`) ‡ disagreeing Scores."""
     smoke = SMOKE_MARK if model.dataset == {"smoke sample"} else ""
-    return model.model + smoke + (PARTIAL_MARK if model.partial(setting) else "")
+    disagree = DISAGREE_MARK if scores and disagreement(model, setting) else ""
+    return model.model + smoke + (PARTIAL_MARK if model.partial(setting) else "") + disagree
+
+
+def _score_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list[str]:
+    """Return the footnotes on the two Scores: what each is, which rows lack the official one, which disagree."""
+    notes = [SCORE_NOTE]
+    for m in models:
+        for s in (s for s in settings if s in m.settings):
+            if m.score(s) is not None and m.official_score(s) is None:
+                notes.append(
+                    f"{OFFICIAL_SCORE} of {m.model} ({s}) is –: its results have no {OFFICIAL_FULL_METRIC} "
+                    "(written before this toolkit reported it); rerun the evaluation to get it."
+                )
+    for m in models:
+        for s in settings:
+            pair = disagreement(m, s)
+            if pair is None:
+                continue
+            ours, official = pair
+            why = (
+                "its answers are in a format the authors' parser misses"
+                if official < ours
+                else "the authors' parser takes a letter from replies this toolkit's parser refuses as ambiguous"
+            )
+            notes.append(
+                f"{DISAGREE_MARK} {m.model} ({s}): {SCORE} {ours:.2f} with this toolkit's parser, {official:.2f} "
+                f"with the authors' parser: {why}; only {OFFICIAL_SCORE} is comparable with the [paper] rows."
+            )
+    return notes
 
 
 def _partial_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list[str]:
@@ -49,46 +100,51 @@ def _partial_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list
 
 
 def setting_table(models: list[ModelResult], setting: str, reference: bool = True) -> Table:
-    """Table 2 (base) / Table 8 (context) layout: per family Acc_perc/bridge/conn/full, then the Score."""
+    """Table 2 (base) / Table 8 (context) layout: per family Acc_perc/bridge/conn/full, then both Scores.
+
+    The paper's rows were computed with the authors' parser: their Score goes in the official column, and
+    the column of this toolkit's parser stays empty (–) for them rather than suggest a number nobody measured.
+    """
     number = {"base": 2, "context": 8}[setting]
-    columns = ["Model"] + [f"{FAMILY_LABEL[f]} {METRIC_LABEL[m]}" for f in FAMILIES for m in LEVEL_METRICS] + ["Score"]
+    columns = ["Model"] + [f"{FAMILY_LABEL[f]} {METRIC_LABEL[m]}" for f in FAMILIES for m in LEVEL_METRICS]
+    columns += [SCORE, OFFICIAL_SCORE]
     table = Table(
         f"table{number}_{setting}", f"HVCU-Bench, {setting} setting (layout of the paper's Table {number})", columns
     )
     if reference:
         for ref in rows_for(setting):
             cells = [ref.families[f][m] for f in FAMILIES for m in LEVEL_METRICS]
-            table.rows.append([f"{ref.model} {PAPER_MARK}", *cells, ref.score])
+            table.rows.append([f"{ref.model} {PAPER_MARK}", *cells, None, ref.score])
     for model in models:
         fams = model.settings.get(setting)
         if not fams:
             continue
         cells = [fams[f].get(m) if f in fams else None for f in FAMILIES for m in LEVEL_METRICS]
-        table.rows.append([_label(model, setting), *cells, model.score(setting)])
+        row = [_label(model, setting, scores=True), *cells, model.score(setting), model.official_score(setting)]
+        table.rows.append(row)
     if reference:
-        table.notes.append(f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors.")
+        table.notes.append(
+            f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors and {PAPER_NOTE}"
+        )
+    table.notes += _score_notes(models, (setting,))
     table.notes += _partial_notes(models, (setting,))
     return table
 
 
 def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> Table:
-    """Table 3 layout: per model and family, base and context accuracies and the Score gain."""
-    columns = ["Model", "Setting", "Task", *METRIC_LABEL.values(), "Score", "Δ Score"]
+    """Table 3 layout: per model and family, base and context accuracies, and both Scores with their gains."""
+    columns = ["Model", "Setting", "Task", *METRIC_LABEL.values(), SCORE, f"Δ {SCORE}", OFFICIAL_SCORE]
+    columns.append(f"Δ {OFFICIAL_SCORE}")
     table = Table("table3_base_vs_context", "Base vs context setting (layout of the paper's Table 3)", columns)
 
-    def add(name: str, setting: str, fams: dict[str, dict[str, float | None]], score, delta) -> None:  # noqa: ANN001
+    def add(name: str, setting: str, fams: dict[str, dict[str, float | None]], scores: list[Cell]) -> None:
+        """Add one model's three family rows; the first carries the Scores and gains (score, Δ, official, Δ)."""
         for i, f in enumerate(FAMILIES):
             cells = [fams.get(f, {}).get(m) for m in LEVEL_METRICS]
             first = i == 0
             table.rows.append(
-                [
-                    name if first else "",
-                    setting if first else "",
-                    FAMILY_LABEL[f],
-                    *cells,
-                    score if first else None,
-                    delta if first else None,
-                ]
+                [name if first else "", setting if first else "", FAMILY_LABEL[f], *cells]
+                + (scores if first else [None] * len(scores))
             )
 
     if reference:
@@ -96,16 +152,30 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
         for base in rows_for("base"):
             if base.model in context:
                 ctx = context[base.model]
-                add(f"{base.model} {PAPER_MARK}", "base", base.families, base.score, None)
-                add(f"{base.model} {PAPER_MARK}", "context", ctx.families, ctx.score, round(ctx.score - base.score, 2))
+                name = f"{base.model} {PAPER_MARK}"
+                add(name, "base", base.families, [None, None, base.score, None])
+                add(name, "context", ctx.families, [None, None, ctx.score, round(ctx.score - base.score, 2)])
+        table.notes.append(
+            f"{PAPER_MARK} rows: the paper's Tables 2 (base) and 8 (context), reported by the paper's authors and "
+            + PAPER_NOTE
+        )
+
+    def gain(values: dict[str, float | None]) -> float | None:
+        """Return context minus base, None when either is missing (NaN stays n/a)."""
+        return None if None in values.values() else round(values["context"] - values["base"], 2)  # type: ignore[operator]
+
     for model in models:
         if not {"base", "context"} <= set(model.settings):
             continue
         scores = {s: model.score(s) for s in ("base", "context")}
-        delta = None if None in scores.values() else round(scores["context"] - scores["base"], 2)
+        official = {s: model.official_score(s) for s in ("base", "context")}
         for setting in ("base", "context"):
             fams = {f: r.metrics for f, r in model.settings[setting].items()}
-            add(_label(model, setting), setting, fams, scores[setting], delta if setting == "context" else None)
+            gains = [gain(scores), gain(official)] if setting == "context" else [None, None]
+            name = _label(model, setting, scores=True)
+            add(name, setting, fams, [scores[setting], gains[0], official[setting], gains[1]])
+    both = [m for m in models if {"base", "context"} <= set(m.settings)]
+    table.notes += _score_notes(both, ("base", "context"))
     table.notes += _partial_notes(models, ("base", "context"))
     return table
 

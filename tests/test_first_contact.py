@@ -1,0 +1,206 @@
+"""First contact with the real hub data: unknown parquet columns fail naming found and expected columns, and
+`hvcu data validate` compares per-family and per-aspect counts with the published dataset card.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import item
+from PIL import Image
+
+from hvcu_tasks.cli import main
+from hvcu_tasks.families import FAMILIES
+
+# The published dataset card of Chime316/HVCU-Bench, as the issue quotes it.
+CARD = {
+    "implication": {"metaphor": 319, "symbolism": 21, "contrast": 22, "exaggeration": 22, "dislocation": 16},
+    "aesthetic": {"color": 37, "composition": 122, "font": 97, "graphics": 94},
+    "affective": {"joy": 25, "affection": 83, "wonder": 47, "anger": 31, "fear": 81, "sadness": 33},
+}
+EXPECTED_MAPPING = "expected an id column (one of ['id', 'sample_id'"
+
+
+def _png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), "green").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+PNG = _png()
+
+
+def _rows(family: str, counts: dict[str, int]) -> list[dict]:
+    """Hub-layout rows (id, image struct, qa_levels as JSON text) for the given per-aspect counts."""
+    levels = json.dumps(item("x")["qa_levels"])
+    return [
+        {"id": f"{aspect}_{i:03d}", "image": {"bytes": PNG, "path": None}, "qa_levels": levels}
+        for aspect, n in counts.items()
+        for i in range(1, n + 1)
+    ]
+
+
+def _write_parquet_copy(root: Path, card: dict[str, dict[str, int]]) -> Path:
+    """Write a local copy in the hub's parquet layout: data/<Split>-00000-of-00001.parquet per family."""
+    (root / "data").mkdir(parents=True)
+    for family, counts in card.items():
+        split = FAMILIES[family][0]
+        pq.write_table(pa.Table.from_pylist(_rows(family, counts)), root / "data" / f"{split}-00000-of-00001.parquet")
+    return root
+
+
+def _validate(capsys, *args: str) -> tuple[int, list[str], str]:
+    code = main(["data", "validate", *args])
+    out = capsys.readouterr()
+    return code, out.out.splitlines(), out.err
+
+
+def _fake_hub(monkeypatch, rows_of) -> None:
+    """Serve `rows_of(split)` as the hub dataset (offline mode on, so no network probe)."""
+    import datasets
+
+    def load_dataset(repo, config, split, revision=None):
+        rows = rows_of(split)
+        features = {name: datasets.Value("string") for name in rows[0]}
+        if "image" in rows[0]:
+            features["image"] = datasets.Image()
+        return datasets.Dataset.from_list(rows, features=datasets.Features(features))
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+
+
+# --- unknown columns ---------------------------------------------------------------------------------------------
+
+
+def test_hub_columns_without_an_image_column_name_what_was_found_and_expected(monkeypatch, capsys) -> None:
+    _fake_hub(monkeypatch, lambda split: [{"question_id": "1", "img_path": "a.png", "conversations": "[]"}])
+    code, lines, err = _validate(capsys, "hub")
+    problems = [line for line in lines if ": columns: " in line]
+    assert code == 1 and "INVALID" in err and "Traceback" not in err
+    assert len(problems) == 3  # one per family split, not only the first
+    impl = next(p for p in problems if "[Implication_Understanding]" in p)
+    assert "found columns ['conversations', 'img_path', 'question_id']" in impl
+    assert EXPECTED_MAPPING in impl and "l1_question/l1_options/l1_answer" in impl
+
+
+def test_hub_rows_with_an_image_but_no_known_id_or_levels_name_both(monkeypatch, capsys) -> None:
+    rows = [{"uuid": "7", "image": {"bytes": PNG, "path": None}, "prompt": "?", "answer": "A"}]
+    _fake_hub(monkeypatch, lambda split: rows)
+    code, lines, _ = _validate(capsys, "hub")
+    problems = [line for line in lines if ": columns: " in line]
+    assert code == 1 and len(problems) == 3
+    assert all("found columns ['answer', 'image', 'prompt', 'uuid']" in p and EXPECTED_MAPPING in p for p in problems)
+
+
+def test_every_local_parquet_file_with_unknown_columns_gets_its_own_line(tmp_path: Path, capsys) -> None:
+    (tmp_path / "data").mkdir()
+    for family in FAMILIES:
+        split = FAMILIES[family][0]
+        rows = [{"qid": 1, "picture": PNG, "text": "?"}]
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data" / f"{split}-00000-of-00001.parquet")
+    code, lines, _ = _validate(capsys, str(tmp_path))
+    problems = [line for line in lines if ": columns: " in line]
+    assert code == 1 and len(problems) == 3
+    assert all("found columns ['picture', 'qid', 'text']" in p and EXPECTED_MAPPING in p for p in problems)
+    assert {p.split(": id=")[0].rsplit("/", 1)[-1] for p in problems} == {
+        f"{FAMILIES[f][0]}-00000-of-00001.parquet" for f in FAMILIES
+    }
+
+
+# --- counts against the published dataset card --------------------------------------------------------------------
+
+
+def test_the_published_counts_are_the_dataset_cards() -> None:
+    from hvcu_tasks.validate import PUBLISHED_COUNTS, PUBLISHED_SOURCE
+
+    assert {f: dict(c) for f, c in PUBLISHED_COUNTS.items()} == CARD
+    assert "dataset card" in PUBLISHED_SOURCE and "Chime316/HVCU-Bench" in PUBLISHED_SOURCE
+
+
+def test_a_full_copy_matching_the_card_says_so(tmp_path: Path, capsys) -> None:
+    code, lines, _ = _validate(capsys, str(_write_parquet_copy(tmp_path, CARD)), "--no-decode")
+    assert code == 0 and lines[-1] == "OK"
+    assert "1050 sample(s)" in lines
+    assert not [line for line in lines if line.startswith("warning:")]
+    assert any(line.startswith("counts match the published dataset card") for line in lines)
+
+
+def test_a_full_copy_with_other_counts_warns_per_aspect_and_family(tmp_path: Path, capsys) -> None:
+    card = json.loads(json.dumps(CARD))
+    card["implication"]["metaphor"] = 318  # one item lost
+    card["aesthetic"]["font"] = 96
+    card["aesthetic"]["graphics"] = 95  # one item under the wrong aspect: the family total still matches
+    code, lines, _ = _validate(capsys, str(_write_parquet_copy(tmp_path, card)), "--no-decode")
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert code == 0 and lines[-1].startswith("OK")  # a warning, not an error
+    assert warnings == [
+        "warning: 1049 sample(s) in all; the published dataset card has 1050",
+        "warning: implication: 399 sample(s); the published dataset card has 400",
+        "warning: implication/metaphor: 318 sample(s); the published dataset card has 319",
+        "warning: aesthetic/font: 96 sample(s); the published dataset card has 97",
+        "warning: aesthetic/graphics: 95 sample(s); the published dataset card has 94",
+    ]
+
+
+def test_samples_in_no_published_aspect_are_a_warning(tmp_path: Path, capsys) -> None:
+    card = json.loads(json.dumps(CARD))
+    card["affective"]["joy"] = 24
+    card["affective"]["surprise"] = 1  # an id prefix the card does not know: aspect 'unknown'
+    code, lines, _ = _validate(capsys, str(_write_parquet_copy(tmp_path, card)), "--no-decode")
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert code == 0
+    assert warnings == [
+        "warning: affective/joy: 24 sample(s); the published dataset card has 25",
+        "warning: affective/unknown: 1 sample(s) in no aspect of the published dataset card"
+        " (the aspect is read from a column among ['aspect', 'sub_category', 'subcategory', 'category',"
+        " 'sub_task', 'subtask', 'type'], else from the id's prefix)",
+    ]
+
+
+def test_the_hub_is_always_compared(monkeypatch, capsys) -> None:
+    by_split = {FAMILIES[f][0]: _rows(f, c) for f, c in CARD.items()}
+    by_split["Affective_Reasoning"] = by_split["Affective_Reasoning"][:-10]  # a smaller revision: 290 rows
+    _fake_hub(monkeypatch, lambda split: by_split[split])
+    code, lines, _ = _validate(capsys, "hub", "--no-decode")
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert code == 0
+    assert "warning: affective: 290 sample(s); the published dataset card has 300" in warnings
+    assert "warning: affective/sadness: 23 sample(s); the published dataset card has 33" in warnings
+
+
+@pytest.mark.parametrize("source", ["smoke", "small"])
+def test_the_smoke_sample_and_small_custom_data_are_not_compared(source: str, write_dataset, capsys) -> None:
+    if source == "small":
+        source = str(write_dataset({f: [item(f"{next(iter(CARD[f]))}_001")] for f in FAMILIES}))
+    code, lines, _ = _validate(capsys, source)
+    total = 15 if source == "smoke" else 3
+    assert code == 0 and lines[-1] == "OK"
+    assert not [line for line in lines if line.startswith("warning:")]
+    assert f"not the published benchmark: {total} samples vs 1,050; counts not compared with its dataset card" in lines
+
+
+def test_a_null_levels_cell_is_that_records_problem_not_an_unknown_layout(tmp_path: Path) -> None:
+    from hvcu_tasks.loaders import load_parquet
+
+    rows = _rows("implication", {"metaphor": 3})
+    rows[1]["qa_levels"] = None
+    path = tmp_path / "Implication_Understanding-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    result = load_parquet(path)
+    assert [s.id for s in result.samples] == ["metaphor_001", "metaphor_002", "metaphor_003"]
+    (problem,) = result.problems
+    assert (problem.record, problem.field) == ("metaphor_002", "qa_levels")
+
+
+def test_the_layout_error_says_which_part_is_missing() -> None:
+    from hvcu_tasks.loaders import rows_to_samples
+    from hvcu_tasks.schema import DataError
+
+    with pytest.raises(DataError, match=r"unrecognised layout \(no id column\).*found columns \['image', 'qa_levels'"):
+        rows_to_samples([{"image": PNG, "qa_levels": "[]", "question_id": "1"}], "implication", "hub[x]")
