@@ -28,10 +28,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for family, counts in report.counts.items():
         detail = ", ".join(f"{a} {n}" for a, n in counts.items())
         print(f"  {family}: {sum(counts.values())} ({detail})")
+    for line in report.count_warnings + ([report.count_note] if report.count_note else []):
+        print(line)
     if report.problems:
         print(f"INVALID: {len(report.problems)} problem(s)", file=sys.stderr)
         return 1
-    print("OK")
+    warned = len(report.count_warnings)
+    print(f"OK ({warned} count warning(s) above: not the published benchmark's counts)" if warned else "OK")
     return 0
 
 

@@ -4,6 +4,9 @@ One document per sample; lmms-eval's `generate_until_multi_round` protocol drive
 is the base-setting chat for L1; round r (1, 2) shows the earlier levels as real user/assistant turns
 whose assistant content is the model's own parsed letter (or its own words when no letter could be
 parsed), then asks level r+1 with the image; round 3 ends the chain.
+
+The history always shows OUR parse (`parsing.parse_choice`); the authors' rule (`official_parsing`) only
+decides correctness for the `*_official` metrics, so both metrics score the same conversation.
 """
 
 from __future__ import annotations
@@ -136,7 +139,7 @@ def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outco
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict]:
-    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdict.
+    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdicts (both rules).
 
     A round with no reply (missing, None, not text) is scored wrong and counted in n_failed_requests.
     """
@@ -151,5 +154,7 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "parsed": [o.pred for o in outcomes],
         "gold": list(doc["answers"]),
         "chain_correct": len(outcomes) == len(doc["questions"]) and all(o.correct for o in outcomes),
+        "parsed_official": [o.pred_official for o in outcomes],
+        "chain_correct_official": len(outcomes) == len(doc["questions"]) and all(o.correct_official for o in outcomes),
     }
     return payloads(str(doc["family"]), outcomes, entry)

@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.families import ASPECTS, LEVEL_NAMES
-from hvcu_tasks.metrics import NA, FamilyScores, Outcome, overall_score, score_family
+from hvcu_tasks.families import ASPECTS
+from hvcu_tasks.metrics import FamilyScores, Outcome, family_metrics, metric_names, overall_score, score_family
+from hvcu_tasks.official_parsing import parse_official
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
 from hvcu_tasks.schema import DataError, Problem, Sample, TaskLoadError
@@ -138,16 +139,18 @@ def failed_reply(reply: object) -> bool:
 def score_reply(
     doc: Mapping[str, Any], level: int, options: tuple[tuple[str, str], ...], gold: str, reply: object
 ) -> Outcome:
-    """Parse one reply to one level of a document's sample and score it (no reply: wrong, and marked failed)."""
+    """Parse one reply to one level with both rules and score it (no reply: wrong under both, and marked failed)."""
     text = reply if isinstance(reply, str) else ""
+    failed = failed_reply(reply)
     return Outcome(
         sample_id=str(doc["sample_id"]),
         family=str(doc["family"]),
         aspect=str(doc["aspect"]),
         level=int(level),
         gold=str(gold),
-        pred=None if failed_reply(reply) else parse_choice(text, dict(options)),
+        pred=None if failed else parse_choice(text, dict(options)),
         response=text,
+        pred_official=None if failed else parse_official(text),
     )
 
 
@@ -172,17 +175,8 @@ def payloads(family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, A
 
 
 def family_metric_names(family: str) -> list[str]:
-    """Return every metric a family task reports, in table order."""
-    levels = list(LEVEL_NAMES.values())
-    return (
-        [f"acc_{n}" for n in levels]
-        + ["acc_full"]
-        + [f"invalid_{n}" for n in levels]
-        + [f"errors_at_{n}" for n in levels]
-        + [f"error_share_{n}" for n in levels]
-        + ["n_chains", "n_incomplete", "n_failed_requests"]
-        + [f"full_{a}" for a in ASPECTS[family]]
-    )
+    """Return every metric a family task reports, in table order (named by `metrics.metric_names`)."""
+    return metric_names(ASPECTS[family])
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, dict]:
@@ -201,19 +195,20 @@ def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scores_of(items: Sequence[Mapping[str, Any]]) -> FamilyScores:
-    """Aggregate the logged payloads of one family task into its scores."""
+    """Aggregate the logged payloads of one family task into its scores (our parsing rule)."""
     return score_family([Outcome.from_dict(r) for r in flatten(items)])
 
 
 Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]
+ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
 
 
-def _metric(pick: Callable[[FamilyScores], float | int | None]) -> Aggregation:
-    """Make an lmms-eval aggregation that scores the payloads and picks one number."""
+def _metric(name: str) -> Aggregation:
+    """Make the lmms-eval aggregation of one named metric: score the payloads, pick that number."""
 
     def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
         """Aggregate per-document payloads into one metric value."""
-        return pick(scores_of(items))
+        return family_metrics([Outcome.from_dict(r) for r in flatten(items)], ALL_ASPECTS)[name]
 
     return aggregate
 
@@ -246,22 +241,12 @@ def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
-def _aspect_metric(aspect: str) -> Aggregation:
-    """Make the per-aspect full-chain accuracy aggregation (NaN, "not available", when no chain has it)."""
-    return _metric(lambda s: s.aspect_acc_full.get(aspect, NA))
-
+_COUNTED_HERE: dict[str, Aggregation] = {"n_incomplete": incomplete_chains, "n_failed_requests": failed_requests}
 
 AGGREGATIONS: dict[str, Aggregation] = {
-    **{f"acc_{n}": _metric(lambda s, n=n: s.acc[n]) for n in LEVEL_NAMES.values()},
-    "acc_full": _metric(lambda s: s.acc_full),
-    **{f"invalid_{n}": _metric(lambda s, n=n: s.invalid[n]) for n in LEVEL_NAMES.values()},
-    **{f"errors_at_{n}": _metric(lambda s, n=n: s.error_counts[n]) for n in LEVEL_NAMES.values()},
-    **{f"error_share_{n}": _metric(lambda s, n=n: s.error_share[n]) for n in LEVEL_NAMES.values()},
-    "n_chains": _metric(lambda s: s.n_samples),
-    "n_incomplete": incomplete_chains,
-    "n_failed_requests": failed_requests,
-    **{f"full_{a}": _aspect_metric(a) for fam in ASPECTS.values() for a in fam},
+    name: _COUNTED_HERE.get(name) or _metric(name) for name in metric_names(ALL_ASPECTS)
 }
+"""One aggregation per metric any family task reports (the names come from `metrics.metric_names`)."""
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:

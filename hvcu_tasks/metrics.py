@@ -2,6 +2,10 @@
 
 A ratio with an empty denominator (a level never asked, no complete chain, no failed chain) is NA, a NaN
 meaning "not available", never 0; the Overall Score is NA when any family's full-chain accuracy is.
+
+Every outcome is read under two answer-parsing rules: ours (`pred`, `hvcu_tasks.parsing`) and the
+authors' (`pred_official`, `hvcu_tasks.official_parsing`), which gives the paper-comparable `*_official`
+accuracies. This module is the one place that names the metrics a family task and a group report.
 """
 
 from __future__ import annotations
@@ -9,9 +13,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from hvcu_tasks.families import LEVEL_NAMES, LEVELS
+from hvcu_tasks.official_parsing import parse_official
 
 NA = float("nan")
 """The value of a metric that has nothing to measure (an empty denominator)."""
@@ -22,9 +27,35 @@ def is_na(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+OFFICIAL_SUFFIX = "_official"
+"""Suffix of a metric computed with the authors' parsing rule instead of ours."""
+ACCURACY_METRICS = (*(f"acc_{n}" for n in LEVEL_NAMES.values()), "acc_full")
+"""The accuracies reported under both parsing rules."""
+OFFICIAL_METRICS = tuple(m + OFFICIAL_SUFFIX for m in ACCURACY_METRICS)
+"""acc_perc_official, acc_bridge_official, acc_conn_official, acc_full_official."""
+GROUP_METRICS = ("acc_full", "acc_full" + OFFICIAL_SUFFIX)
+"""What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
+
+_FROM_RESPONSE = "\0parse the response"
+"""Default of `Outcome.pred_official`: the authors' rule applied to `response` when the outcome is built."""
+
+
+def metric_names(aspects: Sequence[str]) -> list[str]:
+    """Return every metric a family task with these aspects reports, in table order (the one list)."""
+    levels = list(LEVEL_NAMES.values())
+    return (
+        [*ACCURACY_METRICS, *OFFICIAL_METRICS]
+        + [f"invalid_{n}" for n in levels]
+        + [f"errors_at_{n}" for n in levels]
+        + [f"error_share_{n}" for n in levels]
+        + ["n_chains", "n_incomplete", "n_failed_requests"]
+        + [f"full_{a}" for a in aspects]
+    )
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """The scored answer to one (sample, level) question."""
+    """The scored answer to one (sample, level) question, parsed by our rule (`pred`) and the authors' one."""
 
     sample_id: str
     family: str
@@ -33,11 +64,26 @@ class Outcome:
     gold: str
     pred: str | None
     response: str = ""
+    pred_official: str | None = _FROM_RESPONSE
+
+    def __post_init__(self) -> None:
+        """Parse `response` with the authors' rule unless `pred_official` was given."""
+        if self.pred_official == _FROM_RESPONSE:
+            object.__setattr__(self, "pred_official", parse_official(self.response))
 
     @property
     def correct(self) -> bool:
         """Whether the parsed answer equals the gold key (unparseable is wrong)."""
         return self.pred is not None and self.pred == self.gold
+
+    @property
+    def correct_official(self) -> bool:
+        """Whether the authors' parse of the reply equals the gold key (unparseable is wrong)."""
+        return self.pred_official is not None and self.pred_official == self.gold
+
+    def under_official_rule(self) -> Outcome:
+        """Return this outcome with the authors' parse in place of ours (to score it the paper's way)."""
+        return replace(self, pred=self.pred_official)
 
     @property
     def invalid(self) -> bool:
@@ -46,7 +92,7 @@ class Outcome:
 
     def to_dict(self) -> dict:
         """Return a JSON-ready dict (what lmms-eval logs per document)."""
-        return {**asdict(self), "correct": self.correct}
+        return {**asdict(self), "correct": self.correct, "correct_official": self.correct_official}
 
     @classmethod
     def from_dict(cls, d: dict) -> Outcome:
@@ -59,6 +105,9 @@ class Outcome:
             gold=str(d["gold"]),
             pred=None if d.get("pred") is None else str(d["pred"]),
             response=str(d.get("response", "")),
+            pred_official=_FROM_RESPONSE
+            if "pred_official" not in d
+            else (None if d["pred_official"] is None else str(d["pred_official"])),
         )
 
 
@@ -80,6 +129,19 @@ class FamilyScores:
     def to_dict(self) -> dict:
         """Return a flat JSON-ready dict."""
         return asdict(self)
+
+    def as_metrics(self, aspects: Sequence[str]) -> dict[str, float | int]:
+        """Return the metrics these scores give, by reported name (full_* for the given aspects; NA if unseen)."""
+        return {
+            **{f"acc_{n}": v for n, v in self.acc.items()},
+            "acc_full": self.acc_full,
+            **{f"invalid_{n}": v for n, v in self.invalid.items()},
+            **{f"errors_at_{n}": v for n, v in self.error_counts.items()},
+            **{f"error_share_{n}": v for n, v in self.error_share.items()},
+            "n_chains": self.n_samples,
+            "n_incomplete": self.n_incomplete,
+            **{f"full_{a}": self.aspect_acc_full.get(a, NA) for a in aspects},
+        }
 
 
 def _pct(num: int, den: int) -> float:
@@ -153,3 +215,11 @@ def overall_score(acc_full_by_family: Sequence[float]) -> float:
     if any(is_na(v) for v in acc_full_by_family):
         return NA
     return round(sum(acc_full_by_family) / len(acc_full_by_family), 2)
+
+
+def family_metrics(outcomes: Sequence[Outcome], aspects: Sequence[str]) -> dict[str, float | int]:
+    """Return every metric of `metric_names(aspects)` but n_failed_requests: ours, then the *_official accuracies."""
+    metrics = score_family(outcomes).as_metrics(aspects)
+    official = score_family([o.under_official_rule() for o in outcomes]).as_metrics(())
+    metrics.update({name + OFFICIAL_SUFFIX: official[name] for name in ACCURACY_METRICS})
+    return metrics

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.harness import AGGREGATIONS, family_metric_names
+from hvcu_tasks.metrics import GROUP_METRICS
 from hvcu_tasks.plugin import TASKS_DIR
 
 LOWER_IS_BETTER = ("invalid_", "errors_at_", "error_share_", "n_")
@@ -29,7 +30,11 @@ SETTINGS = (
 def metrics_yaml(family: str) -> str:
     """Return the metric_list fragment of one family."""
     split = FAMILIES[family][0].replace("_", " ")
-    lines = [f"# Metrics of the {split} family (percent, except the errors_at_* and n_* counts).", "metric_list:"]
+    lines = [
+        f"# Metrics of the {split} family (percent, except the errors_at_* and n_* counts).",
+        "# *_official: the same accuracy with the authors' answer-parsing rule (comparable with the paper).",
+        "metric_list:",
+    ]
     for m in family_metric_names(family):
         lines += [
             f"  - metric: {m}",
@@ -59,17 +64,21 @@ def group_name(prefix: str, infix: str) -> str:
 
 
 def group_yaml(prefix: str, setting: str, infix: str, label: str) -> str:
-    """Return the group YAML whose acc_full is the Overall Score."""
+    """Return the group YAML whose acc_full (and acc_full_official) is the Overall Score."""
     tasks = "".join(f"  - {prefix}{infix}{short}\n" for _split, _stem, short in FAMILIES.values())
+    aggregates = "".join(
+        f"  - metric: {m}\n    aggregation: !function utils.overall_score_group\n    weight_by_size: false\n"
+        for m in GROUP_METRICS
+    )
     return (
         f"# HVCU-Bench, {setting}, on {label}: the three task families.\n"
-        "# The group's acc_full is the paper's Overall Score: the unweighted mean of the families' acc_full.\n"
+        "# The group's acc_full is the paper's Overall Score: the unweighted mean of the families' acc_full;\n"
+        "# acc_full_official is the same under the authors' answer-parsing rule (comparable with the paper).\n"
+        "# lmms-eval matches these names as substrings of the subtasks' metric keys, so the acc_full entry also\n"
+        "# covers acc_full_official; both use the same aggregation over each key's own values, so they agree.\n"
         f"group: {group_name(prefix, infix)}\n"
         f"task:\n{tasks}"
-        "aggregate_metric_list:\n"
-        "  - metric: acc_full\n"
-        "    aggregation: !function utils.overall_score_group\n"
-        "    weight_by_size: false\n"
+        f"aggregate_metric_list:\n{aggregates}"
         "metadata:\n"
         "  version: 1.0\n"
     )

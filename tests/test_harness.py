@@ -71,7 +71,9 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
             "level": 2,
             "gold": "A",
             "pred": "A",
+            "pred_official": None,  # the authors' rule rejects "(A)"
             "correct": True,
+            "correct_official": False,
             "failed": False,
         }
     ]

@@ -15,7 +15,7 @@ from generation.human.answers import Answers
 from generation.human.assign import Assignment, item_digest
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS
 from hvcu_tasks.harness import family_metric_names
-from hvcu_tasks.metrics import FamilyScores, Outcome, overall_score, score_family
+from hvcu_tasks.metrics import OFFICIAL_SUFFIX, FamilyScores, Outcome, overall_score, score_family
 from hvcu_tasks.schema import Sample
 
 Metrics = dict[str, float | int | None]
@@ -110,6 +110,8 @@ def average_family(runs: Sequence[FamilyScores], family: str) -> Metrics:
     for name in family_metric_names(family):
         if name.startswith("full_"):
             values[name] = _mean([r.aspect_acc_full.get(name.removeprefix("full_")) for r in runs])
+        elif name.endswith(OFFICIAL_SUFFIX):  # a human picks a letter: the authors' rule reads it as ours does
+            values[name] = values[name.removesuffix(OFFICIAL_SUFFIX)]
     return {name: values[name] for name in family_metric_names(family)}
 
 

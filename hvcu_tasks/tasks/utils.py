@@ -26,9 +26,13 @@ context_process_docs = context.process_docs
 context_process_results = context.process_results
 
 agg_acc_bridge = AGGREGATIONS["acc_bridge"]
+agg_acc_bridge_official = AGGREGATIONS["acc_bridge_official"]
 agg_acc_conn = AGGREGATIONS["acc_conn"]
+agg_acc_conn_official = AGGREGATIONS["acc_conn_official"]
 agg_acc_full = AGGREGATIONS["acc_full"]
+agg_acc_full_official = AGGREGATIONS["acc_full_official"]
 agg_acc_perc = AGGREGATIONS["acc_perc"]
+agg_acc_perc_official = AGGREGATIONS["acc_perc_official"]
 agg_error_share_bridge = AGGREGATIONS["error_share_bridge"]
 agg_error_share_conn = AGGREGATIONS["error_share_conn"]
 agg_error_share_perc = AGGREGATIONS["error_share_perc"]
