@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import unicodedata
@@ -150,54 +151,61 @@ def csv_uncell(text: str) -> str:
 class ImageError(ValueError):
     """A file that is not a fully decodable image of a usable size (missing, truncated, a decompression bomb)."""
 
-    def __init__(self, message: str, unknown_format: bool = False) -> None:
+    def __init__(self, message: str, unknown_format: bool = False, too_large: bool = False) -> None:
         super().__init__(message)
         self.unknown_format = unknown_format
         """True when PIL does not recognise the file as any image format (e.g. a text file)."""
+        self.too_large = too_large
+        """True when the header claims more pixels than PIL's limit (a decompression bomb)."""
 
 
-def open_image(path: Path | str) -> Image.Image:
-    """Return the image at `path` fully decoded (pixels loaded), or raise ImageError naming the file and the fault.
+def open_image(source: Path | str | bytes, label: str | None = None) -> Image.Image:
+    """Return an image file (or encoded bytes) fully decoded, or raise ImageError naming it (`label`) and the fault.
 
     A header claiming more than PIL's `Image.MAX_IMAGE_PIXELS` pixels is refused before any pixel is decoded
     (PIL only warns between one and two times the limit; here both are errors), and a file cut short is refused
-    even when `ImageFile.LOAD_TRUNCATED_IMAGES` was switched on elsewhere.
+    even when `ImageFile.LOAD_TRUNCATED_IMAGES` was switched on elsewhere (lmms-eval does so at import).
     """
     from PIL import Image, ImageFile, UnidentifiedImageError
 
-    path = Path(path)
-    if not path.is_file():
-        raise ImageError(f"{path}: {'is a folder, not an image file' if path.is_dir() else 'no such image file'}")
+    if isinstance(source, bytes):
+        name, opened = label or "image bytes", io.BytesIO(source)
+    else:
+        path = Path(source)
+        name, opened = label or str(path), path
+        if not path.is_file():
+            raise ImageError(f"{name}: {'is a folder, not an image file' if path.is_dir() else 'no such image file'}")
     limit = Image.MAX_IMAGE_PIXELS
     lenient = ImageFile.LOAD_TRUNCATED_IMAGES
     try:
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
+            with Image.open(opened) as image:
                 image.load()
                 return image
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         found = re.search(r"\((\d+) pixels\)", str(exc))
         size = f"{int(found.group(1)):,} pixels" if found else "its pixel count"
         raise ImageError(
-            f"{path}: {size} is over the limit of {limit:,} pixels (PIL.Image.MAX_IMAGE_PIXELS): "
-            "a decompression bomb, or an image too large to use; shrink it first"
+            f"{name}: {size} is over the limit of {limit:,} pixels (PIL.Image.MAX_IMAGE_PIXELS): "
+            "a decompression bomb, or an image too large to use; shrink it first",
+            too_large=True,
         ) from None
     except UnidentifiedImageError:
         raise ImageError(
-            f"{path}: not a readable image (PIL does not recognise its format)", unknown_format=True
+            f"{name}: not a readable image (PIL does not recognise its format)", unknown_format=True
         ) from None
     except Exception as exc:  # any decoder failure on an untrusted file means the same: not a usable image
         why = " ".join(str(exc).split()) or "no detail"
-        raise ImageError(f"{path}: not a readable image ({type(exc).__name__}: {why})") from None
+        raise ImageError(f"{name}: not a readable image ({type(exc).__name__}: {why})") from None
     finally:
         ImageFile.LOAD_TRUNCATED_IMAGES = lenient
 
 
-def check_image(path: Path | str) -> tuple[int, int]:
-    """Return (width, height) of an image file after decoding it fully; raise ImageError otherwise."""
-    image = open_image(path)
+def check_image(source: Path | str | bytes, label: str | None = None) -> tuple[int, int]:
+    """Return (width, height) of an image file (or encoded bytes) after decoding it fully; else raise ImageError."""
+    image = open_image(source, label)
     size = image.size
     image.close()  # frees the decoded pixels now, not at the next garbage collection
     return size

@@ -10,19 +10,15 @@ run do not decode it twice.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import socket
 import urllib.parse
 import urllib.request
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PIL import Image, ImageFile
-
 from hvcu_tasks.families import ASPECTS, FAMILIES
-from hvcu_tasks.files import name_key
+from hvcu_tasks.files import ImageError, check_image, name_key
 from hvcu_tasks.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
 
@@ -74,25 +70,13 @@ def _image_key(ref: ImageRef) -> tuple | None:
 
 
 def _decode(ref: ImageRef) -> str | None:
-    """Decode an image fully; return None when it decodes, else why not.
-
-    Bombs are refused from the header, before any pixel is decoded (PIL's warning band too), and a file
-    cut short is refused even though lmms-eval switches `ImageFile.LOAD_TRUNCATED_IMAGES` on at import.
-    """
-    source = ref.path if ref.path is not None else io.BytesIO(ref.data or b"")
-    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes."""
     try:
-        ImageFile.LOAD_TRUNCATED_IMAGES = False
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(source) as img:
-                img.load()
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        return f"too large to decode safely (a decompression bomb?): {exc}"
-    except Exception as exc:  # PIL raises many types for a broken file
-        return f"cannot decode {ref.describe()}: {type(exc).__name__}: {' '.join(str(exc).split())}"
-    finally:
-        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+        check_image(ref.path if ref.path is not None else (ref.data or b""), ref.describe())
+    except ImageError as exc:
+        if exc.too_large:
+            return f"too large to decode safely (a decompression bomb?): {exc}"
+        return f"cannot decode {exc}"
     return None
 
 
