@@ -178,3 +178,20 @@ def full_disk(monkeypatch, at_call: int) -> None:
             return _real(self, data, *args, **kwargs)
 
         monkeypatch.setattr(Path, method, write)
+
+
+def run(*argv: str, capsys) -> tuple[int, str, str]:
+    """Run `hvcu ARGV` in-process; return its exit status, stdout and stderr."""
+    from hvcu_tasks.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_error(err: str) -> str:
+    """Assert stderr is exactly one `error: ...` line and no traceback; return that line."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]

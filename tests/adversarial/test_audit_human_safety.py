@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import full_disk
+from conftest import full_disk, one_line_error, run
 from PIL import Image
 
 from generation.audit.rounds import import_verdicts, round_verdicts, start_audit
@@ -32,18 +32,6 @@ ANNOTATORS5 = ["a1", "a2", "a3", "a4", "a5"]
 HOSTILE = ["../../x", "..", "a/b", "../escaped", ".hidden", "x\\y", "c:evil"]
 NINE = [f"s{i}" for i in range(8)]
 FORMULA = '=HYPERLINK("http://evil.example","click")'
-
-
-def run(*argv: str, capsys) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def files_under(folder: Path) -> set[str]:
@@ -237,6 +225,17 @@ def test_a_quoted_cell_from_a_spreadsheet_imports_as_its_text(tmp_path: Path) ->
 # --- formula cells in the human sheets ----------------------------------------------------------------------
 
 
+def assert_neutralised_row(row: dict) -> None:
+    """The sheet row of bench_with_formulas' metaphor_001: formula cells prefixed, plain numbers left alone."""
+    assert (row["question"], row["A"], row["B"], row["C"], row["D"]) == (
+        "'=1+1",
+        "'@SUM(A1)",
+        "-3",
+        "'+cmd",
+        "''quoted",
+    )
+
+
 def test_human_sheet_neutralises_formula_cells_and_imports_back(tmp_path: Path, capsys) -> None:
     bench = bench_with_formulas(tmp_path / "bench")
     sheets = tmp_path / "human"
@@ -245,13 +244,7 @@ def test_human_sheet_neutralises_formula_cells_and_imports_back(tmp_path: Path, 
     name = assignment.groups[1][0]
     raw = (sheets / "sheets" / f"{name}_level1.csv").read_text(encoding="utf-8-sig")
     row = next(r for r in csv.DictReader(io.StringIO(raw)) if r["id"] == "metaphor_001")
-    assert (row["question"], row["A"], row["B"], row["C"], row["D"]) == (
-        "'=1+1",
-        "'@SUM(A1)",
-        "-3",
-        "'+cmd",
-        "''quoted",
-    )
+    assert_neutralised_row(row)
     answers = tmp_path / "answers"
     answers.mkdir()
     for sheet in (sheets / "sheets").glob("*.csv"):
@@ -409,13 +402,7 @@ def test_human_page_download_neutralises_formula_cells_and_imports_back(tmp_path
     text = html.unescape(re.search(r'<pre id="captured">(.*?)</pre>', dump_dom(driven, tmp_path / "p"), re.S).group(1))
     rows = list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff"))))
     row = next(r for r in rows if r["id"] == "metaphor_001")
-    assert (row["question"], row["A"], row["B"], row["C"], row["D"]) == (
-        "'=1+1",
-        "'@SUM(A1)",
-        "-3",
-        "'+cmd",
-        "''quoted",
-    )
+    assert_neutralised_row(row)
     answers = tmp_path / "answers"
     answers.mkdir()
     for sheet in (sheets / "sheets").glob("*.csv"):

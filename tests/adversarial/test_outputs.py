@@ -15,9 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import full_disk
-
-from hvcu_tasks.cli import main
+from conftest import full_disk, one_line_error, run
 
 FAMILY_TASKS = ("impl", "aesth", "affect")
 GOOD = {
@@ -55,19 +53,6 @@ def write_run(folder: Path, per_task: dict[str, dict], model: str = "Qwen/X", li
 def tasks(setting: str = "", **by_short: dict) -> dict[str, dict]:
     """The three family tasks of a setting ('' or '_context'), each GOOD unless overridden per short name."""
     return {f"hvcu_bench{setting}_{s}": {**GOOD, **by_short.get(s, {})} for s in FAMILY_TASKS}
-
-
-def run(*argv: str, capsys) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line_error(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def md_row(text: str, label: str, title_part: str) -> dict[str, str]:
