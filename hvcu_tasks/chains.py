@@ -5,14 +5,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hvcu_tasks.metrics import Outcome, group_chains, is_complete
+from hvcu_tasks.official_parsing import parse_official
 
 SAMPLES_FILE = re.compile(r"_samples_(?P<task>hvcu_bench\w*)\.jsonl$")
 
 
 class LevelMismatchError(ValueError):
     """A samples line whose scored levels, questions, replies and gold keys are not equally many."""
+
+
+@dataclass
+class _Read:
+    """What the lines of one samples file hold: each sample's identity, the scored levels, their texts."""
+
+    samples: dict[tuple[Any, str], dict[str, Any]] = field(default_factory=dict)
+    outcomes: list[Outcome] = field(default_factory=list)
+    texts: dict[tuple[str, str, int], tuple[str, Any]] = field(default_factory=dict)
 
 
 def samples_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
@@ -34,36 +47,32 @@ def _reply(line: dict[str, Any]) -> Any:
     return value
 
 
-def _add_line(by_sample: dict[str, dict[str, Any]], line: dict[str, Any], task: str, setting: str) -> None:
-    """Add one samples line (one document: a level, or a whole chain in the context setting) to its chain."""
+def _outcome(record: dict[str, Any], reply: Any) -> Outcome:
+    """Rebuild a logged outcome; a log written before the authors' parse was recorded gets it from the raw reply."""
+    if "pred_official" not in record:
+        usable = isinstance(reply, str) and not record.get("failed")
+        record = {**record, "pred_official": parse_official(reply) if usable else None}
+    return Outcome.from_dict(record)
+
+
+def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str) -> None:
+    """Add one samples line (one document: a level, or a whole chain in the context setting) to what was read."""
     entry = line["acc_full"]
-    outcomes = entry["outcomes"]
-    sid = str(outcomes[0]["sample_id"]) if outcomes else str(entry.get("sample_id"))
-    chain = by_sample.setdefault(
-        sid,
-        {
-            "task": task,
-            "setting": setting,
-            "family": outcomes[0]["family"] if outcomes else None,
-            "sample_id": sid,
-            "levels": {},
-        },
-    )
+    records = entry["outcomes"]
+    family = records[0]["family"] if records else None
+    sid = str(records[0]["sample_id"]) if records else str(entry.get("sample_id"))
+    read.samples.setdefault((family, sid), {"task": task, "setting": setting, "family": family, "sample_id": sid})
     texts, replies, gold = _levels_of(line, entry, setting)
-    counts = {"scored levels": len(outcomes), "questions": len(texts), "replies": len(replies)}
+    counts = {"scored levels": len(records), "questions": len(texts), "replies": len(replies)}
     if gold is not None:
         counts["gold keys"] = len(gold)
     if len(set(counts.values())) != 1:
         shown = ", ".join(f"{n} {what}" for what, n in counts.items())
         raise LevelMismatchError(f"sample {sid!r}: {shown}; each level needs one of each (the line is damaged)")
-    for outcome, question, reply in zip(outcomes, texts, replies, strict=True):
-        chain["levels"][int(outcome["level"])] = {
-            "question": question,
-            "reply": reply,
-            "parsed": outcome["pred"],
-            "gold": outcome["gold"],
-            "correct": outcome["correct"],
-        }
+    for record, question, reply in zip(records, texts, replies, strict=True):
+        outcome = _outcome(record, reply)
+        read.outcomes.append(outcome)
+        read.texts[(outcome.family, outcome.sample_id, outcome.level)] = (question, reply)
 
 
 def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tuple[list, list, list | None]:
@@ -80,30 +89,37 @@ def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tup
 
 
 def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
-    """Return one record per sample: questions, raw replies, parsed letters, gold keys and the verdict."""
+    """Return one record per sample: questions, raw replies, letters and verdicts under both parsing rules, gold."""
     setting = "context" if task.startswith("hvcu_bench_context") else "base"
-    by_sample: dict[str, dict[str, Any]] = {}
+    read = _Read()
     for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
             continue
         try:
-            _add_line(by_sample, json.loads(text), task, setting)
+            _add_line(read, json.loads(text), task, setting)
         except LevelMismatchError as exc:
             raise ValueError(f"{path}:{n}: {exc}") from exc
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({type(exc).__name__}: {exc})") from exc
-    out = []
-    for chain in by_sample.values():
-        levels = [chain["levels"][k] for k in sorted(chain["levels"])]
-        complete = sorted(chain["levels"]) == [1, 2, 3]
-        out.append(
-            {
-                **{k: chain[k] for k in ("task", "setting", "family", "sample_id")},
-                "questions": [lv["question"] for lv in levels],
-                "replies": [lv["reply"] for lv in levels],
-                "parsed": [lv["parsed"] for lv in levels],
-                "gold": [lv["gold"] for lv in levels],
-                "chain_correct": all(lv["correct"] for lv in levels) if complete else None,
-            }
-        )
-    return out
+    try:
+        grouped = group_chains(read.outcomes)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}; each level of a sample is logged once (the file is damaged)") from exc
+    return [_record(meta, grouped.get(key, {}), read.texts) for key, meta in read.samples.items()]
+
+
+def _record(meta: dict[str, Any], chain: dict[int, Outcome], texts: dict[tuple, tuple[str, Any]]) -> dict[str, Any]:
+    """Return the `hvcu chains` record of one sample from its grouped outcomes (verdicts null unless complete)."""
+    levels = [chain[k] for k in sorted(chain)]
+    logged = [texts[(o.family, o.sample_id, o.level)] for o in levels]
+    complete = is_complete(chain)
+    return {
+        **meta,
+        "questions": [question for question, _reply in logged],
+        "replies": [reply for _question, reply in logged],
+        "parsed": [o.pred for o in levels],
+        "gold": [o.gold for o in levels],
+        "chain_correct": all(o.correct for o in levels) if complete else None,
+        "parsed_official": [o.pred_official for o in levels],
+        "chain_correct_official": all(o.correct_official for o in levels) if complete else None,
+    }

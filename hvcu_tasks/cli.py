@@ -128,12 +128,12 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print paper-layout tables for the given lmms-eval run folders."""
-    from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, to_json
+    from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
     from hvcu_tasks.report.runs import ReportError, read_runs
-    from hvcu_tasks.report.tables import all_tables, compare_table
+    from hvcu_tasks.report.tables import compare_table
 
     models = read_runs(args.runs)
-    tables = all_tables(models, reference=not args.no_reference)
+    tables = report_tables(models, reference=not args.no_reference)
     if args.compare:
         if len(models) != 2:
             raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")

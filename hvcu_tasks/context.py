@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.harness import image_cell, payloads, score_reply, task_samples
+from hvcu_tasks import provenance
+from hvcu_tasks.harness import image_cell, payloads, score_reply, task_data
 from hvcu_tasks.metrics import Outcome
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import context_answer, context_messages, level_text
@@ -30,8 +31,8 @@ class UnsupportedBackend(RuntimeError):
     """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
 
 
-def sample_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
-    """Yield one document per sample with its three levels side by side."""
+def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per sample with its three levels side by side, carrying the data identity."""
     for s in samples:
         yield {
             "sample_id": s.id,
@@ -43,10 +44,11 @@ def sample_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
             "option_texts": [[t for _, t in lv.options] for lv in s.levels],
             "answers": [lv.answer for lv in s.levels],
             "image": image_cell(s),
+            provenance.IDENTITY_METRIC: identity,
         }
 
 
-def sample_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
+def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
     """Build the context-setting document table (one row per sample)."""
     import datasets
 
@@ -62,14 +64,15 @@ def sample_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
             "option_texts": datasets.Sequence(strings),
             "answers": strings,
             "image": datasets.Image(),
+            provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
-    return datasets.Dataset.from_list(list(sample_rows(samples)), features=features)
+    return datasets.Dataset.from_list(list(sample_rows(samples, identity)), features=features)
 
 
 def process_docs(stub) -> Any:
     """Replace a context task's stub with that family's sample documents."""
-    return sample_dataset(task_samples(stub))
+    return sample_dataset(*task_data(stub))
 
 
 def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
@@ -157,4 +160,4 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "parsed_official": [o.pred_official for o in outcomes],
         "chain_correct_official": len(outcomes) == len(doc["questions"]) and all(o.correct_official for o in outcomes),
     }
-    return payloads(str(doc["family"]), outcomes, entry)
+    return payloads(str(doc["family"]), outcomes, entry, doc)

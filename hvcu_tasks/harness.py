@@ -11,13 +11,15 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from hvcu_tasks import provenance
 from hvcu_tasks.families import ASPECTS
+from hvcu_tasks.loaders import HUB_DATASET, family_counts, hub_revision
 from hvcu_tasks.metrics import FamilyScores, Outcome, family_metrics, metric_names, overall_score, score_family
 from hvcu_tasks.official_parsing import parse_official
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
 from hvcu_tasks.schema import DataError, Problem, Sample, TaskLoadError
-from hvcu_tasks.validate import DATA_ENV, load_family
+from hvcu_tasks.validate import DATA_ENV, image_sha256, load_family
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -26,11 +28,26 @@ FAILED_REQUEST_MARKER = "[LMMS_EVAL_REQUEST_FAILED"
 
 
 def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
-    """Return the data source a task should read: the env override for hub tasks, else as declared."""
+    """Return the data source a task should read: the env override for hub tasks, else as declared.
+
+    `HVCU_BENCH_REVISION` pins the hub revision of a hub source that names none (`hub:REPO@REV` wins).
+    """
     override = environ.get(DATA_ENV, "").strip()
-    if declared == "hub" and override:
-        return override
-    return declared
+    source = override if declared == "hub" and override else declared
+    revision = environ.get(provenance.REVISION_ENV, "").strip()
+    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
+        source = f"hub:{source[4:] or HUB_DATASET}@{revision}"
+    return source
+
+
+def identity_of(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
+    """Return the data identity of one family load (source, resolved hub revision, counts, fingerprint)."""
+    revision = None
+    if source == "hub" or source.startswith("hub:"):
+        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
+        revision = hub_revision(repo, requested or None)
+    aspects = family_counts(samples).get(family, {})
+    return provenance.data_identity(family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects)
 
 
 def image_cell(sample: Sample) -> dict[str, Any]:
@@ -40,8 +57,8 @@ def image_cell(sample: Sample) -> dict[str, Any]:
     return {"path": None, "bytes": sample.image.data if sample.image else None}
 
 
-def level_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
-    """Yield one document per (sample, level), sample-major, carrying the image reference."""
+def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level), sample-major, carrying the image reference and the data identity."""
     for s in samples:
         image = image_cell(s)
         for lv in s.levels:
@@ -55,10 +72,11 @@ def level_rows(samples: Iterable[Sample]) -> Iterator[dict[str, Any]]:
                 "option_texts": [t for _, t in lv.options],
                 "answer": lv.answer,
                 "image": image,
+                provenance.IDENTITY_METRIC: identity,
             }
 
 
-def level_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
+def level_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
     """Build the lmms-eval document table (one row per level, image as a lazy `datasets.Image`)."""
     import datasets
 
@@ -73,9 +91,10 @@ def level_dataset(samples: Sequence[Sample]):  # -> datasets.Dataset
             "option_texts": datasets.Sequence(datasets.Value("string")),
             "answer": datasets.Value("string"),
             "image": datasets.Image(),
+            provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
-    return datasets.Dataset.from_list(list(level_rows(samples)), features=features)
+    return datasets.Dataset.from_list(list(level_rows(samples, identity)), features=features)
 
 
 def samples_for_stub(stub) -> list[Sample]:
@@ -91,10 +110,16 @@ def samples_for_stub(stub) -> list[Sample]:
 
 def task_samples(stub) -> list[Sample]:
     """Return a task's validated samples, or end the run (TaskLoadError) listing every problem, before any request."""
+    return task_data(stub)[0]
+
+
+def task_data(stub) -> tuple[list[Sample], str]:
+    """Return a task's validated samples and their data identity (JSON text), or end the run (TaskLoadError)."""
     row = stub[0] if len(stub) else {}
     family, source = str(row.get("family", "?")), resolve_source(str(row.get("source", "?")), os.environ)
     try:
-        return samples_for_stub(stub)
+        samples = samples_for_stub(stub)
+        return samples, provenance.encode(identity_of(family, source, samples))
     except DataError as exc:
         raise TaskLoadError(family, source, exc.problems) from exc
     except Exception as exc:  # anything else would be retried for a minute, then swallowed by lmms-eval (exit 0)
@@ -105,7 +130,7 @@ def task_samples(stub) -> list[Sample]:
 
 def process_docs(stub) -> Any:
     """Replace a base task's stub with that family's level documents (one per sample and level)."""
-    return level_dataset(task_samples(stub))
+    return level_dataset(*task_data(stub))
 
 
 def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -151,6 +176,7 @@ def score_reply(
         pred=None if failed else parse_choice(text, dict(options)),
         response=text,
         pred_official=None if failed else parse_official(text),
+        failed=failed,
     )
 
 
@@ -162,16 +188,36 @@ def outcome_of(doc: Mapping[str, Any], response: object) -> Outcome:
 def outcome_payload(outcome: Outcome) -> dict[str, Any]:
     """Return the compact, JSON-ready record of one scored level (no raw reply)."""
     record = outcome.to_dict()
-    record["failed"] = failed_reply(record.pop("response"))
+    record["failed"] = outcome.failed or failed_reply(record.pop("response"))
     return record
 
 
-def payloads(family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any]) -> dict[str, dict]:
-    """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`."""
+def payloads(
+    family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any], doc: Mapping[str, Any] | None = None
+) -> dict[str, dict]:
+    """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`.
+
+    The `data_identity` entry is the document's data identity (so every sample-log line names its data).
+    """
     core = {"outcomes": [outcome_payload(o) for o in outcomes]}
     result = {name: core for name in family_metric_names(family)}
     result["acc_full"] = {**core, **log_entry}
+    result[provenance.IDENTITY_METRIC] = doc_identity(doc or {})
     return result
+
+
+def doc_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the data identity a document carries ({} for a document built without one)."""
+    text = doc.get(provenance.IDENTITY_METRIC)
+    return provenance.decode(text) if text else {}
+
+
+def identity_aggregate(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """lmms-eval aggregation of `data_identity`: the one identity of the task's documents (a JSON object)."""
+    distinct = {provenance.encode(i): i for i in items if i}
+    if len(distinct) > 1:  # one task reads one load; several would be a bug worth seeing in the file
+        return {"error": "documents of one task carry different data identities", "identities": list(distinct.values())}
+    return next(iter(distinct.values()), {})
 
 
 def family_metric_names(family: str) -> list[str]:
@@ -186,7 +232,7 @@ def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[s
     the dataset (the raw reply is lmms-eval's `resps`).
     """
     outcome = outcome_of(doc, results[0] if results else None)
-    return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)})
+    return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)}, doc)
 
 
 def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -247,6 +293,10 @@ AGGREGATIONS: dict[str, Aggregation] = {
     name: _COUNTED_HERE.get(name) or _metric(name) for name in metric_names(ALL_ASPECTS)
 }
 """One aggregation per metric any family task reports (the names come from `metrics.metric_names`)."""
+ENTRY_AGGREGATIONS: dict[str, Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]] = {
+    provenance.IDENTITY_METRIC: identity_aggregate
+}
+"""Non-numeric per-task entries of the results file (not metrics: no stderr, no group aggregation, no table use)."""
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:

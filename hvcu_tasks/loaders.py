@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,10 @@ from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check
 HUB_DATASET = "Chime316/HVCU-Bench"
 HUB_CONFIG = "benchmark"
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
+
+_RESOLVED: dict[tuple[str, str | None], str | None] = {}
+"""(repo, requested revision) -> the commit `datasets` read, for every hub load of this process."""
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 # Column names we accept for each field of a flat parquet row, most likely first.
 ID_COLUMNS = ("id", "sample_id", "image_id", "uid", "idx", "index")
@@ -411,10 +416,31 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
                 )
             ]
         ) from exc
+    _RESOLVED[(repo, revision)] = resolved_revision(ds, repo, revision)
     image_col = _image_column_of(ds.column_names, source)
     if isinstance(ds.features.get(image_col), datasets.Image):
         ds = ds.cast_column(image_col, datasets.Image(decode=False))
     return rows_to_samples(ds, family, source)
+
+
+def resolved_revision(ds: Any, repo: str, requested: str | None) -> str | None:
+    """Return the commit a loaded hub dataset came from: the pinned commit, else read from its cache path; or None.
+
+    `datasets` keeps a hub dataset's Arrow files under a folder named by the commit it resolved, so a load
+    from the cache (offline) tells it too; no extra request is made to the hub.
+    """
+    if requested and COMMIT.fullmatch(requested):
+        return requested
+    for cache_file in getattr(ds, "cache_files", None) or []:
+        found = next((part for part in Path(cache_file.get("filename", "")).parts if COMMIT.fullmatch(part)), None)
+        if found:
+            return found
+    return None
+
+
+def hub_revision(repo: str, requested: str | None) -> str | None:
+    """Return the commit the last hub load of (repo, requested revision) in this process read, if known."""
+    return _RESOLVED.get((repo, requested))
 
 
 def _image_column_of(columns: list[str], source: str) -> str:

@@ -5,7 +5,8 @@ meaning "not available", never 0; the Overall Score is NA when any family's full
 
 Every outcome is read under two answer-parsing rules: ours (`pred`, `hvcu_tasks.parsing`) and the
 authors' (`pred_official`, `hvcu_tasks.official_parsing`), which gives the paper-comparable `*_official`
-accuracies. This module is the one place that names the metrics a family task and a group report.
+accuracies. This module is the one place that names the metrics a family task and a group report:
+`TaskScores.as_metrics` makes every name with its value, and `metric_names` is the list it gives.
 """
 
 from __future__ import annotations
@@ -29,28 +30,66 @@ def is_na(value: object) -> bool:
 
 OFFICIAL_SUFFIX = "_official"
 """Suffix of a metric computed with the authors' parsing rule instead of ours."""
-ACCURACY_METRICS = (*(f"acc_{n}" for n in LEVEL_NAMES.values()), "acc_full")
+FULL_METRIC = "acc_full"
+"""Full-chain accuracy: the family's part of the Overall Score."""
+OFFICIAL_FULL_METRIC = FULL_METRIC + OFFICIAL_SUFFIX
+"""Full-chain accuracy under the authors' rule: the family's part of the paper-comparable Score."""
+
+
+def acc_metric(level_name: str) -> str:
+    """Return the name of a level's accuracy (acc_perc, acc_bridge, acc_conn)."""
+    return f"acc_{level_name}"
+
+
+def invalid_metric(level_name: str) -> str:
+    """Return the name of a level's share of replies that commit to no option."""
+    return f"invalid_{level_name}"
+
+
+def errors_at_metric(level_name: str) -> str:
+    """Return the name of the count of failed chains whose first wrong level is this one."""
+    return f"errors_at_{level_name}"
+
+
+def error_share_metric(level_name: str) -> str:
+    """Return the name of the share (percent) of failed chains whose first wrong level is this one."""
+    return f"error_share_{level_name}"
+
+
+def aspect_metric(aspect: str) -> str:
+    """Return the name of an aspect's full-chain accuracy."""
+    return f"full_{aspect}"
+
+
+LEVEL_ACC_METRICS = tuple(acc_metric(n) for n in LEVEL_NAMES.values())
+"""acc_perc, acc_bridge, acc_conn."""
+ACCURACY_METRICS = (*LEVEL_ACC_METRICS, FULL_METRIC)
 """The accuracies reported under both parsing rules."""
 OFFICIAL_METRICS = tuple(m + OFFICIAL_SUFFIX for m in ACCURACY_METRICS)
 """acc_perc_official, acc_bridge_official, acc_conn_official, acc_full_official."""
-GROUP_METRICS = ("acc_full", "acc_full" + OFFICIAL_SUFFIX)
+GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
+PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
+"""Every metric named with one of these is a percentage (0-100, or NA)."""
+COUNT_PREFIXES = ("n_", "errors_at_")
+"""Every metric named with one of these is a count (a number >= 0, never NA)."""
+
+LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_")
+"""Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
+
+
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of this metric is better (what a task YAML declares for it)."""
+    return not name.startswith(LOWER_IS_BETTER_PREFIXES)
+
 
 _FROM_RESPONSE = "\0parse the response"
 """Default of `Outcome.pred_official`: the authors' rule applied to `response` when the outcome is built."""
 
 
 def metric_names(aspects: Sequence[str]) -> list[str]:
-    """Return every metric a family task with these aspects reports, in table order (the one list)."""
-    levels = list(LEVEL_NAMES.values())
-    return (
-        [*ACCURACY_METRICS, *OFFICIAL_METRICS]
-        + [f"invalid_{n}" for n in levels]
-        + [f"errors_at_{n}" for n in levels]
-        + [f"error_share_{n}" for n in levels]
-        + ["n_chains", "n_incomplete", "n_failed_requests"]
-        + [f"full_{a}" for a in aspects]
-    )
+    """Return every metric a family task with these aspects reports, in table order (what `TaskScores` names)."""
+    return list(score_task(()).as_metrics(aspects))
 
 
 @dataclass(frozen=True)
@@ -65,6 +104,8 @@ class Outcome:
     pred: str | None
     response: str = ""
     pred_official: str | None = _FROM_RESPONSE
+    failed: bool = False
+    """No usable reply came (missing, empty, or the request failed): scored wrong, counted in n_failed_requests."""
 
     def __post_init__(self) -> None:
         """Parse `response` with the authors' rule unless `pred_official` was given."""
@@ -91,8 +132,10 @@ class Outcome:
         return self.pred is None
 
     def to_dict(self) -> dict:
-        """Return a JSON-ready dict (what lmms-eval logs per document)."""
-        return {**asdict(self), "correct": self.correct, "correct_official": self.correct_official}
+        """Return a JSON-ready dict (the harness logs it per document without `response`, which lmms-eval keeps)."""
+        record = asdict(self)
+        failed = record.pop("failed")
+        return {**record, "correct": self.correct, "correct_official": self.correct_official, "failed": failed}
 
     @classmethod
     def from_dict(cls, d: dict) -> Outcome:
@@ -108,6 +151,7 @@ class Outcome:
             pred_official=_FROM_RESPONSE
             if "pred_official" not in d
             else (None if d["pred_official"] is None else str(d["pred_official"])),
+            failed=bool(d.get("failed", False)),
         )
 
 
@@ -130,17 +174,32 @@ class FamilyScores:
         """Return a flat JSON-ready dict."""
         return asdict(self)
 
+    def accuracies(self) -> dict[str, float]:
+        """Return the level and full-chain accuracies by reported name (ACCURACY_METRICS)."""
+        return {**{acc_metric(n): v for n, v in self.acc.items()}, FULL_METRIC: self.acc_full}
+
+
+@dataclass
+class TaskScores:
+    """Everything one family task reports: the scores under our rule and the authors', and the failed requests."""
+
+    ours: FamilyScores
+    official: FamilyScores
+    n_failed_requests: int = 0
+
     def as_metrics(self, aspects: Sequence[str]) -> dict[str, float | int]:
-        """Return the metrics these scores give, by reported name (full_* for the given aspects; NA if unseen)."""
+        """Return every reported metric by name, in table order (the one place metric names are made)."""
+        ours = self.ours
         return {
-            **{f"acc_{n}": v for n, v in self.acc.items()},
-            "acc_full": self.acc_full,
-            **{f"invalid_{n}": v for n, v in self.invalid.items()},
-            **{f"errors_at_{n}": v for n, v in self.error_counts.items()},
-            **{f"error_share_{n}": v for n, v in self.error_share.items()},
-            "n_chains": self.n_samples,
-            "n_incomplete": self.n_incomplete,
-            **{f"full_{a}": self.aspect_acc_full.get(a, NA) for a in aspects},
+            **ours.accuracies(),
+            **{name + OFFICIAL_SUFFIX: v for name, v in self.official.accuracies().items()},
+            **{invalid_metric(n): v for n, v in ours.invalid.items()},
+            **{errors_at_metric(n): v for n, v in ours.error_counts.items()},
+            **{error_share_metric(n): v for n, v in ours.error_share.items()},
+            "n_chains": ours.n_samples,
+            "n_incomplete": ours.n_incomplete,
+            "n_failed_requests": self.n_failed_requests,
+            **{aspect_metric(a): ours.aspect_acc_full.get(a, NA) for a in aspects},
         }
 
 
@@ -149,15 +208,26 @@ def _pct(num: int, den: int) -> float:
     return 100.0 * num / den if den else NA
 
 
-def chains(outcomes: Iterable[Outcome]) -> tuple[dict[tuple[str, str], dict[int, Outcome]], int]:
-    """Group outcomes by (family, sample id) and return complete chains plus the count of incomplete ones."""
+def group_chains(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], dict[int, Outcome]]:
+    """Group outcomes by (family, sample id) into level -> outcome, refusing a level given twice."""
     by_sample: dict[tuple[str, str], dict[int, Outcome]] = defaultdict(dict)
     for o in outcomes:
         key = (o.family, o.sample_id)
         if o.level in by_sample[key]:
             raise ValueError(f"duplicate outcome for sample {o.sample_id!r} level {o.level} in {o.family}")
         by_sample[key][o.level] = o
-    complete = {k: v for k, v in by_sample.items() if set(v) == set(LEVELS)}
+    return dict(by_sample)
+
+
+def is_complete(chain: dict[int, Outcome]) -> bool:
+    """Whether a chain holds every level."""
+    return set(chain) == set(LEVELS)
+
+
+def chains(outcomes: Iterable[Outcome]) -> tuple[dict[tuple[str, str], dict[int, Outcome]], int]:
+    """Group outcomes by (family, sample id) and return complete chains plus the count of incomplete ones."""
+    by_sample = group_chains(outcomes)
+    complete = {k: v for k, v in by_sample.items() if is_complete(v)}
     return complete, len(by_sample) - len(complete)
 
 
@@ -217,9 +287,15 @@ def overall_score(acc_full_by_family: Sequence[float]) -> float:
     return round(sum(acc_full_by_family) / len(acc_full_by_family), 2)
 
 
+def score_task(outcomes: Sequence[Outcome]) -> TaskScores:
+    """Score one family task's outcomes under both parsing rules and count the requests that got no reply."""
+    return TaskScores(
+        ours=score_family(outcomes),
+        official=score_family([o.under_official_rule() for o in outcomes]),
+        n_failed_requests=sum(o.failed for o in outcomes),
+    )
+
+
 def family_metrics(outcomes: Sequence[Outcome], aspects: Sequence[str]) -> dict[str, float | int]:
-    """Return every metric of `metric_names(aspects)` but n_failed_requests: ours, then the *_official accuracies."""
-    metrics = score_family(outcomes).as_metrics(aspects)
-    official = score_family([o.under_official_rule() for o in outcomes]).as_metrics(())
-    metrics.update({name + OFFICIAL_SUFFIX: official[name] for name in ACCURACY_METRICS})
-    return metrics
+    """Return every metric of `metric_names(aspects)` for these outcomes."""
+    return score_task(outcomes).as_metrics(aspects)

@@ -1,10 +1,18 @@
-"""Turn a model's free-text reply to a multiple-choice question into the option key it commits to."""
+"""Turn a model's free-text reply to a multiple-choice question into the option key it commits to.
+
+The reply is normalised (think blocks, code fences, LaTeX wrappers and emphasis removed, full-width
+characters folded), then read by the rules of `RULES` in priority order. Each rule either decides (a key, or
+None: no single option) or passes to the next; the first decision is the answer. The rules' patterns
+depend on the option keys and are compiled once per key set (`_patterns`).
+"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = ["parse_choice", "strip_reasoning"]
 
@@ -69,25 +77,7 @@ def _key_mentioned_by_text(text: str, options: Mapping[str, str]) -> str | None:
     return keep[0] if len(keep) == 1 else None
 
 
-def _strip_echoed_options(text: str, keys: str, options: Mapping[str, str]) -> str:
-    """Remove lines that re-list the options ("A. text") when two or more of them are echoed."""
-    line_re = re.compile(r"^\s*[(\[]?([" + keys + r"])[)\].:]\s*(.+?)\s*$")
-    lines = text.splitlines()
-    echoed = []
-    for i, line in enumerate(lines):
-        m = line_re.match(line)
-        if (
-            m
-            and options.get(m.group(1))
-            and m.group(2).casefold().rstrip(".") == options[m.group(1)].casefold().rstrip(".")
-        ):
-            echoed.append(i)
-    if len(echoed) < 2:
-        return text
-    return "\n".join(line for i, line in enumerate(lines) if i not in set(echoed))
-
-
-def _phrase_patterns(keys: str) -> list[re.Pattern[str]]:
+def _phrase_patterns(keys: str) -> tuple[re.Pattern[str], ...]:
     """Build the explicit-commitment patterns for the given option keys (index 3: corrections)."""
     upper = r"(?-i:[" + keys + r"])(?![\w'])"
     paren_any = r"[(\[](?:[" + keys + keys.lower() + r"])[)\]]"
@@ -95,7 +85,7 @@ def _phrase_patterns(keys: str) -> list[re.Pattern[str]]:
     key = r"(?P<key>" + upper + "|" + paren_any + "|" + lower_at_end + r")"
     quoted = r"[\"'“”‘’]?"
     verbs = r"(?:answer|option|choice|choose|chose|select|selected|pick|picked|go with|going with|opt for)"
-    return [
+    return (
         re.compile(
             r"\b(?:final\s+)?answer\s*(?:is|would be|should be|will be|=|:|-)?\s*(?:option\s*)?:?\s*" + quoted + key,
             re.I,
@@ -120,7 +110,35 @@ def _phrase_patterns(keys: str) -> list[re.Pattern[str]]:
             + r"]))\s+fits\s+best\b",
             re.I,
         ),
-    ]
+    )
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    """Every key-dependent pattern of the rules, for one set of option keys."""
+
+    bare: re.Pattern[str]
+    echoed_line: re.Pattern[str]
+    leading: re.Pattern[str]
+    phrases: tuple[re.Pattern[str], ...]
+    correction: re.Pattern[str]
+    alternative: re.Pattern[str]
+    token: re.Pattern[str]
+
+
+@lru_cache(maxsize=256)
+def _patterns(keys: str) -> _Patterns:
+    """Compile the rules' patterns for a key set (`keys`: the escaped keys, in option order), once."""
+    phrases = _phrase_patterns(keys)
+    return _Patterns(
+        bare=re.compile(r"[\s(\[\"']*([" + keys + keys.lower() + r"])[\s)\].:,!\"']*"),
+        echoed_line=re.compile(r"^\s*[(\[]?([" + keys + r"])[)\].:]\s*(.+?)\s*$"),
+        leading=re.compile(r"^\s*[(\[]?(?-i:([" + keys + r"]))(?:[)\]]|\s*[.:\-–—,])(?!\w)"),
+        phrases=phrases,
+        correction=phrases[3],
+        alternative=re.compile(r"\s*(?:or|/|and/or)\s*[(\[]?(?-i:[" + keys + r"])(?![\w'])"),
+        token=re.compile(r"(?<![\w'])(?-i:([" + keys + r"]))(?![\w'])(?:" + _NOT_ARTICLE + ")"),
+    )
 
 
 def _clean_key(raw: str) -> str:
@@ -128,79 +146,151 @@ def _clean_key(raw: str) -> str:
     return raw.strip("()[] ").upper()
 
 
+def _negated(text: str, at: int) -> bool:
+    """Whether the 30 characters before position `at` negate what follows ("not B", "rule out C")."""
+    return bool(_NEGATION.search(text[max(0, at - 30) : at]))
+
+
 _AMBIGUOUS = "?"
 
 
-def _explicit_answer(text: str, keys: str) -> str | None:
+def _explicit_answer(text: str, p: _Patterns) -> str | None:
     """Return the key of the last explicit, non-negated answer statement, '?' when it names two keys."""
     best: tuple[int, str] | None = None
-    alternative = re.compile(r"\s*(?:or|/|and/or)\s*[(\[]?(?-i:[" + keys + r"])(?![\w'])")
-    for pattern in _phrase_patterns(keys):
+    for pattern in p.phrases:
         for m in pattern.finditer(text):
-            if _NEGATION.search(text[max(0, m.start() - 30) : m.start()]):
+            if _negated(text, m.start()):
                 continue
             raw = m.groupdict().get("key") or m.groupdict().get("key2")
-            key = _AMBIGUOUS if alternative.match(text, m.end()) else _clean_key(raw)
+            key = _AMBIGUOUS if p.alternative.match(text, m.end()) else _clean_key(raw)
             if best is None or m.start() > best[0]:
                 best = (m.start(), key)
     return best[1] if best else None
 
 
-def parse_choice(response: str | None, options: Mapping[str, str] | Sequence[str]) -> str | None:
-    """Return the option key a reply commits to, or None when it commits to no single option."""
+class _Next:
+    """A rule's result meaning "no decision: ask the next rule"."""
+
+
+NEXT = _Next()
+Decision = str | None | _Next
+"""A rule's result: an option key, None (decided: no single option), or NEXT."""
+
+
+@dataclass
+class _Reply:
+    """A normalised reply being read: its text (the echo rule rewrites it), the options and their patterns."""
+
+    text: str
+    options: dict[str, str]
+    patterns: _Patterns
+
+
+def _rule_boxed(r: _Reply) -> Decision:
+    """The last \\boxed{...} decides: a single key in it, else the option whose text it repeats, else none."""
+    boxed = _BOXED.findall(r.text)
+    if not boxed:
+        return NEXT
+    inner = boxed[-1].strip().strip("$ ").strip("()[]. ")
+    if inner.upper() in r.options and len(inner) == 1:
+        return inner.upper()
+    return _key_of_text(inner, r.options)
+
+
+def _rule_bare(r: _Reply) -> Decision:
+    """A reply that is one key alone, any case, bracketed or punctuated ("b", "(C)", "D.")."""
+    bare = r.patterns.bare.fullmatch(r.text)
+    return bare.group(1).upper() if bare else NEXT
+
+
+def _rule_echo(r: _Reply) -> Decision:
+    """Not a decision: drop lines re-listing two or more options ("A. text"); nothing left means no answer."""
+    lines = r.text.splitlines()
+    echoed = set()
+    for i, line in enumerate(lines):
+        m = r.patterns.echoed_line.match(line)
+        option = r.options.get(m.group(1)) if m else None
+        if m and option and m.group(2).casefold().rstrip(".") == option.casefold().rstrip("."):
+            echoed.add(i)
+    if len(echoed) >= 2:
+        r.text = "\n".join(line for i, line in enumerate(lines) if i not in echoed)
+    return NEXT if r.text.strip() else None
+
+
+def _rule_leading(r: _Reply) -> Decision:
+    """A reply opening with a key ("B. because ...", "(C) ..."): that key, unless a later correction names another."""
+    leading = r.patterns.leading.match(r.text)
+    if not leading:
+        return NEXT
+    rest, offset = r.text[leading.end() :], leading.end()
+    later = [
+        _clean_key(m.group("key"))
+        for m in r.patterns.correction.finditer(rest)
+        if not _negated(r.text, offset + m.start())
+    ]
+    return later[-1] if later else leading.group(1)
+
+
+def _rule_explicit(r: _Reply) -> Decision:
+    """The last non-negated answer statement ("the answer is B", "I choose C", "B is correct"); 'B or C' is none."""
+    explicit = _explicit_answer(r.text, r.patterns)
+    if not explicit:
+        return NEXT
+    return None if explicit == _AMBIGUOUS else explicit
+
+
+def _rule_option_text(r: _Reply) -> Decision:
+    """A reply that repeats one option's text as a whole."""
+    return _key_of_text(r.text, r.options) or NEXT
+
+
+def _rule_tokens(r: _Reply) -> Decision:
+    """Standalone capital keys, not negated ("A" before a lower-case word is the article): one decides, several none."""
+    tokens = {m.group(1) for m in r.patterns.token.finditer(r.text) if not _negated(r.text, m.start())}
+    if len(tokens) == 1:
+        return tokens.pop()
+    return None if tokens else NEXT
+
+
+def _rule_mentioned(r: _Reply) -> Decision:
+    """The last resort: the one option whose text the reply mentions as a phrase, else none."""
+    return _key_mentioned_by_text(r.text, r.options)
+
+
+RULES: tuple[tuple[str, Callable[[_Reply], Decision]], ...] = (
+    ("boxed", _rule_boxed),
+    ("bare", _rule_bare),
+    ("echo", _rule_echo),
+    ("leading", _rule_leading),
+    ("explicit", _rule_explicit),
+    ("option_text", _rule_option_text),
+    ("tokens", _rule_tokens),
+    ("mentioned", _rule_mentioned),
+)
+"""The parser's rules, highest priority first; each rule's docstring says what it reads."""
+
+
+def _options(options: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
+    """Return the single-letter options as upper-case key -> text ("" when only keys are given)."""
     opts: dict[str, str] = (
         {str(k).strip().upper(): str(v) for k, v in options.items()}
         if isinstance(options, Mapping)
         else {str(k).strip().upper(): "" for k in options}
     )
-    opts = {k: v for k, v in opts.items() if len(k) == 1 and k.isalpha()}
+    return {k: v for k, v in opts.items() if len(k) == 1 and k.isalpha()}
+
+
+def parse_choice(response: str | None, options: Mapping[str, str] | Sequence[str]) -> str | None:
+    """Return the option key a reply commits to, or None when it commits to no single option."""
+    opts = _options(options)
     if not opts or response is None:
         return None
-    keys = "".join(re.escape(k) for k in opts)
     text = _normalise(str(response))
     if not text:
         return None
-
-    boxed = _BOXED.findall(text)
-    if boxed:
-        inner = boxed[-1].strip().strip("$ ").strip("()[]. ")
-        if inner.upper() in opts and len(inner) == 1:
-            return inner.upper()
-        return _key_of_text(inner, opts)
-
-    bare = re.fullmatch(r"[\s(\[\"']*([" + keys + keys.lower() + r"])[\s)\].:,!\"']*", text)
-    if bare:
-        return bare.group(1).upper()
-
-    text = _strip_echoed_options(text, keys, opts)
-    if not text.strip():
-        return None
-
-    leading = re.match(r"^\s*[(\[]?(?-i:([" + keys + r"]))(?:[)\]]|\s*[.:\-–—,])(?!\w)", text)
-    if leading:
-        later = [
-            _clean_key(m.group("key"))
-            for m in _phrase_patterns(keys)[3].finditer(text[leading.end() :])
-            if not _NEGATION.search(text[max(0, leading.end() + m.start() - 30) : leading.end() + m.start()])
-        ]
-        return later[-1] if later else leading.group(1)
-
-    explicit = _explicit_answer(text, keys)
-    if explicit:
-        return None if explicit == _AMBIGUOUS else explicit
-
-    whole = _key_of_text(text, opts)
-    if whole:
-        return whole
-
-    # Standalone capital letters; "A" followed by a lower-case word is the article, not an answer.
-    tokens = {
-        m.group(1)
-        for m in re.finditer(r"(?<![\w'])(?-i:([" + keys + r"]))(?![\w'])(?:" + _NOT_ARTICLE + ")", text)
-        if not _NEGATION.search(text[max(0, m.start() - 30) : m.start()])
-    }
-    if len(tokens) == 1:
-        return tokens.pop()
-    if tokens:
-        return None
-    return _key_mentioned_by_text(text, opts)
+    reply = _Reply(text, opts, _patterns("".join(re.escape(k) for k in opts)))
+    for _name, rule in RULES:
+        decision = rule(reply)
+        if not isinstance(decision, _Next):
+            return decision
+    return None

@@ -39,6 +39,10 @@ ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)},
 
 _VERDICTS: dict[tuple, str | None] = {}
 """Image verdicts of this process: key -> None (decodes) or why it does not."""
+_DIGESTS: dict[tuple, str] = {}
+"""SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
+PUBLISHED_FINGERPRINTS: dict[str, str] = {}
+"""Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
 
 
 @dataclass
@@ -88,6 +92,19 @@ def image_verdict(ref: ImageRef) -> str | None:
     if key not in _VERDICTS:
         _VERDICTS[key] = _decode(ref)
     return _VERDICTS[key]
+
+
+def image_sha256(ref: ImageRef | None) -> str:
+    """Return the hex SHA-256 of an image's encoded bytes (file or cell), once per image and process; '' if none."""
+    if ref is None:
+        return ""
+    key = _image_key(ref)
+    if key is None:
+        return ""
+    if key not in _DIGESTS:
+        data = ref.data if ref.path is None else ref.path.read_bytes()
+        _DIGESTS[key] = hashlib.sha256(data or b"").hexdigest()
+    return _DIGESTS[key]
 
 
 def image_problems(samples: list[Sample]) -> list[Problem]:

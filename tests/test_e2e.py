@@ -194,13 +194,13 @@ def test_hub_tasks_read_a_local_copy_from_the_environment(tmp_path: Path, author
 def _answer_from_question(request: dict) -> str:
     """Reply like a chatty model: the gold key of the smoke question, wrapped in prose."""
     from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.prompts import level_text_of
+    from hvcu_tasks.prompts import level_text
 
     user_text = request["messages"][-1]["content"][0]["text"]
     for family in FAMILIES:
         for sample in load_source("smoke", family).samples:
             for lv in sample.levels:
-                if user_text == level_text_of(lv):
+                if user_text == level_text(lv.question, lv.options):
                     wrong = "A" if lv.answer != "A" else "B"
                     return f"The answer is ({wrong})." if sample.id == "font_001" else f"Answer: {lv.answer}"
     return "no idea"

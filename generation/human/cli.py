@@ -20,6 +20,7 @@ from generation.human.sheets import write_sheets
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.files import write_atomic
 from hvcu_tasks.loaders import load_source
+from hvcu_tasks.metrics import ACCURACY_METRICS
 from hvcu_tasks.schema import Sample
 
 ASSIGNMENT_FILE = "assignment.json"
@@ -79,7 +80,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     results_path, summary_path = write_run(scores, assignment, args.out, label, stamp)
     print(f"{'family':<12} {'Acc_perc':>9} {'Acc_bridge':>10} {'Acc_conn':>9} {'Acc_full':>9}")
     for family, m in scores.families.items():
-        cells = [m[f"acc_{n}"] for n in LEVEL_NAMES.values()] + [m["acc_full"]]
+        cells = [m[name] for name in ACCURACY_METRICS]
         print(f"{family:<12} " + " ".join(f"{v:>{w}.2f}" for v, w in zip(cells, (9, 10, 9, 9), strict=True)))
     print(f"Overall Score: {'-' if scores.overall is None else f'{scores.overall:.2f}'}")
     print(f"wrote {results_path} (for `hvcu report {args.out}`) and {summary_path}")

@@ -13,9 +13,8 @@ from dataclasses import asdict, dataclass
 
 from generation.human.answers import Answers
 from generation.human.assign import Assignment, item_digest
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS
-from hvcu_tasks.harness import family_metric_names
-from hvcu_tasks.metrics import OFFICIAL_SUFFIX, FamilyScores, Outcome, overall_score, score_family
+from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.metrics import FULL_METRIC, FamilyScores, Outcome, TaskScores, overall_score, score_family
 from hvcu_tasks.schema import Sample
 
 Metrics = dict[str, float | int | None]
@@ -97,22 +96,20 @@ def average_family(runs: Sequence[FamilyScores], family: str) -> Metrics:
     levels = list(LEVEL_NAMES.values())
     errors = {n: sum(r.error_counts[n] for r in runs) for n in levels}
     failed = sum(errors.values())
-    values: Metrics = {
-        **{f"acc_{n}": _mean([r.acc[n] for r in runs]) for n in levels},
-        "acc_full": _mean([r.acc_full for r in runs]),
-        **{f"invalid_{n}": _mean([r.invalid[n] for r in runs]) for n in levels},
-        **{f"errors_at_{n}": errors[n] for n in levels},
-        **{f"error_share_{n}": 100.0 * errors[n] / failed if failed else 0.0 for n in levels},
-        "n_chains": runs[0].n_samples,
-        "n_incomplete": max(r.n_incomplete for r in runs),
-        "n_failed_requests": 0,
-    }
-    for name in family_metric_names(family):
-        if name.startswith("full_"):
-            values[name] = _mean([r.aspect_acc_full.get(name.removeprefix("full_")) for r in runs])
-        elif name.endswith(OFFICIAL_SUFFIX):  # a human picks a letter: the authors' rule reads it as ours does
-            values[name] = values[name.removesuffix(OFFICIAL_SUFFIX)]
-    return {name: values[name] for name in family_metric_names(family)}
+    aspects = ASPECTS[family]
+    averaged = FamilyScores(
+        acc={n: _mean([r.acc[n] for r in runs]) for n in levels},  # type: ignore[misc]
+        invalid={n: _mean([r.invalid[n] for r in runs]) for n in levels},  # type: ignore[misc]
+        asked=runs[0].asked,
+        acc_full=_mean([r.acc_full for r in runs]),  # type: ignore[arg-type]
+        n_samples=runs[0].n_samples,
+        n_incomplete=max(r.n_incomplete for r in runs),
+        error_counts=errors,
+        error_share={n: 100.0 * errors[n] / failed if failed else 0.0 for n in levels},
+        aspect_acc_full={a: _mean([r.aspect_acc_full.get(a) for r in runs]) for a in aspects},  # type: ignore[misc]
+    )
+    # a human picks a letter: the authors' rule reads it as ours does; every request got an answer
+    return dict(TaskScores(ours=averaged, official=averaged, n_failed_requests=0).as_metrics(aspects))
 
 
 def annotator_scores(
@@ -161,5 +158,5 @@ def score_human(assignment: Assignment, samples: Mapping[tuple[str, str], Sample
             )
         )
     averaged = {f: average_family(per_family[f], f) for f in families}
-    overall = overall_score([averaged[f]["acc_full"] for f in FAMILIES]) if len(families) == len(FAMILIES) else None
+    overall = overall_score([averaged[f][FULL_METRIC] for f in FAMILIES]) if len(families) == len(FAMILIES) else None
     return HumanScores(averaged, overall, virtual, annotator_scores(assignment, samples, answers))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.files import atomic_path
-from hvcu_tasks.report.runs import LEVEL_METRICS, ModelResult, aspect_names, is_na
+from hvcu_tasks.metrics import ACCURACY_METRICS, aspect_metric
+from hvcu_tasks.report.runs import ModelResult, aspect_names, is_na
 
 LEVEL_TICKS = ["perc", "bridge", "conn", "full"]
 
@@ -44,7 +45,7 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path) -> li
             result = model.settings.get(setting, {}).get(family)
             if result is None:
                 continue
-            values = [float("nan") if v is None else float(v) for v in (result.get(m) for m in LEVEL_METRICS)]
+            values = [float("nan") if v is None else float(v) for v in (result.get(m) for m in ACCURACY_METRICS)]
             ax.plot(LEVEL_TICKS, values, marker="o", label=model.model)
         ax.set_title(FAMILIES[family][0].replace("_", " "))
         ax.set_ylim(0, 100)
@@ -99,7 +100,7 @@ def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Pa
     for i, model in enumerate(rows):
         fams = model.settings[setting]
         for j, (family, aspect) in enumerate(pairs):
-            value = fams[family].get(f"full_{aspect}") if family in fams else None
+            value = fams[family].get(aspect_metric(aspect)) if family in fams else None
             if value is not None:
                 grid[i, j] = value
     fig, ax = plt.subplots(figsize=(12, 0.6 * len(rows) + 2))

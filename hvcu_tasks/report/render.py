@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 from hvcu_tasks.files import csv_cell
-from hvcu_tasks.report.runs import is_na
-from hvcu_tasks.report.tables import NA_TEXT, Cell, Table
+from hvcu_tasks.report.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
+from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 
 MISSING = "–"
 
@@ -104,6 +104,34 @@ def to_json(tables: list[Table]) -> str:
     """Return every table as one JSON document (n/a values as null)."""
     data = [{"name": t.name, "title": t.title, "columns": t.columns, "rows": t.rows, "notes": t.notes} for t in tables]
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def report_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
+    """Return the ranked tables (benchmark and smoke-sample runs beside the paper), then one section per custom data.
+
+    A run on data that is not the published benchmark never shares a table, and so never an Overall Score
+    ranking, with it: its tables are named `custom<N>_<table>` and titled with the data they ran on.
+    """
+    ranked = [m for m in models if CUSTOM not in m.dataset]
+    tables = all_tables(ranked, reference)
+    unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
+    for table in tables:
+        if unrecorded and not table.name.startswith("general"):
+            table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
+    sections: dict[str, list[ModelResult]] = {}
+    for m in models:
+        if CUSTOM in m.dataset:
+            sections.setdefault(m.data_label(), []).append(m)
+    for n, (label, group) in enumerate(sorted(sections.items()), start=1):
+        for table in all_tables(group, reference=False):
+            table.name = f"custom{n}_{table.name}"
+            table.title = f"[{label}] {table.title}"
+            table.notes.append(
+                f"{label}: not the published HVCU-Bench (its data identity differs from the dataset card); "
+                "these Scores are not comparable with the paper's rows or the ranked tables."
+            )
+            tables.append(table)
+    return tables
 
 
 RENDERERS = {"md": to_markdown, "csv": to_csv, "latex": to_latex}

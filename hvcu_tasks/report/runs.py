@@ -9,20 +9,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES
-from hvcu_tasks.metrics import overall_score
+from hvcu_tasks.families import ASPECTS, FAMILIES
+from hvcu_tasks.metrics import (
+    ACCURACY_METRICS,
+    COUNT_PREFIXES,
+    FULL_METRIC,
+    OFFICIAL_FULL_METRIC,
+    PERCENT_PREFIXES,
+    overall_score,
+)
+from hvcu_tasks.provenance import IDENTITY_METRIC, location_text, published_match
 from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
-LEVEL_METRICS = [f"acc_{n}" for n in LEVEL_NAMES.values()] + ["acc_full"]
-FULL_METRIC = "acc_full"
-"""Full-chain accuracy with this toolkit's answer parser: the family's part of our Overall Score."""
-OFFICIAL_FULL_METRIC = "acc_full_official"
-"""The same replies under the authors' answer-parsing rule: the part of the paper-comparable Score."""
-PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
-COUNT_PREFIXES = ("n_", "errors_at_")
-"""Counts (n_chains, n_incomplete, n_failed_requests, errors_at_*): always a number, never null or NaN."""
+LEVEL_METRICS = list(ACCURACY_METRICS)
+BENCHMARK = "HVCU-Bench"
+SMOKE = "smoke sample"
+CUSTOM = "custom data"
+NO_IDENTITY_NOTE = (
+    "data identity not recorded (results written before this toolkit recorded it): taken for HVCU-Bench as "
+    "before; rerun the evaluation to have the data checked"
+)
 NA = float("nan")
 """A metric lmms-eval could not compute (NaN or null in its file, e.g. no complete chain under --limit): "n/a"."""
 
@@ -60,6 +68,22 @@ class ModelResult:
     """General-benchmark results (MMStar, MMMU, ...): task -> metric -> value as lmms-eval wrote it."""
     chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
+    identities: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per setting and family: the data identity its results file recorded (absent in older files)."""
+    data_notes: list[str] = field(default_factory=list)
+    """Notes on the data the model ran on (e.g. no identity recorded); they do not make a setting partial."""
+
+    def data_label(self) -> str:
+        """Return what the model ran on: 'HVCU-Bench', 'smoke sample', or 'custom data: <where>, N samples'."""
+        if self.dataset != {CUSTOM}:
+            return next(iter(self.dataset), BENCHMARK)
+        per_family: dict[str, dict[str, Any]] = {}
+        for fams in self.identities.values():
+            for family, identity in fams.items():
+                per_family.setdefault(family, identity)
+        places = sorted({location_text(i) for i in per_family.values()})
+        total = sum(int(i.get("samples") or 0) for i in per_family.values())
+        return f"{CUSTOM}: {', '.join(places)}, {total} samples"
 
     def score(self, setting: str, metric: str = FULL_METRIC) -> float | None:
         """Return the Overall Score of a setting: None unless all three families have `metric`, NA if one is n/a."""
@@ -112,8 +136,33 @@ def _chain_verdicts(results_file: Path, task: str) -> dict[str, bool]:
 
 
 def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys, stderr entries dropped)."""
-    return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr and the data identity dropped)."""
+    return {
+        k.split(",")[0]: v
+        for k, v in values.items()
+        if k.endswith(",none") and "_stderr" not in k and k.split(",")[0] != IDENTITY_METRIC
+    }
+
+
+def identity_of(values: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """Return the data identity a task's results recorded, None when absent (older files); refuse a damaged one."""
+    identity = values.get(f"{IDENTITY_METRIC},none")
+    if identity is None:
+        return None
+    if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
+        raise ReportError(f"{where}: {IDENTITY_METRIC}: not a data identity (no fingerprint); the file is damaged")
+    return identity
+
+
+def data_kind(identity: dict[str, Any] | None, sample_task: bool) -> str:
+    """Return what a task ran on: the smoke sample, the published benchmark, or custom data."""
+    from hvcu_tasks.validate import PUBLISHED_COUNTS, PUBLISHED_FINGERPRINTS
+
+    if sample_task or (identity is not None and identity.get("kind") == "smoke"):
+        return SMOKE
+    if identity is None or published_match(identity, PUBLISHED_COUNTS, PUBLISHED_FINGERPRINTS) is None:
+        return BENCHMARK
+    return CUSTOM
 
 
 def checked_value(value: Any, where: str, percent: bool, count: bool = False) -> float | int:
@@ -209,19 +258,50 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 verdicts = _chain_verdicts(f, task)
                 if verdicts:
                     model.chains.setdefault(setting, {})[family] = verdicts
-                model.dataset.add("smoke sample" if m.group("sample") else "HVCU-Bench")
+                identity = identity_of(values, f"{f}: {task}")
+                if identity is not None:
+                    model.identities.setdefault(setting, {})[family] = identity
+                elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:
+                    model.data_notes.append(NO_IDENTITY_NOTE)
+                model.dataset.add(data_kind(identity, bool(m.group("sample"))))
                 if limit is not None or metrics.get("n_incomplete", 0) != 0:  # a count: checked above, never NaN
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
     for model in models.values():
-        if len(model.dataset) > 1:
+        if model.dataset == {SMOKE, BENCHMARK}:
             raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
+        check_one_data(model)
         for setting, fams in model.settings.items():
             missing = [f for f in FAMILIES if f not in fams]
             if missing:
                 model.note(setting, f"missing {', '.join(missing)} (no Overall Score)")
     return [m for m in models.values() if m.settings or m.general]
+
+
+def check_one_data(model: ModelResult) -> None:
+    """Refuse a model whose runs read different data; one whose families are partly custom is custom as a whole."""
+    for family in FAMILIES:
+        seen = {
+            fams[family]["fingerprint"]: (setting, location_text(fams[family]))
+            for setting, fams in model.identities.items()
+            if family in fams
+        }
+        if len(seen) > 1:
+            where = "; ".join(f"{s} on {loc} ({fp[:19]})" for fp, (s, loc) in seen.items())
+            raise ReportError(
+                f"{model.model}: {family} ran on different data ({where}); report them in separate `hvcu report` "
+                "calls or run them under different model names"
+            )
+    if model.dataset == {BENCHMARK, CUSTOM}:
+        model.dataset = {
+            CUSTOM
+        }  # e.g. a copy that lost a sample of one family: the run as a whole is not the benchmark
+    if len(model.dataset) > 1:
+        raise ReportError(
+            f"{model.model}: mixes {' and '.join(sorted(model.dataset))}; report them in separate `hvcu report` "
+            "calls or run them under different model names"
+        )
 
 
 def aspect_names() -> list[tuple[str, str]]:

@@ -5,12 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.metrics import (
+    ACCURACY_METRICS,
+    OFFICIAL_FULL_METRIC,
+    aspect_metric,
+    error_share_metric,
+    errors_at_metric,
+    invalid_metric,
+)
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.runs import LEVEL_METRICS, OFFICIAL_FULL_METRIC, ModelResult, aspect_names, is_na
+from hvcu_tasks.report.runs import ModelResult, aspect_names, is_na
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
-METRIC_LABEL = {"acc_perc": "Acc_perc", "acc_bridge": "Acc_bridge", "acc_conn": "Acc_conn", "acc_full": "Acc_full"}
+LEVEL_METRICS = ACCURACY_METRICS
+"""The per-family columns of Tables 2, 3 and 8: the level accuracies and the full-chain accuracy."""
+METRIC_LABEL = {m: m.capitalize() for m in LEVEL_METRICS}
+"""Column label of each accuracy: Acc_perc, Acc_bridge, Acc_conn, Acc_full."""
 NA_TEXT = "n/a"
 NA_NOTE = (
     f"{NA_TEXT}: not available, nothing to measure (no complete chain, e.g. in a --limit run; no failed chain "
@@ -188,7 +199,7 @@ def aspect_table(models: list[ModelResult], setting: str) -> Table:
         fams = model.settings.get(setting)
         if fams:
             table.rows.append(
-                [_label(model, setting), *[fams[f].get(f"full_{a}") if f in fams else None for f, a in pairs]]
+                [_label(model, setting), *[fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]]
             )
     table.notes += _partial_notes(models, (setting,))
     return table
@@ -202,14 +213,13 @@ def error_table(models: list[ModelResult], setting: str) -> Table:
     for model in models:
         fams = model.settings.get(setting, {})
         for f, result in ((f, fams[f]) for f in FAMILIES if f in fams):
-            counts = [result.get(f"errors_at_{n}") for n in levels]
-            shares = [result.get(f"error_share_{n}") for n in levels]
+            counts = [result.get(errors_at_metric(n)) for n in levels]
+            shares = [result.get(error_share_metric(n)) for n in levels]
             known = [c for c in counts if c is not None and not is_na(c)]
             failed: Cell = sum(int(c) for c in known) if len(known) == len(counts) else None
             cells = [_error_cell(c, s) for c, s in zip(counts, shares, strict=True)]
-            table.rows.append(
-                [_label(model, setting), FAMILY_LABEL[f], failed, *cells, *[result.get(f"invalid_{n}") for n in levels]]
-            )
+            invalid = [result.get(invalid_metric(n)) for n in levels]
+            table.rows.append([_label(model, setting), FAMILY_LABEL[f], failed, *cells, *invalid])
     table.notes += _partial_notes(models, (setting,))
     return table
 
