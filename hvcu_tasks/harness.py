@@ -197,12 +197,11 @@ def payloads(
 ) -> dict[str, dict]:
     """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`.
 
-    The `data_identity` entry is the document's data identity (so every sample-log line names its data).
+    The acc_full entry also holds the document's data identity, so every sample-log line names its data.
     """
     core = {"outcomes": [outcome_payload(o) for o in outcomes]}
     result = {name: core for name in family_metric_names(family)}
-    result["acc_full"] = {**core, **log_entry}
-    result[provenance.IDENTITY_METRIC] = doc_identity(doc or {})
+    result["acc_full"] = {**core, **log_entry, provenance.IDENTITY_METRIC: doc_identity(doc or {})}
     return result
 
 
@@ -212,12 +211,14 @@ def doc_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     return provenance.decode(text) if text else {}
 
 
-def identity_aggregate(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """lmms-eval aggregation of `data_identity`: the one identity of the task's documents (a JSON object)."""
-    distinct = {provenance.encode(i): i for i in items if i}
-    if len(distinct) > 1:  # one task reads one load; several would be a bug worth seeing in the file
-        return {"error": "documents of one task carry different data identities", "identities": list(distinct.values())}
-    return next(iter(distinct.values()), {})
+def dataset_identity(docs: Any) -> dict[str, Any]:
+    """Return the data identity of a task's document table ({} when it carries none, e.g. another task's)."""
+    if docs is None or provenance.IDENTITY_METRIC not in getattr(docs, "column_names", ()) or not len(docs):
+        return {}
+    identities = set(docs.select_columns([provenance.IDENTITY_METRIC])[provenance.IDENTITY_METRIC])
+    if len(identities) > 1:  # one task reads one load; several would be a bug worth seeing in the file
+        return {"error": "documents of one task carry different data identities"}
+    return provenance.decode(identities.pop()) if identities and next(iter(identities)) else {}
 
 
 def family_metric_names(family: str) -> list[str]:
@@ -293,10 +294,6 @@ AGGREGATIONS: dict[str, Aggregation] = {
     name: _COUNTED_HERE.get(name) or _metric(name) for name in metric_names(ALL_ASPECTS)
 }
 """One aggregation per metric any family task reports (the names come from `metrics.metric_names`)."""
-ENTRY_AGGREGATIONS: dict[str, Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]] = {
-    provenance.IDENTITY_METRIC: identity_aggregate
-}
-"""Non-numeric per-task entries of the results file (not metrics: no stderr, no group aggregation, no table use)."""
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:

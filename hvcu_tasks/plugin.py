@@ -54,6 +54,41 @@ def install_task_hook() -> None:
     TaskManager.initialize_tasks = initialize_tasks
 
 
+def install_identity_hook() -> None:
+    """Wrap lmms-eval's ConfigurableTask.dump_config so an HVCU task's config records the data it read.
+
+    The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
+    rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
+    """
+    from lmms_eval.api.task import ConfigurableTask
+
+    from hvcu_tasks.harness import dataset_identity
+    from hvcu_tasks.provenance import CONFIG_KEY
+
+    original = ConfigurableTask.dump_config
+    if getattr(original, "_hvcu_hook", False):
+        return
+
+    def dump_config(self):  # noqa: ANN001, ANN202
+        config = original(self)
+        dataset = getattr(self, "dataset", None)
+        split = getattr(self.config, "test_split", None)
+        try:
+            docs = dataset[split] if dataset is not None and split is not None else None
+        except (KeyError, TypeError):
+            docs = None
+        identity = dataset_identity(docs)
+        if identity:
+            metadata = dict(config.get("metadata") or {})
+            metadata[CONFIG_KEY] = identity
+            config["metadata"] = metadata
+        return config
+
+    dump_config._hvcu_hook = True  # type: ignore[attr-defined]
+    dump_config.__wrapped__ = original  # type: ignore[attr-defined]
+    ConfigurableTask.dump_config = dump_config
+
+
 def manifests() -> list:
     """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
     from lmms_eval.models.registry_v2 import ModelManifest
@@ -63,6 +98,7 @@ def manifests() -> list:
             install_task_hook()
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
+    install_identity_hook()
     return [
         ModelManifest(model_id="hvcu_replay", chat_class_path="hvcu_tasks.models.replay.ReplayModel"),
         ModelManifest(model_id="hvcu_context", chat_class_path="hvcu_tasks.models.wrapper.ContextWrapper"),

@@ -25,7 +25,9 @@ from hvcu_tasks.schema import Sample
 
 SCHEME = "hvcu-data/1"
 IDENTITY_METRIC = "data_identity"
-"""The per-task entry that carries the identity: a results-JSON value and a key of every sample-log line."""
+"""The key that carries the identity in each document and in the acc_full entry of every sample-log line."""
+CONFIG_KEY = "hvcu_data_identity"
+"""Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
 REVISION_ENV = "HVCU_BENCH_REVISION"
 """Pins the hub revision (branch, tag or commit) that the `hub` tasks read."""
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.harness import AGGREGATIONS, ENTRY_AGGREGATIONS, family_metric_names
+from hvcu_tasks.harness import AGGREGATIONS, family_metric_names
 from hvcu_tasks.metrics import GROUP_METRICS, higher_is_better
 from hvcu_tasks.plugin import TASKS_DIR
 
@@ -39,13 +39,6 @@ def metrics_yaml(family: str) -> str:
             f"  - metric: {m}",
             f"    aggregation: !function utils.agg_{m}",
             f"    higher_is_better: {'true' if higher_is_better(m) else 'false'}",
-        ]
-    for name in ENTRY_AGGREGATIONS:
-        lines += [
-            f"  # {name}: not a number but the data this task read (source, revision, counts, fingerprint).",
-            f"  - metric: {name}",
-            f"    aggregation: !function utils.agg_{name}",
-            "    higher_is_better: true",
         ]
     return "\n".join(lines) + "\n"
 
@@ -132,7 +125,6 @@ def utils_py() -> str:
         "from hvcu_tasks import context",
         "from hvcu_tasks.harness import (",
         "    AGGREGATIONS,",
-        "    ENTRY_AGGREGATIONS,",
         *[f"    {h}," for h in hooks],
         ")",
         "",
@@ -143,7 +135,6 @@ def utils_py() -> str:
         *[f"context_{h} = context.{h}" for h in context_hooks],
         "",
         *[f'agg_{n} = AGGREGATIONS["{n}"]' for n in sorted(AGGREGATIONS)],
-        *[f'agg_{n} = ENTRY_AGGREGATIONS["{n}"]' for n in sorted(ENTRY_AGGREGATIONS)],
     ]
     return "\n".join(lines) + "\n"
 

@@ -62,7 +62,8 @@ def test_messages_follow_the_protocol_and_lmms_eval_schema() -> None:
 def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     doc = harness.process_docs(stub("implication", "smoke"))[1]
     result = harness.process_results(doc, ["The answer is (A)."])
-    assert set(result) == set(harness.family_metric_names("implication")) | {"data_identity"}  # + the data read
+    assert set(result) == set(harness.family_metric_names("implication"))
+    assert result["acc_full"]["data_identity"]["kind"] == "smoke"  # every sample-log line names the data it read
     assert result["acc_perc"]["outcomes"] == [
         {
             "sample_id": "metaphor_001",

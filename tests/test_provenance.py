@@ -61,14 +61,18 @@ def hub_layout(root: Path, out: Path) -> Path:
 def results_file(folder: Path, model: str, identities: dict[str, dict | None], prefix: str = "hvcu_bench") -> Path:
     """Write an lmms-eval results file for the three families, with the given data identities (None: not recorded)."""
     folder.mkdir(parents=True, exist_ok=True)
-    results = {}
+    results, configs = {}, {}
     for family, (_split, _stem, short) in FAMILIES.items():
         task = f"{prefix}_{short}"
-        values = {f"{k},none": v for k, v in METRICS.items()} | {"alias": task}
+        results[task] = {f"{k},none": v for k, v in METRICS.items()} | {"alias": task}
+        configs[task] = {"task": task, "metadata": {"version": 1}}
         if identities.get(family) is not None:
-            values["data_identity,none"] = identities[family]
-        results[task] = values
-    data = {"results": results, "config": {"model": "vllm", "model_args": f"model={model}", "limit": None}}
+            configs[task]["metadata"]["hvcu_data_identity"] = identities[family]
+    data = {
+        "results": results,
+        "configs": configs,
+        "config": {"model": "vllm", "model_args": f"model={model}", "limit": None},
+    }
     (folder / "20260101_000000_results.json").write_text(json.dumps(data))
     return folder
 
@@ -202,13 +206,14 @@ def test_each_image_is_hashed_once_per_process(write_dataset, monkeypatch) -> No
 # ---------------------------------------------------------------- the task's outputs
 
 
-def test_every_scored_document_and_the_task_aggregate_carry_the_identity(write_dataset) -> None:
+def test_every_scored_document_and_the_task_config_carry_the_identity(write_dataset) -> None:
     root = write_dataset(FULL_ITEMS)
     docs = harness.process_docs(stub("implication", str(root)))
     expected = json.loads(docs[0]["data_identity"])
     payloads = [harness.process_results(doc, ["A"]) for doc in docs]
-    assert all(p["data_identity"] == expected for p in payloads)
-    assert harness.identity_aggregate([p["data_identity"] for p in payloads]) == expected
+    assert all(p["acc_full"]["data_identity"] == expected for p in payloads)
+    assert "data_identity" not in payloads[0]  # not a metric: never a row of lmms-eval's table
+    assert harness.dataset_identity(docs) == expected
 
 
 def test_context_documents_carry_the_identity_too(write_dataset) -> None:
@@ -216,7 +221,9 @@ def test_context_documents_carry_the_identity_too(write_dataset) -> None:
 
     root = write_dataset(FULL_ITEMS)
     doc = context.process_docs(stub("implication", str(root)))[0]
-    assert context.process_results(doc, [["A", "B", "C"]])["data_identity"] == json.loads(doc["data_identity"])
+    assert context.process_results(doc, [["A", "B", "C"]])["acc_full"]["data_identity"] == json.loads(
+        doc["data_identity"]
+    )
 
 
 # ---------------------------------------------------------------- the report
@@ -288,7 +295,7 @@ def test_results_without_an_identity_are_reported_as_before_with_a_note(tmp_path
 
 def test_a_damaged_identity_is_refused_naming_the_file_and_task(tmp_path) -> None:
     run = results_file(tmp_path / "run", "Qwen/X", {"implication": {"kind": "local"}})
-    with pytest.raises(ReportError, match=r"hvcu_bench_impl: data_identity: not a data identity"):
+    with pytest.raises(ReportError, match=r"hvcu_bench_impl: configs metadata hvcu_data_identity: not a data identity"):
         read_runs([run])
 
 
@@ -307,9 +314,11 @@ def test_the_identity_lands_in_the_results_and_samples_files(tmp_path: Path) -> 
     args = ["--model", "hvcu_replay", "--model_args", f"model=m,predictions={predictions}"]
     results = run_lmms_eval([*args, "--tasks", "hvcu_bench_sample", "--log_samples"], tmp_path / "run")
     for family, (_split, _stem, short) in FAMILIES.items():
-        got = results["results"][f"hvcu_bench_sample_{short}"]["data_identity,none"]
+        task = f"hvcu_bench_sample_{short}"
+        got = results["configs"][task]["metadata"]["hvcu_data_identity"]
         assert got["kind"] == "smoke" and got["family"] == family and got["fingerprint"].startswith("sha256:")
-        (samples,) = (tmp_path / "run").rglob(f"*_samples_hvcu_bench_sample_{short}.jsonl")
+        assert not any(k.startswith("data_identity") for k in results["results"][task])
+        (samples,) = (tmp_path / "run").rglob(f"*_samples_{task}.jsonl")
         lines = [json.loads(line) for line in samples.read_text().splitlines()]
-        assert lines and all(line["data_identity"] == got for line in lines)
+        assert lines and all(line["acc_full"]["data_identity"] == got for line in lines)
     assert main(["report", str(tmp_path / "run"), "--format", "md"]) == 0

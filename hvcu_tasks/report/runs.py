@@ -18,7 +18,7 @@ from hvcu_tasks.metrics import (
     PERCENT_PREFIXES,
     overall_score,
 )
-from hvcu_tasks.provenance import IDENTITY_METRIC, location_text, published_match
+from hvcu_tasks.provenance import CONFIG_KEY, location_text, published_match
 from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
@@ -136,21 +136,18 @@ def _chain_verdicts(results_file: Path, task: str) -> dict[str, bool]:
 
 
 def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr and the data identity dropped)."""
-    return {
-        k.split(",")[0]: v
-        for k, v in values.items()
-        if k.endswith(",none") and "_stderr" not in k and k.split(",")[0] != IDENTITY_METRIC
-    }
+    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr dropped)."""
+    return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
 
 
-def identity_of(values: dict[str, Any], where: str) -> dict[str, Any] | None:
-    """Return the data identity a task's results recorded, None when absent (older files); refuse a damaged one."""
-    identity = values.get(f"{IDENTITY_METRIC},none")
+def identity_of(config: Any, where: str) -> dict[str, Any] | None:
+    """Return the data identity a task's config recorded, None when absent (older files); refuse a damaged one."""
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    identity = metadata.get(CONFIG_KEY) if isinstance(metadata, dict) else None
     if identity is None:
         return None
     if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
-        raise ReportError(f"{where}: {IDENTITY_METRIC}: not a data identity (no fingerprint); the file is damaged")
+        raise ReportError(f"{where}: configs metadata {CONFIG_KEY}: not a data identity (no fingerprint); damaged")
     return identity
 
 
@@ -235,6 +232,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             limit = (results.get("config") or {}).get("limit")
             if not isinstance(per_task, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
+            configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
             for task, values in per_task.items():
                 if not isinstance(values, dict):
                     raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")
@@ -258,7 +256,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 verdicts = _chain_verdicts(f, task)
                 if verdicts:
                     model.chains.setdefault(setting, {})[family] = verdicts
-                identity = identity_of(values, f"{f}: {task}")
+                identity = identity_of(configs.get(task), f"{f}: {task}")
                 if identity is not None:
                     model.identities.setdefault(setting, {})[family] = identity
                 elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:

@@ -3,7 +3,6 @@
 from hvcu_tasks import context
 from hvcu_tasks.harness import (
     AGGREGATIONS,
-    ENTRY_AGGREGATIONS,
     doc_to_messages,
     doc_to_text,
     doc_to_visual,
@@ -61,4 +60,3 @@ agg_invalid_perc = AGGREGATIONS["invalid_perc"]
 agg_n_chains = AGGREGATIONS["n_chains"]
 agg_n_failed_requests = AGGREGATIONS["n_failed_requests"]
 agg_n_incomplete = AGGREGATIONS["n_incomplete"]
-agg_data_identity = ENTRY_AGGREGATIONS["data_identity"]
