@@ -177,6 +177,7 @@ def score_reply(
         response=text,
         pred_official=None if failed else parse_official(text),
         failed=failed,
+        data=doc_identity(doc).get("fingerprint"),
     )
 
 

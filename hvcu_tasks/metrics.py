@@ -106,6 +106,8 @@ class Outcome:
     pred_official: str | None = _FROM_RESPONSE
     failed: bool = False
     """No usable reply came (missing, empty, or the request failed): scored wrong, counted in n_failed_requests."""
+    data: str | None = None
+    """The fingerprint of the data the question came from (`provenance`), None when not recorded."""
 
     def __post_init__(self) -> None:
         """Parse `response` with the authors' rule unless `pred_official` was given."""
@@ -134,8 +136,9 @@ class Outcome:
     def to_dict(self) -> dict:
         """Return a JSON-ready dict (the harness logs it per document without `response`, which lmms-eval keeps)."""
         record = asdict(self)
-        failed = record.pop("failed")
-        return {**record, "correct": self.correct, "correct_official": self.correct_official, "failed": failed}
+        failed, data = record.pop("failed"), record.pop("data")
+        verdicts = {"correct": self.correct, "correct_official": self.correct_official}
+        return {**record, **verdicts, "failed": failed, "data": data}
 
     @classmethod
     def from_dict(cls, d: dict) -> Outcome:
@@ -152,6 +155,7 @@ class Outcome:
             if "pred_official" not in d
             else (None if d["pred_official"] is None else str(d["pred_official"])),
             failed=bool(d.get("failed", False)),
+            data=None if d.get("data") is None else str(d["data"]),
         )
 
 

@@ -63,7 +63,9 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     doc = harness.process_docs(stub("implication", "smoke"))[1]
     result = harness.process_results(doc, ["The answer is (A)."])
     assert set(result) == set(harness.family_metric_names("implication"))
-    assert result["acc_full"]["data_identity"]["kind"] == "smoke"  # every sample-log line names the data it read
+    identity = result["acc_full"]["data_identity"]
+    assert identity["kind"] == "smoke"  # every sample-log line names the data it read
+    assert identity["fingerprint"].startswith("sha256:")
     assert result["acc_perc"]["outcomes"] == [
         {
             "sample_id": "metaphor_001",
@@ -76,6 +78,7 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
             "correct": True,
             "correct_official": False,
             "failed": False,
+            "data": identity["fingerprint"],  # each outcome names the data its question came from
         }
     ]
     assert result["acc_full"]["question"].startswith("What does placing the heart behind bars suggest?")

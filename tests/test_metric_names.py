@@ -83,8 +83,14 @@ def test_the_logged_record_keeps_its_keys() -> None:
     record = Outcome("s", "aesthetic", "color", 1, "A", "A", "A", failed=False).to_dict()
     assert set(record) == {
         "sample_id", "family", "aspect", "level", "gold", "pred", "response", "pred_official", "failed", "correct",
-        "correct_official",
+        "correct_official", "data",
     }  # fmt: skip
+
+
+def test_the_data_source_is_a_field_of_the_logged_record() -> None:
+    record = Outcome("s", "aesthetic", "color", 1, "A", "A", "A", data="sha256:0f").to_dict()
+    assert record["data"] == "sha256:0f" and Outcome.from_dict(record).data == "sha256:0f"
+    assert Outcome.from_dict({k: v for k, v in record.items() if k != "data"}).data is None  # older logs
 
 
 def test_one_grouping_finds_complete_chains_and_refuses_a_repeated_level() -> None:
