@@ -195,3 +195,14 @@ def one_line_error(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def smoke_predictions(path: Path, reply: Callable[[str, object], str] = lambda _family, lv: lv.answer) -> Path:
+    """Write hvcu_replay predictions for every level of the smoke sample (`reply(family, level)`; default gold)."""
+    with path.open("w", encoding="utf-8") as out:
+        for family in FAMILIES:
+            for s in load_source("smoke", family).raise_for_problems():
+                for lv in s.levels:
+                    record = {"family": family, "sample_id": s.id, "level": lv.level, "response": reply(family, lv)}
+                    out.write(json.dumps(record) + "\n")
+    return path

@@ -11,12 +11,11 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import item, run_lmms_eval
+from conftest import item, run_lmms_eval, smoke_predictions
 
 from hvcu_tasks import harness, validate
 from hvcu_tasks.cli import main
 from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
 from hvcu_tasks.report.runs import ReportError, read_runs
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -304,13 +303,7 @@ def test_a_damaged_identity_is_refused_naming_the_file_and_task(tmp_path) -> Non
 
 @pytest.mark.slow
 def test_the_identity_lands_in_the_results_and_samples_files(tmp_path: Path) -> None:
-    predictions = tmp_path / "p.jsonl"
-    with predictions.open("w") as out:
-        for family in FAMILIES:
-            for s in load_source("smoke", family).raise_for_problems():
-                for lv in s.levels:
-                    record = {"family": family, "sample_id": s.id, "level": lv.level, "response": lv.answer}
-                    out.write(json.dumps(record) + "\n")
+    predictions = smoke_predictions(tmp_path / "p.jsonl")
     args = ["--model", "hvcu_replay", "--model_args", f"model=m,predictions={predictions}"]
     results = run_lmms_eval([*args, "--tasks", "hvcu_bench_sample", "--log_samples"], tmp_path / "run")
     for family, (_split, _stem, short) in FAMILIES.items():

@@ -179,19 +179,12 @@ def test_cli_json_report_carries_both_scores(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_lmms_eval_run_whose_replies_the_authors_parser_misses_is_flagged(tmp_path: Path) -> None:
     """Replay replies '(B)' for the aesthetic family (the authors' parser rejects them), bare letters elsewhere."""
-    from conftest import run_lmms_eval
+    from conftest import run_lmms_eval, smoke_predictions
 
-    from hvcu_tasks.families import FAMILIES
-    from hvcu_tasks.loaders import load_source
+    def reply(family: str, lv) -> str:
+        return f"({lv.answer})" if family == "aesthetic" else lv.answer
 
-    predictions = tmp_path / "p.jsonl"
-    with predictions.open("w") as out:
-        for family in FAMILIES:
-            for s in load_source("smoke", family).raise_for_problems():
-                for lv in s.levels:
-                    reply = f"({lv.answer})" if family == "aesthetic" else lv.answer
-                    record = {"family": family, "sample_id": s.id, "level": lv.level, "response": reply}
-                    out.write(json.dumps(record) + "\n")
+    predictions = smoke_predictions(tmp_path / "p.jsonl", reply)
     model_args = f"model=model-p,predictions={predictions}"
     run_lmms_eval(
         ["--model", "hvcu_replay", "--model_args", model_args, "--tasks", "hvcu_bench_sample"], tmp_path / "r"
