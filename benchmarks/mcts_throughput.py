@@ -1,18 +1,24 @@
 """Measure `hvcu mcts` against a local fake OpenAI-compatible server with fixed latency.
 
-Prints the achieved request throughput against the limit C/L (concurrency C, latency L) and the model
-calls per accepted chain with the default (paper) MCTS settings.
+Prints the achieved request throughput against the limit C/L (concurrency C, latency L), the model
+calls per accepted chain with the default (paper) MCTS settings, and the client's CPU time per call
+(process CPU of the client over the run / requests; the server runs in its own process). --profile adds
+a cProfile top 15 of the client.
 
-    python benchmarks/mcts_throughput.py [--images 32] [--concurrency 16] [--latency-ms 200]
+    python benchmarks/mcts_throughput.py [--images 32] [--concurrency 16] [--latency-ms 200] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import hashlib
+import io
 import json
 import multiprocessing
+import os
+import pstats
 import re
 import sys
 import tempfile
@@ -52,7 +58,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile top 15 of the client")
     args = parser.parse_args()
+    profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU time, not wall time
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "images"
         folder.mkdir()
@@ -66,9 +74,14 @@ def main() -> None:
             config = ClientConfig(
                 model="fake", base_url=ready.get(timeout=30), api_key="x", concurrency=args.concurrency
             )
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), os.times()
+            if profiler:
+                profiler.enable()
             stats = asyncio.run(run(list_images(folder), Path(tmp) / "out", config, progress=False))
-            wall = time.perf_counter() - start
+            if profiler:
+                profiler.disable()
+            wall, cpu_end = time.perf_counter() - start, os.times()
+            user, system = cpu_end.user - cpu_start.user, cpu_end.system - cpu_start.system
         finally:
             stop.set()
             requests, peak = counts.get(timeout=30)
@@ -81,6 +94,17 @@ def main() -> None:
         f"chains={stats['chains']} calls per accepted chain={stats['calls_per_chain']:.1f} "
         f"acceptance rate={stats['acceptance_rate']:.0%}"
     )
+    cpu = user + system
+    print(
+        f"client CPU={cpu:.2f} s (user {user:.2f} s, system {system:.2f} s)  per call={cpu / requests * 1000:.2f} ms "
+        f"(user {user / requests * 1000:.2f} ms; goal <= 2 ms)  client busy {cpu / wall:.0%} of the wall time"
+    )
+    if profiler:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(15)
+        stats.sort_stats("cumulative").print_stats(r"generation[/\\]", 15)  # where the toolkit's own code spends
+        print(out.getvalue())
 
 
 if __name__ == "__main__":

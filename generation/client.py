@@ -34,6 +34,9 @@ RETRY_STATUSES = {408, 409, 429}
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 RETRY_AFTER_CAP_S = 60.0
+CALLS_PER_POOL = 8
+"""Concurrent calls per HTTP connection pool: httpx scans every connection of its pool for each request, so
+at high concurrency several small pools cost far less CPU per call than one large one."""
 
 
 def image_data_url(path: Path) -> str:
@@ -232,17 +235,25 @@ def _usable(text: object, accept: Callable[[str], Any] | None) -> bool:
     return True
 
 
-def _reply_text(response: Any) -> str:
-    """Return the text of a chat completion, or raise _Retryable when the body holds no usable reply."""
-    choices = getattr(response, "choices", None)
+def _reply_text(body: Any) -> str:
+    """Return the text of a chat-completion body (parsed JSON), or raise _Retryable when it holds no usable reply."""
+    choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list):
-        raise _Retryable(f"malformed response body (not a chat completion): {str(response)[:120]!r}")
+        raise _Retryable(f"malformed response body (not a chat completion): {str(body)[:120]!r}")
     if not choices:
         raise _Retryable("empty reply: the response has no choices")
-    content = getattr(getattr(choices[0], "message", None), "content", None)
+    first = choices[0] if isinstance(choices[0], dict) else {}
+    message = first.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str) or not content.strip():
         raise _Retryable(f"empty reply: message content is {content!r}")
     return content
+
+
+def _token_count(usage: Any, name: str) -> int:
+    """Return one token count of a body's `usage` object (0 when absent or not a count)."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclass
@@ -258,9 +269,12 @@ class ChatClient:
 
         key = self.config.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers need no key
         # The SDK's own retries are off: every attempt goes through `_attempt`, so each one is seen by `health`.
-        self._client = AsyncOpenAI(
-            base_url=self.config.base_url, api_key=key, timeout=self.config.timeout_s, max_retries=0
-        )
+        pools = max(1, math.ceil(self.config.concurrency / CALLS_PER_POOL))
+        self._clients = [
+            AsyncOpenAI(base_url=self.config.base_url, api_key=key, timeout=self.config.timeout_s, max_retries=0)
+            for _ in range(pools)
+        ]
+        self._turn = 0
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._jitter = random.Random()  # spreads retries in time only; never touches a request or a result
         self.health = EndpointHealth(self.config.base_url, self.config.dead_after, self.config.dead_after_s)
@@ -334,7 +348,15 @@ class ChatClient:
         """One HTTP request: the reply text, or _Retryable / ClientError saying why there is none."""
         import openai
 
-        request = self._client.chat.completions.create(model=self.config.model, messages=messages, **params)
+        # A plain POST of the JSON body: the SDK's typed `chat.completions.create` walks every message part
+        # (image data URLs included) to transform it and builds pydantic models of the reply, which cost
+        # several ms of CPU per call and made the client the bottleneck at high concurrency. Errors, timeouts
+        # and connection handling are the SDK's all the same. The body goes as ready JSON bytes (ASCII, so
+        # no text can fail to encode), which also spares the SDK copying the messages for every attempt.
+        body = json.dumps({"model": self.config.model, "messages": messages, **params}).encode()
+        client = self._clients[self._turn % len(self._clients)]  # round robin over the connection pools
+        self._turn += 1
+        request = client.post("/chat/completions", content=body, cast_to=object)
         try:
             # The SDK's timeout bounds each read; this bounds the whole attempt (a server that trickles bytes).
             response = await asyncio.wait_for(request, self.config.timeout_s)
@@ -350,11 +372,12 @@ class ChatClient:
             # Connection refused or dropped, a timeout, a body that is not JSON or not a completion.
             raise _Retryable(f"{type(exc).__name__} from {self.config.base_url}: {str(exc)[:300]}") from exc
         text = _reply_text(response)
-        if response.usage is not None:
-            self.usage.prompt_tokens += response.usage.prompt_tokens or 0
-            self.usage.completion_tokens += response.usage.completion_tokens or 0
+        usage = response.get("usage")
+        self.usage.prompt_tokens += _token_count(usage, "prompt_tokens")
+        self.usage.completion_tokens += _token_count(usage, "completion_tokens")
         return text
 
     async def close(self) -> None:
-        """Close the HTTP client."""
-        await self._client.close()
+        """Close the HTTP clients."""
+        for client in self._clients:
+            await client.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 from hvcu_tasks import provenance
 from hvcu_tasks.harness import image_cell, payloads, score_reply, task_data
+from hvcu_tasks.images import document_image
 from hvcu_tasks.metrics import Outcome
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import context_answer, context_messages, level_text
@@ -43,7 +44,7 @@ def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[
             "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
             "option_texts": [[t for _, t in lv.options] for lv in s.levels],
             "answers": [lv.answer for lv in s.levels],
-            "image": image_cell(s),
+            **image_cell(s),
             provenance.IDENTITY_METRIC: identity,
         }
 
@@ -63,7 +64,8 @@ def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> dataset
             "option_keys": datasets.Sequence(strings),
             "option_texts": datasets.Sequence(strings),
             "answers": strings,
-            "image": datasets.Image(),
+            "image_path": datasets.Value("string"),
+            "image_bytes": datasets.Value("binary"),
             provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
@@ -95,8 +97,8 @@ def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[s
 
 
 def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
-    """Return the chat for the next unanswered level given the replies so far."""
-    return context_messages(level_texts(doc), earlier_answers(doc, replies), doc["image"].convert("RGB"))
+    """Return the chat for the next unanswered level given the replies so far (image decoded once per chain)."""
+    return context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc))
 
 
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
@@ -141,7 +143,7 @@ def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outco
     ]
 
 
-def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict]:
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Mapping[str, Any]]:
     """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdicts (both rules).
 
     A round with no reply (missing, None, not text) is scored wrong and counted in n_failed_requests.

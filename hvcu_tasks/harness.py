@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import provenance
 from hvcu_tasks.families import ASPECTS
+from hvcu_tasks.images import document_image
 from hvcu_tasks.loaders import HUB_DATASET, family_counts, hub_revision
 from hvcu_tasks.metrics import FamilyScores, Outcome, family_metrics, metric_names, overall_score, score_family
 from hvcu_tasks.official_parsing import parse_official
@@ -51,10 +55,13 @@ def identity_of(family: str, source: str, samples: Sequence[Sample]) -> dict[str
 
 
 def image_cell(sample: Sample) -> dict[str, Any]:
-    """Return a `datasets.Image` cell for a sample: its file path, or its encoded bytes."""
+    """Return a document's image columns: `image_path` (its file) or `image_bytes` (its encoded cell), never pixels.
+
+    Not a {"bytes": ...} dict: lmms-eval would inline such bytes as base64 into every --log_samples line.
+    """
     if sample.image and sample.image.path:
-        return {"path": str(sample.image.path), "bytes": None}
-    return {"path": None, "bytes": sample.image.data if sample.image else None}
+        return {"image_path": str(sample.image.path), "image_bytes": None}
+    return {"image_path": None, "image_bytes": sample.image.data if sample.image else None}
 
 
 def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
@@ -71,13 +78,13 @@ def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[s
                 "option_keys": [k for k, _ in lv.options],
                 "option_texts": [t for _, t in lv.options],
                 "answer": lv.answer,
-                "image": image,
+                **image,
                 provenance.IDENTITY_METRIC: identity,
             }
 
 
 def level_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
-    """Build the lmms-eval document table (one row per level, image as a lazy `datasets.Image`)."""
+    """Build the lmms-eval document table (one row per level; the image as a path or encoded bytes, not decoded)."""
     import datasets
 
     features = datasets.Features(
@@ -90,7 +97,8 @@ def level_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets
             "option_keys": datasets.Sequence(datasets.Value("string")),
             "option_texts": datasets.Sequence(datasets.Value("string")),
             "answer": datasets.Value("string"),
-            "image": datasets.Image(),
+            "image_path": datasets.Value("string"),
+            "image_bytes": datasets.Value("binary"),
             provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
@@ -144,13 +152,13 @@ def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, 
 
 
 def doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
-    """Return the document's image as an RGB PIL image in a list."""
-    return [doc["image"].convert("RGB")]
+    """Return the document's image as an RGB PIL image in a list (decoded once, see `images.document_image`)."""
+    return [document_image(doc)]
 
 
 def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> list[dict]:
     """Return the base-setting chat: the authors' system prompt, then user [text, image]."""
-    return base_messages(doc_to_text(doc), doc["image"].convert("RGB"))
+    return base_messages(doc_to_text(doc), document_image(doc))
 
 
 def failed_reply(reply: object) -> bool:
@@ -193,16 +201,57 @@ def outcome_payload(outcome: Outcome) -> dict[str, Any]:
     return record
 
 
+SEE_FULL = "see acc_full"
+"""What a sample-log line shows under every metric but acc_full: the line logs its outcomes once, under acc_full."""
+
+
+class SharedOutcomes(Mapping[str, Any]):
+    """One document's outcome records under a metric other than acc_full: {"outcomes": [...]} to the aggregations.
+
+    It holds the very list the document's acc_full entry logs. It is not a dict, so lmms-eval's JSON fallback
+    (`str()`) writes it into a sample-log line as SEE_FULL; it is a module-level class, so it pickles when
+    lmms-eval gathers results across processes.
+    """
+
+    __slots__ = ("outcomes",)
+
+    def __init__(self, outcomes: list[dict[str, Any]]) -> None:
+        self.outcomes = outcomes
+
+    def __getitem__(self, key: str) -> list[dict[str, Any]]:
+        if key != "outcomes":
+            raise KeyError(key)
+        return self.outcomes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("outcomes",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __reduce__(self) -> tuple[type, tuple[list[dict[str, Any]]]]:
+        return SharedOutcomes, (self.outcomes,)
+
+    def __str__(self) -> str:
+        return SEE_FULL
+
+    def __repr__(self) -> str:
+        return f"SharedOutcomes({len(self.outcomes)} outcome(s), {SEE_FULL})"
+
+
 def payloads(
     family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any], doc: Mapping[str, Any] | None = None
-) -> dict[str, dict]:
+) -> dict[str, Mapping[str, Any]]:
     """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`.
 
-    The acc_full entry also holds the document's data identity, so every sample-log line names its data.
+    Only acc_full holds the records as a dict; every other metric gets a `SharedOutcomes` of the same list, so a
+    sample-log line holds each record once. The acc_full entry also holds the document's data identity, so
+    every sample-log line names its data.
     """
-    core = {"outcomes": [outcome_payload(o) for o in outcomes]}
-    result = {name: core for name in family_metric_names(family)}
-    result["acc_full"] = {**core, **log_entry, provenance.IDENTITY_METRIC: doc_identity(doc or {})}
+    records = [outcome_payload(o) for o in outcomes]
+    shared = SharedOutcomes(records)
+    result: dict[str, Mapping[str, Any]] = {name: shared for name in family_metric_names(family)}
+    result["acc_full"] = {"outcomes": records, **log_entry, provenance.IDENTITY_METRIC: doc_identity(doc or {})}
     return result
 
 
@@ -238,8 +287,19 @@ def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[s
 
 
 def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Return the per-level records of every payload."""
-    return [record for item in items for record in item["outcomes"]]
+    """Return the per-level records of every payload (an acc_full dict or a `SharedOutcomes`), or raise ValueError."""
+    return [record for index, item in enumerate(items) for record in outcomes_in(item, index)]
+
+
+def outcomes_in(item: object, index: int) -> list[dict[str, Any]]:
+    """Return one payload's outcome records, refusing anything else (e.g. the SEE_FULL text of a sample log)."""
+    records = item.get("outcomes") if isinstance(item, Mapping) else None
+    if not isinstance(records, list):
+        raise ValueError(
+            f"HVCU-Bench aggregation: item {index} is {item!r:.60}, not an outcome payload; a sample log keeps "
+            "each document's outcomes under acc_full only"
+        )
+    return records
 
 
 def scores_of(items: Sequence[Mapping[str, Any]]) -> FamilyScores:
@@ -251,12 +311,45 @@ Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]
 ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
 
 
+_SCORED: OrderedDict[bytes, dict[str, float | int]] = OrderedDict()
+"""The metrics of the last few distinct sets of outcome records scored, by `content_key`."""
+_SCORED_KEPT = 4
+"""How many sets `_SCORED` keeps: lmms-eval aggregates a task's metrics one after another, so a few is plenty."""
+_SCORED_LOCK = threading.Lock()
+
+
+def content_key(records: list[dict[str, Any]]) -> bytes:
+    """Return bytes equal for two record lists only if they are equal value for value and type for type.
+
+    Equal pickles rebuild equal objects, so a copy of the records (lmms-eval pickles each metric's items
+    separately when it gathers them across processes) gets the same key, and records differing in anything never do.
+    """
+    return pickle.dumps(records, protocol=5)
+
+
+def task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+    """Return every metric of one task's payloads; each distinct set of outcome records is scored only once."""
+    records = flatten(items)
+    key = content_key(records)
+    with _SCORED_LOCK:
+        scored = _SCORED.get(key)
+        if scored is not None:
+            _SCORED.move_to_end(key)
+    if scored is None:
+        scored = family_metrics([Outcome.from_dict(r) for r in records], ALL_ASPECTS)
+        with _SCORED_LOCK:
+            _SCORED[key] = scored
+            while len(_SCORED) > _SCORED_KEPT:
+                _SCORED.popitem(last=False)
+    return dict(scored)
+
+
 def _metric(name: str) -> Aggregation:
-    """Make the lmms-eval aggregation of one named metric: score the payloads, pick that number."""
+    """Make the lmms-eval aggregation of one named metric: the task's scores (computed once), that number."""
 
     def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
         """Aggregate per-document payloads into one metric value."""
-        return family_metrics([Outcome.from_dict(r) for r in flatten(items)], ALL_ASPECTS)[name]
+        return task_metrics(items)[name]
 
     return aggregate
 
@@ -279,7 +372,7 @@ def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
 
 def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
     """Count samples missing a level (e.g. under --limit), warning that full-chain metrics leave them out."""
-    n = scores_of(items).n_incomplete
+    n = int(task_metrics(items)["n_incomplete"])
     if n:
         log.warning(
             "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "

@@ -4,18 +4,32 @@ lmms-eval 0.7.3 discovers plugins only through the `lmms_eval.models` entry-poin
 before building its TaskManager. While loaded, this module wraps `TaskManager.initialize_tasks` so that
 the package's task folder is indexed after lmms-eval's own tasks and any `--include_path` (those win a
 name clash). Set HVCU_NO_AUTO_TASKS=1 to opt out and pass `--include_path $(hvcu tasks-dir)` instead.
+
+It also wraps `ChatMessages.to_openai_messages` and `to_qwen3_vl_openai_messages` (the openai, async_openai
+and vllm chat backends) so that an HVCU image is sent as its file's own bytes and media type instead of a
+PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
+When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
+`images.document_image` call installs that hook instead.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 TASKS_DIR: Path = Path(__file__).resolve().parent / "tasks"
 OPT_OUT_ENV = "HVCU_NO_AUTO_TASKS"
 EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
+OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
+    "to_openai_messages": ("self", "video_kwargs", "pass_video_url"),
+    "to_qwen3_vl_openai_messages": ("self", "video_kwargs"),
+}
+"""lmms-eval's ChatMessages methods that build OpenAI messages (openai, async_openai, vllm), with their parameters."""
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -89,6 +103,43 @@ def install_identity_hook() -> None:
     ConfigurableTask.dump_config = dump_config
 
 
+def _sending_own_bytes(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap one ChatMessages → OpenAI messages method: HVCU images as their own bytes, else the original."""
+    from hvcu_tasks.images import api_messages
+
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built = api_messages(self.messages)
+        return built if built is not None else original(self, *args, **kwargs)
+
+    method._hvcu_hook = True  # type: ignore[attr-defined]
+    return method
+
+
+def install_image_hook() -> None:
+    """Wrap lmms-eval's ChatMessages → OpenAI message methods so HVCU images travel as their own bytes (idempotent).
+
+    Both methods give the same messages for text and images (the Qwen3-VL one differs only for video).
+    """
+    from lmms_eval.protocol import ChatMessages
+
+    todo = {}
+    for name, expected in OPENAI_MESSAGE_METHODS.items():
+        original = getattr(ChatMessages, name, None)
+        if getattr(original, "_hvcu_hook", False):
+            continue
+        params = tuple(inspect.signature(original).parameters) if callable(original) else None
+        if params != expected:
+            raise IncompatibleLmmsEval(
+                f"lmms_eval ChatMessages.{name}{params} no longer matches {expected}; API backends will get "
+                "lmms-eval's own re-encoding of every HVCU image (larger requests, alpha dropped) until "
+                "hvcu_tasks/plugin.py is updated"
+            )
+        todo[name] = original
+    for name, original in todo.items():
+        setattr(ChatMessages, name, _sending_own_bytes(original))
+
+
 def manifests() -> list:
     """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
     from lmms_eval.models.registry_v2 import ModelManifest
@@ -99,6 +150,12 @@ def manifests() -> list:
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
     install_identity_hook()
+    try:
+        install_image_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
+    except ImportError:  # lmms_eval.protocol is mid-import (it imports the models package): hooked at first use
+        log.debug("HVCU-Bench: image hook deferred until the first document image", exc_info=True)
     return [
         ModelManifest(model_id="hvcu_replay", chat_class_path="hvcu_tasks.models.replay.ReplayModel"),
         ModelManifest(model_id="hvcu_context", chat_class_path="hvcu_tasks.models.wrapper.ContextWrapper"),

@@ -4,7 +4,7 @@ Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys an
 `check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
 not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
 kept, keyed by the file's path, size and mtime or by the bytes' hash, so the base and context tasks of one
-run do not decode it twice.
+run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside the GIL).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 import socket
 import urllib.parse
 import urllib.request
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
 
 DATA_ENV = "HVCU_BENCH_DATA"
 HUB_PROBE_TIMEOUT_S = 3.0
+DECODE_THREADS = min(8, os.cpu_count() or 1)
+"""Threads that decode a family's images at once when checking them."""
 
 PUBLISHED_COUNTS = ASPECTS
 """Samples per family and aspect in the published benchmark (families.ASPECTS: one table, not a copy)."""
@@ -107,8 +111,36 @@ def image_sha256(ref: ImageRef | None) -> str:
     return _DIGESTS[key]
 
 
+def _decode_all(refs: list[ImageRef]) -> None:
+    """Decode every image not judged yet in this process, several at a time, and keep the verdicts."""
+    todo: dict[tuple, ImageRef] = {}
+    for ref in refs:
+        key = _image_key(ref)
+        if key is not None and key not in _VERDICTS:
+            todo.setdefault(key, ref)
+    if len(todo) < 2 or DECODE_THREADS < 2:
+        for key, ref in todo.items():
+            _VERDICTS[key] = _decode(ref)
+        return
+    from PIL import Image, ImageFile
+
+    # `files.open_image` sets these two process-wide switches around each decode and restores them after;
+    # set here first, every thread saves and restores the same values, and this frame restores the caller's.
+    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        try:
+            with ThreadPoolExecutor(min(DECODE_THREADS, len(todo))) as pool:
+                for key, verdict in zip(todo, pool.map(_decode, todo.values()), strict=True):
+                    _VERDICTS[key] = verdict
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
 def image_problems(samples: list[Sample]) -> list[Problem]:
     """Return one problem per sample whose image cannot be decoded."""
+    _decode_all([s.image for s in samples if s.image is not None])
     problems = []
     for s in samples:
         if s.image is None:

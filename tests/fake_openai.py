@@ -1,7 +1,8 @@
 """A deterministic OpenAI-compatible chat-completions server on 127.0.0.1, recording every request.
 
 `fault(n, request)` may return (status, headers, body bytes) to inject an error for the n-th request
-(0-based); `delay_s` makes every reply slow. `max_in_flight` records the peak of concurrent requests.
+(0-based); `delay_s` makes every reply slow. `max_in_flight` records the peak of concurrent requests;
+`body_sizes` the size in bytes of each request body as it came over the wire (same order as `requests`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class FakeOpenAI:
         self.fault = fault
         self.delay_s = delay_s
         self.requests: list[dict] = []
+        self.body_sizes: list[int] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -33,10 +35,12 @@ class FakeOpenAI:
             disable_nagle_algorithm = True  # headers and body go out at once (no delayed-ACK stall)
 
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.loads(raw)
                 with owner._lock:
                     n = len(owner.requests)
                     owner.requests.append(body)
+                    owner.body_sizes.append(len(raw))
                     owner.in_flight += 1
                     owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
                 try:

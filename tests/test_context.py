@@ -8,9 +8,26 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
 
-from hvcu_tasks import context
+from hvcu_tasks import context, prompts
 from hvcu_tasks.models.wrapper import ContextWrapper
-from hvcu_tasks.prompts import CONTEXT_PREFIX, NO_ANSWER, SYSTEM_PROMPT
+
+# Typed from the protocol note ("Prompting"), never imported from the code under test.
+SYSTEM_PROMPT = (
+    "You are a helpful assistant that answers multiple-choice questions based on images. Respond with ONLY the "
+    "single letter (A, B, C, or D) of the best option. Do not include any explanation or additional text."
+)
+CONTEXT_PREFIX = "The above Q&As provide context. Now carefully consider:\n"
+NO_ANSWER = "(no answer)"  # README: what an empty earlier reply is sent as
+# The user text of each level of the smoke sample metaphor_001 (gold B, A, C), written out by hand.
+L1 = "What object is drawn behind the grey bars?\nOptions:\nA. A star\nB. A red heart\nC. A key\nD. A bird"
+L2 = (
+    "What does placing the heart behind bars suggest?\nOptions:\nA. Feelings are kept confined\n"
+    "B. The heart is being repaired\nC. Hearts are for sale\nD. The bars are decorative"
+)
+L3 = (
+    "Which message does the image most likely convey?\nOptions:\nA. Shopping brings joy\n"
+    "B. Exercise keeps the heart healthy\nC. Love can feel like a prison\nD. Zoos protect animals"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,18 +56,29 @@ def test_round_zero_is_the_base_setting_chat(docs) -> None:
     assert [p["type"] for p in messages[1]["content"]] == ["text", "image"]
 
 
+def test_round_zero_asks_level_one(docs) -> None:
+    messages = context.doc_to_messages(docs[0])
+    assert messages[1]["content"][0] == {"type": "text", "text": L1}
+
+
+def test_level_two_sees_level_one_then_asks_level_two_with_the_prefix(docs) -> None:
+    messages, done, _replies, _info = context.doc_to_messages(docs[0], round_idx=1, previous_output=["B"])
+    assert not done
+    assert [m["content"][0]["text"] for m in messages] == [SYSTEM_PROMPT, L1, "B", CONTEXT_PREFIX + L2]
+    assert image_turns(messages) == [3]
+
+
 def test_level_three_sees_both_earlier_levels_and_the_models_own_answers(docs) -> None:
     doc = docs[0]
     messages, done, replies, _info = context.doc_to_messages(doc, round_idx=2, previous_output=["D", "(A)"])
     ChatMessages(messages=messages)
-    texts = context.level_texts(doc)
     assert not done and replies == ["D", "(A)"]
     assert roles(messages) == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert messages[1]["content"] == [{"type": "text", "text": texts[0]}]
+    assert messages[1]["content"] == [{"type": "text", "text": L1}]
     assert messages[2]["content"] == [{"type": "text", "text": "D"}]  # the model's own (wrong) answer, not gold B
-    assert messages[3]["content"] == [{"type": "text", "text": texts[1]}]
+    assert messages[3]["content"] == [{"type": "text", "text": L2}]
     assert messages[4]["content"] == [{"type": "text", "text": "A"}]  # parsed letter of "(A)"
-    assert messages[5]["content"][0] == {"type": "text", "text": CONTEXT_PREFIX + texts[2]}
+    assert messages[5]["content"][0] == {"type": "text", "text": CONTEXT_PREFIX + L3}
     assert image_turns(messages) == [5]  # the image only in the final turn
 
 
@@ -70,6 +98,11 @@ def test_the_chain_ends_after_three_rounds(docs) -> None:
     )
 
 
+def test_a_fourth_level_is_never_asked() -> None:
+    with pytest.raises(ValueError, match="need 0 <= answered levels < 3, got 3"):
+        prompts.context_messages([L1, L2, L3], ["B", "A", "C"], image=None)
+
+
 def test_round_and_history_length_must_agree(docs) -> None:
     with pytest.raises(ValueError, match="round 2 of sample metaphor_001 got 1 earlier replies"):
         context.doc_to_messages(docs[0], round_idx=2, previous_output=["B"])
@@ -82,6 +115,24 @@ def test_chain_results_are_scored_and_logged(docs) -> None:
     assert entry["parsed"] == ["B", "A", "C"] and entry["chain_correct"] is True
     assert entry["replies"][2] == "The answer is C." and entry["questions"][0].startswith("What object")
     assert set(result) >= {"acc_perc", "acc_full", "n_incomplete"}
+
+
+def test_a_chain_with_a_wrong_level_is_not_correct(docs) -> None:
+    entry = context.process_results(docs[0], [["B", "D", "C"]])["acc_full"]  # gold B, A, C
+    assert [o["correct"] for o in entry["outcomes"]] == [True, False, True]
+    assert entry["parsed"] == ["B", "D", "C"] and entry["parsed_official"] == ["B", "D", "C"]
+    assert entry["chain_correct"] is False and entry["chain_correct_official"] is False
+
+
+def test_a_chain_cut_after_one_round_is_scored_wrong_at_the_missing_levels(docs) -> None:
+    entry = context.process_results(docs[0], [["B"]])["acc_full"]
+    assert entry["replies"] == ["B", None, None] and entry["parsed"] == ["B", None, None]
+    assert [(o["level"], o["correct"], o["failed"]) for o in entry["outcomes"]] == [
+        (1, True, False),
+        (2, False, True),
+        (3, False, True),
+    ]
+    assert entry["chain_correct"] is False and entry["chain_correct_official"] is False
 
 
 def test_backends_without_multi_round_get_a_clear_error(docs) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, run_lmms_eval
+from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
 from hvcu_tasks.families import FAMILIES
@@ -31,10 +32,7 @@ def test_tiny_qwen2_5_vl_through_the_cli_reports_every_metric(tiny_qwen: Path, t
         for metric in family_metric_names(family):
             assert f"{metric},none" in got, (task, metric)
         assert got["n_chains,none"] == {"implication": 5, "aesthetic": 4, "affective": 6}[family]
-        assert 0.0 <= got["acc_full,none"] <= 100.0
-    score = results["results"]["hvcu_bench_sample"]["acc_full,none"]
-    expected = round(sum(results["results"][t]["acc_full,none"] for t in TASK_OF.values()) / 3, 2)
-    assert score == expected
+    assert "acc_full,none" in results["results"]["hvcu_bench_sample"]  # its value: the replay tests below
     logged = glob.glob(str(tmp_path / "out" / "**" / "*_samples_hvcu_bench_sample_impl.jsonl"), recursive=True)
     first = json.loads(Path(logged[0]).read_text().splitlines()[0])
     (record,) = first["acc_full"]["outcomes"]
@@ -112,6 +110,33 @@ def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: P
             assert got[f"{metric},none"] == pytest.approx(value), (task, metric)
         for metric, value in _flat_expected_from_hvcu_score(summary, family).items():
             assert got[f"{metric},none"] == pytest.approx(value), (task, metric)
+
+
+def test_replay_of_a_hand_chosen_mix_gives_the_hand_computed_numbers_in_both_settings(tmp_path: Path) -> None:
+    """MIX (tests/test_harness_scores.py): right, wrong, empty and prose replies; every number worked out there.
+
+    Overall Score, our rule: (60 + 50 + 66.67) / 3 = 58.89; the authors' rule: (20 + 50 + 66.67) / 3 = 45.56.
+    """
+    predictions = write_mix_predictions(tmp_path / "mix.jsonl")
+    assert len(MIX) == 15
+    results = run_lmms_eval(
+        [
+            "--model",
+            "hvcu_context",
+            "--model_args",
+            f"inner=hvcu_replay,predictions={predictions}",
+            "--tasks",
+            "hvcu_bench_sample,hvcu_bench_context_sample",
+        ],
+        tmp_path / "out",
+    )["results"]
+    for group in ("hvcu_bench_sample", "hvcu_bench_context_sample"):
+        assert results[group]["acc_full,none"] == OVERALL, group
+        assert results[group]["acc_full_official,none"] == OVERALL_OFFICIAL, group
+    for family, (_stem, _json, short) in FAMILIES.items():
+        for task in (f"hvcu_bench_sample_{short}", f"hvcu_bench_context_sample_{short}"):
+            for metric, value in EXPECTED[family].items():
+                assert results[task][f"{metric},none"] == pytest.approx(value), (task, metric)
 
 
 def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ def test_documents_are_one_per_level_in_sample_order() -> None:
         ("metaphor_001", 3),
         ("symbolism_001", 1),
     ]
-    assert docs[0]["image"].size == (96, 96)
+    assert docs[0]["image_path"].endswith("metaphor_001.png") and docs[0]["image_bytes"] is None
+    assert harness.doc_to_visual(docs[0])[0].size == (96, 96)
 
 
 def test_env_variable_points_hub_tasks_at_a_local_copy(write_dataset, monkeypatch) -> None:

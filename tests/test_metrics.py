@@ -94,3 +94,34 @@ def test_overall_score_reproduces_the_paper(model: str, families: tuple[float, .
 def test_overall_score_needs_a_family() -> None:
     with pytest.raises(ValueError):
         overall_score([])
+
+
+def test_outcome_round_trips_every_field_through_its_dict() -> None:
+    outcome = Outcome(
+        sample_id="font_001",
+        family="aesthetic",
+        aspect="font",
+        level=2,
+        gold="B",
+        pred="C",
+        response="I would say (C), the serif one.",
+        pred_official=None,
+        failed=True,
+        data="hvcu-data/1:abc123",
+    )
+    record = outcome.to_dict()  # what a samples log holds (the harness drops only `response` from it)
+    assert record == {
+        "sample_id": "font_001",
+        "family": "aesthetic",
+        "aspect": "font",
+        "level": 2,
+        "gold": "B",
+        "pred": "C",
+        "response": "I would say (C), the serif one.",
+        "pred_official": None,
+        "correct": False,
+        "correct_official": False,
+        "failed": True,
+        "data": "hvcu-data/1:abc123",
+    }
+    assert Outcome.from_dict(record) == outcome

@@ -1,28 +1,59 @@
-"""`hvcu_context`: runs multi-round chats on ANY lmms-eval chat model, one batched call per round.
+"""`hvcu_context`: runs multi-round chats on ANY lmms-eval chat model, one batched call per round per chunk.
 
 lmms-eval's own multi-round path (vllm) walks one document at a time; most backends do not implement
-it at all. This wrapper asks the task for every pending document's next-round messages, sends them all
-to the inner model's `generate_until` as one batch, and repeats until every chain has ended.
+it at all. This wrapper takes the pending documents `chunk_size` at a time; for each chunk it asks the
+task for every chain's next-round messages, sends them to the inner model's `generate_until` as one
+batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk.
 
-    --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...
-Every argument except `inner` goes to the inner model; single-round requests pass straight through.
+    --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...,chunk_size=64
+
+`chunk_size` (default 64, documents per chunk) bounds memory: only one chunk's documents and messages
+(decoded image included, about 2 MB per 512x512 sample) are alive at a time, whatever the number of
+samples. Raise it for servers that batch many requests (vllm, a large `num_concurrent`), lower it for
+large images. Each document row is fetched once per chain and reused across its rounds, so its image is
+decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
+private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
+fetches nor decodes it again. Every argument except `inner` and `chunk_size` goes to the inner model;
+single-round requests pass straight through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
+from tqdm import tqdm
+
+DEFAULT_CHUNK_SIZE = 64
+"""Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
+
+ROUND_TASK = "hvcu_context:round"
+"""task_dict key under which, during an inner call, the inner model finds each request's RoundDoc (by position)."""
+
+
+class RoundDoc(dict):
+    """A chain's document row as the inner model looks it up during a round: the row's fields plus the round's chat."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, row: Mapping[str, Any], messages: list[dict]) -> None:
+        super().__init__(row)
+        self.messages = messages
+
+
+def round_doc(doc: Any, messages: list[dict]) -> Any:
+    """Return what the inner model's lookup gets for a round: a RoundDoc for a mapping row, else the row itself."""
+    return RoundDoc(doc, messages) if isinstance(doc, Mapping) else doc
 
 
 def _fixed(messages: list[dict]) -> Callable[..., list[dict]]:
     """Return a doc_to_messages stand-in that yields this round's precomputed messages."""
 
-    def doc_to_messages(_doc: Any = None, **_kwargs: Any) -> list[dict]:
-        """Return the round's messages, whatever document the inner model passes."""
-        return messages
+    def doc_to_messages(doc: Any = None, **_kwargs: Any) -> list[dict]:
+        """Return the looked-up document's round chat (a batch may reuse one function), else our own."""
+        return doc.messages if isinstance(doc, RoundDoc) else messages
 
     return doc_to_messages
 
@@ -33,29 +64,54 @@ def _text(output: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def chunk_size_of(value: Any) -> int:
+    """Return the `chunk_size` model argument as a positive int; raise a clear error otherwise."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"hvcu_context: chunk_size must be a positive integer (documents whose rounds run together), got {value!r}"
+        )
+    return value
+
+
+def next_messages(request: Instance, doc: Any, replies: list[str | None], info: Any) -> tuple[list | None, Any]:
+    """Return the chain's messages for round len(replies) and the task's round info; None messages: chain over."""
+    doc_to_messages = request.args[1]
+    if not replies:
+        return doc_to_messages(doc), info
+    payload = doc_to_messages(doc, round_idx=len(replies), previous_output=list(replies), previous_round_info=info)
+    if not (isinstance(payload, tuple) and len(payload) == 4):
+        return None, info
+    messages, terminal, _previous, info = payload
+    return (None if terminal else messages), info
+
+
 class ContextWrapper(lmms):
-    """Drive an inner chat model round by round over all pending documents (true multi-turn messages)."""
+    """Drive an inner chat model round by round over chunks of documents (true multi-turn messages)."""
 
     is_simple = False
 
-    def __init__(self, inner: str = "", **inner_args: Any) -> None:
-        """Build the inner model named by `inner` with every other model argument."""
+    def __init__(self, inner: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE, **inner_args: Any) -> None:
+        """Build the inner model named by `inner` with every other model argument except `chunk_size`."""
         super().__init__()
         if not inner:
             raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
+        size = chunk_size_of(chunk_size)
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
         self._check_chat(cls, inner)
-        self._attach(cls(**inner_args), inner)
+        self._attach(cls(**inner_args), inner, size)
 
     @classmethod
-    def around(cls, inner: lmms, name: str = "") -> ContextWrapper:
+    def around(cls, inner: lmms, name: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE) -> ContextWrapper:
         """Wrap an already-built lmms-eval chat model (for code that builds its models itself)."""
+        size = chunk_size_of(chunk_size)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
         lmms.__init__(wrapper)
-        wrapper._attach(inner, name or type(inner).__name__)
+        wrapper._attach(inner, name or type(inner).__name__, size)
         return wrapper
 
     @staticmethod
@@ -67,10 +123,11 @@ class ContextWrapper(lmms):
                 "multi-turn chat messages; pick a chat backend (openai, vllm, qwen2_5_vl, qwen3_vl, llava_hf, ...)"
             )
 
-    def _attach(self, inner: lmms, name: str) -> None:
+    def _attach(self, inner: lmms, name: str, chunk_size: int) -> None:
         """Hold the inner model and share its task_dict (the evaluator fills ours, the inner model reads it)."""
         self.inner_name = name
         self.inner = inner
+        self.chunk_size = chunk_size
         self.task_dict = inner.task_dict
         self.rounds_sent: list[int] = []  # batch size of every inner call made for multi-round requests
 
@@ -108,48 +165,66 @@ class ContextWrapper(lmms):
         return self.inner.loglikelihood(requests)
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
-        """Run every document's rounds, sending each round of all pending documents as one batch.
+        """Run every document's rounds, `chunk_size` documents at a time; replies come back in request order.
 
         A reply with no text (None) stays None: the task scores it as a failed request and shows it to the
         next round as "(no answer)".
         """
-        outputs: list[list[str | None]] = [[] for _ in requests]
-        infos: list[Any] = [None] * len(requests)
-        pending = list(range(len(requests)))
-        round_idx = 0
-        while pending:
-            batch: list[Instance] = []
-            still: list[int] = []
-            for i in pending:
-                ctx, doc_to_messages, gen_kwargs, doc_id, task, split = requests[i].args
-                doc = self.task_dict[task][split][doc_id]
-                if round_idx == 0:
-                    messages = doc_to_messages(doc)
-                else:
-                    payload = doc_to_messages(
-                        doc, round_idx=round_idx, previous_output=list(outputs[i]), previous_round_info=infos[i]
-                    )
-                    if not (isinstance(payload, tuple) and len(payload) == 4):
-                        continue
-                    messages, terminal, _previous, infos[i] = payload
-                    if terminal:
-                        continue
-                batch.append(
-                    Instance(
-                        request_type="generate_until",
-                        arguments=(ctx, _fixed(messages), dict(gen_kwargs), doc_id, task, split),
-                        idx=round_idx,
-                        metadata={"task": task, "doc_id": doc_id, "repeats": 1},
-                    )
-                )
-                still.append(i)
-            if batch:
-                self.rounds_sent.append(len(batch))
-                replies = self.inner.generate_until(batch)
-                if len(replies) != len(batch):
-                    raise RuntimeError(f"{self.inner_name} returned {len(replies)} replies for {len(batch)} requests")
-                for i, reply in zip(still, replies, strict=True):
-                    outputs[i].append(_text(reply))
-            pending = still
-            round_idx += 1
+        outputs: list[list[str | None]] = []
+        with tqdm(total=len(requests), desc="hvcu_context chains", disable=self.rank != 0 or not requests) as bar:
+            for start in range(0, len(requests), self.chunk_size):
+                chunk = requests[start : start + self.chunk_size]
+                outputs.extend(self._run_chunk(chunk))
+                bar.update(len(chunk))
         return outputs
+
+    def _run_chunk(self, chunk: Sequence[Instance]) -> list[list[str | None]]:
+        """Run all rounds of a chunk's chains, fetching each document once and reusing it across rounds."""
+        docs = [self.task_dict[task][split][doc_id] for *_, doc_id, task, split in (r.args for r in chunk)]
+        outputs: list[list[str | None]] = [[] for _ in chunk]
+        infos: list[Any] = [None] * len(chunk)
+        pending = list(range(len(chunk)))
+        while pending:
+            pending = self._send_round(chunk, docs, outputs, infos, pending)
+        return outputs
+
+    def _send_round(
+        self,
+        chunk: Sequence[Instance],
+        docs: list[Any],
+        outputs: list[list[str | None]],
+        infos: list[Any],
+        pending: list[int],
+    ) -> list[int]:
+        """Send the next round of the pending chains as one inner call; return the chains that got a round."""
+        batch: list[Instance] = []
+        lookup: list[Any] = []
+        sent: list[int] = []
+        for i in pending:
+            messages, infos[i] = next_messages(chunk[i], docs[i], outputs[i], infos[i])
+            if messages is None:
+                continue
+            ctx, _doc_to_messages, gen_kwargs, doc_id, task, _split = chunk[i].args
+            lookup.append(round_doc(docs[i], messages))
+            batch.append(
+                Instance(
+                    request_type="generate_until",
+                    arguments=(ctx, _fixed(messages), dict(gen_kwargs), len(batch), ROUND_TASK, "docs"),
+                    idx=len(outputs[i]),
+                    metadata={"task": task, "doc_id": doc_id, "repeats": 1},
+                )
+            )
+            sent.append(i)
+        if not batch:
+            return []
+        self.rounds_sent.append(len(batch))
+        self.inner.task_dict[ROUND_TASK] = {"docs": lookup}
+        try:
+            replies = self.inner.generate_until(batch)
+        finally:
+            self.inner.task_dict.pop(ROUND_TASK, None)
+        if len(replies) != len(batch):
+            raise RuntimeError(f"{self.inner_name} returned {len(replies)} replies for {len(batch)} requests")
+        for i, reply in zip(sent, replies, strict=True):
+            outputs[i].append(_text(reply))
+        return sent

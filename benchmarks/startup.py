@@ -1,0 +1,155 @@
+"""Measure this package's share of lmms-eval start-up: importing the plugin and building the HVCU tasks.
+
+Four figures, each in a fresh interpreter:
+
+1. cold plugin import: `python -X importtime -c "import hvcu_tasks.plugin; hvcu_tasks.plugin.manifests()"`,
+   our share = the cumulative import time of our outermost modules (everything they pull in that was not
+   loaded yet, PIL included), lmms-eval's own import reported apart;
+2. the same after lmms-eval is loaded (what the CLI does: lmms-eval is loaded before its entry points);
+3. task indexing: TaskManager() with our task folder minus TaskManager() without it;
+4. task building: get_task_dict(["hvcu_bench"]) on local data (a seeded synthetic copy, $HVCU_BENCH_DATA),
+   with the time spent inside this package's process_docs hooks shown apart.
+
+    python benchmarks/startup.py [--samples 1050] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OURS = ("hvcu_tasks", "generation")
+PLUGIN_CODE = "import hvcu_tasks.plugin; hvcu_tasks.plugin.manifests()"
+LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+# Our plugin imported once lmms-eval is loaded (as the CLI does: it loads lmms-eval, then its entry points).
+AFTER_LMMS = "import lmms_eval.evaluator, lmms_eval.tasks, lmms_eval.models; " + PLUGIN_CODE
+
+# Run in a child: index tasks without and with our folder, then build hvcu_bench on local data.
+TASKS = """
+import json, os, time
+import lmms_eval.evaluator as ev
+from lmms_eval.tasks import TaskManager
+import hvcu_tasks.context as context, hvcu_tasks.harness as harness
+spent = {"s": 0.0}
+def timed(fn):
+    def run(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent["s"] += time.perf_counter() - t
+    return run
+harness.process_docs = timed(harness.process_docs)
+context.process_docs = timed(context.process_docs)
+os.environ["HVCU_NO_AUTO_TASKS"] = "1"
+import hvcu_tasks.plugin as plugin
+plugin.manifests()
+TaskManager()  # warm-up: the first index pays for file-system caches
+t = time.perf_counter(); TaskManager(); without = time.perf_counter() - t
+plugin.install_task_hook()
+t = time.perf_counter(); tm = TaskManager(); with_ours = time.perf_counter() - t
+t = time.perf_counter(); tm._get_task_and_group(str(plugin.TASKS_DIR)); ours_only = time.perf_counter() - t
+t = time.perf_counter(); ev.get_task_dict(["hvcu_bench"], tm); build = time.perf_counter() - t
+print(json.dumps({"index_without_s": without, "index_with_s": with_ours, "index_ours_s": ours_only, "build_s": build,
+                  "process_docs_s": spent["s"]}))
+"""
+
+
+def child_env(data: Path | None = None) -> dict[str, str]:
+    """Return the environment of a measuring child (this checkout first on the path, offline)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env["HF_HUB_OFFLINE"] = "1"
+    if data is not None:
+        env["HVCU_BENCH_DATA"] = str(data)
+    return env
+
+
+def import_shares(stderr: str) -> dict[str, float]:
+    """Split a -X importtime log into our outermost modules' cumulative seconds and the other top-level ones'."""
+    rows = [(int(m[2]), len(m[3]), m[4]) for m in map(LINE.match, stderr.splitlines()) if m]
+    ours = other = 0
+    stack: list[tuple[int, bool]] = []  # (depth, this module or an ancestor is ours)
+    for cumulative, depth, name in reversed(rows):  # importtime prints children first: reversed, parents come first
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        inside_ours = bool(stack) and stack[-1][1]
+        mine = name.split(".")[0] in OURS
+        if mine and not inside_ours:
+            ours += cumulative
+        elif not stack and not mine:
+            other += cumulative
+        stack.append((depth, inside_ours or mine))
+    return {"ours_s": ours / 1e6, "other_s": other / 1e6}
+
+
+def import_time(code: str, repeat: int) -> dict[str, float]:
+    """Run `code` under -X importtime in fresh interpreters; return the best run's shares."""
+    runs = []
+    for _ in range(repeat):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", code],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            check=True,
+        )
+        runs.append(import_shares(proc.stderr))
+    return min(runs, key=lambda r: r["ours_s"])
+
+
+def child_json(code: str, repeat: int, env: dict[str, str]) -> dict[str, float]:
+    """Run `code` in fresh interpreters; return the per-key minimum of the JSON each prints last."""
+    runs = []
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+        if proc.returncode:
+            raise SystemExit(f"measuring child failed:\n{proc.stderr[-3000:]}")
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return {k: min(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> None:
+    """Measure and print the start-up figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=1050, help="size of the synthetic local data set")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh interpreters per figure (best is kept)")
+    parser.add_argument("--work", type=Path, default=None, help="keep the synthetic data here")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from harness_overhead import build_dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        data, _ = build_dataset(work, args.samples)
+        cold = import_time(PLUGIN_CODE, args.repeat)
+        after = import_time(AFTER_LMMS, args.repeat)
+        tasks = child_json(TASKS, args.repeat, child_env(data))
+    index_ours = tasks["index_ours_s"]  # our folder indexed alone; the difference of two full indexes is noise
+    share = after["ours_s"] + index_ours + tasks["process_docs_s"]
+    print(
+        f"cold import of the plugin + manifests(): ours {cold['ours_s']:.3f} s, "
+        f"lmms-eval and the rest {cold['other_s']:.2f} s"
+    )
+    print(f"plugin import + manifests() after lmms-eval is loaded (as in the CLI): ours {after['ours_s']:.3f} s")
+    print(
+        f"task indexing: {tasks['index_without_s']:.2f} s without our folder, {tasks['index_with_s']:.2f} s with it "
+        f"(our folder alone {index_ours:.3f} s)"
+    )
+    print(
+        f"building hvcu_bench on {args.samples} local samples: {tasks['build_s']:.2f} s, "
+        f"of which our process_docs {tasks['process_docs_s']:.3f} s"
+    )
+    print(f"our share of start-up (plugin after lmms-eval + indexing + process_docs): {share:.3f} s (goal <= 0.5 s)")
+
+
+if __name__ == "__main__":
+    main()

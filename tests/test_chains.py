@@ -1,0 +1,208 @@
+"""`hvcu chains`: per-sample chains read from hand-written lmms-eval `--log_samples` files, expected rows by hand.
+
+The base-setting file logs one line per (sample, level); the context-setting file one line per sample with the
+whole chain. Each expected record below was written out by hand from the lines, the gold keys and the
+authors' parsing rule as the protocol note states it ("(B)" is unparsable under it; a closed <think> block is
+removed; "C." is C).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import one_line_error, run
+
+from hvcu_tasks.chains import chains_of_file, samples_files
+
+BASE_TASK = "hvcu_bench_sample_aesth"
+CONTEXT_TASK = "hvcu_bench_context_sample_impl"
+
+
+def record(sid: str, family: str, aspect: str, level: int, gold: str, pred: str | None, **extra: Any) -> dict:
+    """One logged outcome as the harness writes it (without the raw reply, which lmms-eval keeps)."""
+    return {"sample_id": sid, "family": family, "aspect": aspect, "level": level, "gold": gold, "pred": pred, **extra}
+
+
+def base_line(sid: str, aspect: str, level: int, gold: str, pred: str | None, reply: str, question: str, **extra):
+    """One base-setting samples line: one level of one sample."""
+    outcome = record(sid, "aesthetic", aspect, level, gold, pred, failed=False, **extra)
+    return {
+        "doc_id": 0,
+        "resps": [[reply]],
+        "filtered_resps": [reply],
+        "acc_full": {"outcomes": [outcome], "question": question},
+    }
+
+
+# color_001 (gold D B A): all right under our rule; "(B)" is unparsable under the authors' (pred_official not
+# logged: read from the reply). font_001 (gold C B A): logged L3 first; L2 unparsable. graphics_001: only L1 (--limit).
+BASE_LINES = [
+    base_line("color_001", "color", 1, "D", "D", "D", "Colours? (L1)", pred_official="D"),
+    base_line("color_001", "color", 2, "B", "B", "(B)", "Warm tones? (L2)"),
+    base_line("color_001", "color", 3, "A", "A", "Answer: A", "Impression? (L3)", pred_official="A"),
+    base_line("font_001", "font", 3, "A", "A", "A", "Mood of the type? (L3)", pred_official="A"),
+    base_line("font_001", "font", 1, "C", "C", "C", "Typeface? (L1)", pred_official="C"),
+    base_line("font_001", "font", 2, "B", None, "I am not sure", "Serifs? (L2)", pred_official=None),
+    base_line("graphics_001", "graphics", 1, "B", "B", "B", "Shape? (L1)", pred_official="B"),
+]
+
+BASE_EXPECTED = [
+    {
+        "task": BASE_TASK,
+        "setting": "base",
+        "family": "aesthetic",
+        "sample_id": "color_001",
+        "questions": ["Colours? (L1)", "Warm tones? (L2)", "Impression? (L3)"],
+        "replies": ["D", "(B)", "Answer: A"],
+        "parsed": ["D", "B", "A"],
+        "gold": ["D", "B", "A"],
+        "chain_correct": True,
+        "parsed_official": ["D", None, "A"],
+        "chain_correct_official": False,
+    },
+    {
+        "task": BASE_TASK,
+        "setting": "base",
+        "family": "aesthetic",
+        "sample_id": "font_001",
+        "questions": ["Typeface? (L1)", "Serifs? (L2)", "Mood of the type? (L3)"],
+        "replies": ["C", "I am not sure", "A"],
+        "parsed": ["C", None, "A"],
+        "gold": ["C", "B", "A"],
+        "chain_correct": False,
+        "parsed_official": ["C", None, "A"],
+        "chain_correct_official": False,
+    },
+    {
+        "task": BASE_TASK,
+        "setting": "base",
+        "family": "aesthetic",
+        "sample_id": "graphics_001",
+        "questions": ["Shape? (L1)"],
+        "replies": ["B"],
+        "parsed": ["B"],
+        "gold": ["B"],
+        "chain_correct": None,
+        "parsed_official": ["B"],
+        "chain_correct_official": None,
+    },
+]
+
+
+def context_line(sid: str, aspect: str, golds: str, preds: list, officials: list, replies: list, failed: list):
+    """One context-setting samples line: the whole chain of one sample."""
+    outcomes = [
+        record(sid, "implication", aspect, k, g, p, pred_official=o, failed=f)
+        for k, (g, p, o, f) in enumerate(zip(golds, preds, officials, failed, strict=True), start=1)
+    ]
+    questions = [f"{sid} L{k}?" for k in (1, 2, 3)]
+    return {
+        "doc_id": 0,
+        "resps": [[replies]],
+        "acc_full": {"outcomes": outcomes, "sample_id": sid, "questions": questions, "replies": replies},
+    }
+
+
+# metaphor_001 (gold B A C): right at every level, a think block before L2's letter. symbolism_001 (gold A D B):
+# the chain was cut after L1 (no reply at L2, L3). contrast_001 (gold C A B): wrong at L2.
+NO = [False, False, False]
+CONTEXT_LINES = [
+    context_line(
+        "metaphor_001", "metaphor", "BAC", ["B", "A", "C"], ["B", "A", "C"], ["B", "<think>x</think>A", "C."], NO
+    ),
+    context_line(
+        "symbolism_001",
+        "symbolism",
+        "ADB",
+        ["A", None, None],
+        ["A", None, None],
+        ["A", None, None],
+        [False, True, True],
+    ),
+    context_line("contrast_001", "contrast", "CAB", ["C", "B", "B"], ["C", "B", "B"], ["C", "B", "B"], NO),
+]
+
+
+def context_expected(sid: str, replies: list, parsed: list, gold: list, correct: bool) -> dict:
+    """The chain record of one context-setting sample (both rules agree on these replies)."""
+    return {
+        "task": CONTEXT_TASK,
+        "setting": "context",
+        "family": "implication",
+        "sample_id": sid,
+        "questions": [f"{sid} L1?", f"{sid} L2?", f"{sid} L3?"],
+        "replies": replies,
+        "parsed": parsed,
+        "gold": gold,
+        "chain_correct": correct,
+        "parsed_official": parsed,
+        "chain_correct_official": correct,
+    }
+
+
+CONTEXT_EXPECTED = [
+    context_expected("metaphor_001", ["B", "<think>x</think>A", "C."], ["B", "A", "C"], ["B", "A", "C"], True),
+    context_expected("symbolism_001", ["A", None, None], ["A", None, None], ["A", "D", "B"], False),
+    context_expected("contrast_001", ["C", "B", "B"], ["C", "B", "B"], ["C", "A", "B"], False),
+]
+
+
+def write_lines(path: Path, lines: list[dict]) -> Path:
+    """Write a samples file, one JSON object per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def run_folder(tmp_path: Path) -> Path:
+    """A run folder as lmms-eval leaves it: a results file and both settings' samples files."""
+    folder = tmp_path / "run" / "model"
+    write_lines(folder / f"20260101_a_samples_{BASE_TASK}.jsonl", BASE_LINES)
+    write_lines(folder / f"20260101_b_samples_{CONTEXT_TASK}.jsonl", CONTEXT_LINES)
+    (folder / "20260101_results.json").write_text("{}", encoding="utf-8")
+    return tmp_path / "run"
+
+
+def test_base_setting_levels_are_gathered_into_chains(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", BASE_LINES)
+    assert chains_of_file(BASE_TASK, path) == BASE_EXPECTED
+
+
+def test_context_setting_lines_are_chains(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", CONTEXT_LINES)
+    assert chains_of_file(CONTEXT_TASK, path) == CONTEXT_EXPECTED
+
+
+def test_only_hvcu_samples_files_are_read(tmp_path: Path) -> None:
+    folder = run_folder(tmp_path)
+    write_lines(folder / "model" / "20260101_samples_mmmu_val.jsonl", [{"doc_id": 0}])
+    assert [(task, path.name) for task, path in samples_files([folder])] == [
+        (BASE_TASK, f"20260101_a_samples_{BASE_TASK}.jsonl"),
+        (CONTEXT_TASK, f"20260101_b_samples_{CONTEXT_TASK}.jsonl"),
+    ]
+
+
+def test_hvcu_chains_prints_one_json_line_per_sample(tmp_path: Path, capsys) -> None:
+    code, out, err = run("chains", str(run_folder(tmp_path)), capsys=capsys)
+    assert (code, err) == (0, "")
+    assert [json.loads(line) for line in out.splitlines()] == BASE_EXPECTED + CONTEXT_EXPECTED
+
+
+def test_hvcu_chains_out_writes_the_same_lines_to_a_file(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "chains.jsonl"
+    code, out, _err = run("chains", str(run_folder(tmp_path)), "--out", str(target), capsys=capsys)
+    assert (code, out) == (0, "")
+    assert [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()] == (
+        BASE_EXPECTED + CONTEXT_EXPECTED
+    )
+
+
+def test_hvcu_chains_without_samples_files_says_to_log_samples(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _out, err = run("chains", str(tmp_path / "empty"), capsys=capsys)
+    assert code == 2
+    assert one_line_error(err) == (
+        f"error: no *_samples_hvcu_bench*.jsonl under {[str(tmp_path / 'empty')]} (run with --log_samples)"
+    )
