@@ -20,7 +20,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate a dataset and print one line per problem, then the counts."""
     from hvcu_tasks.validate import validate
 
-    report = validate(args.source, decode_images=not args.no_decode)
+    report = validate(args.source, decode_images=not args.no_decode, use_cache=not args.no_cache)
     for problem in report.problems:
         print(problem)
     total = sum(sum(c.values()) for c in report.counts.values())
@@ -202,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     val = data.add_parser("validate", help="check a dataset (folder, JSON/parquet file, 'hub[:REPO]' or 'smoke')")
     val.add_argument("source")
     val.add_argument("--no-decode", action="store_true", help="do not decode every image (faster)")
+    val.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="decode every image, even those whose content decoded before ($HVCU_CACHE_DIR verdict cache)",
+    )
     val.set_defaults(func=_cmd_validate)
 
     score = sub.add_parser(

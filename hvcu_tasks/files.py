@@ -148,6 +148,10 @@ def csv_uncell(text: str) -> str:
     return text[1:] if text.startswith("'") else text
 
 
+IMAGE_CHECK_RULES = 1
+"""Version of `open_image`'s rules: raise it whenever they change, so that remembered verdicts are not reused."""
+
+
 class ImageError(ValueError):
     """A file that is not a fully decodable image of a usable size (missing, truncated, a decompression bomb)."""
 

@@ -24,8 +24,12 @@ _EMPHASIS = re.compile(r"(\*\*|__|\*|`)")
 # Punctuation that NFKC leaves alone but models writing CJK text use.
 _CJK_PUNCT = str.maketrans({"。": ".", "、": ",", "【": "[", "】": "]", "「": '"', "」": '"'})
 
+# A negation word, then at most two words up to the key, with no clause end (. , ; ! ?) on the way: "not option A",
+# "it can't be A", "wrong: A"; in "not A, B" and "A is not right; C" the negation stops before B / C.
 _NEGATION = re.compile(
-    r"(?:\bnot|n't|\bno|\bexclude|\brule out|\bruled out|\beliminate|\bisn't|\bwrong)\W*(?:\w+\W+){0,2}$",
+    r"(?:(?:\bnot|n't|\bno|\bisn't)\b"
+    r"|(?:\bexclude|\bexcluding|\brule out|\brules out|\bruled out|\bruling out|\beliminate|\beliminating|\bwrong))"
+    r"[^\w.,;!?]*(?:\w+[^\w.,;!?]+){0,2}$",
     re.I,
 )
 

@@ -3,13 +3,25 @@
 Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys and levels, and empty files;
 `check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
 not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
-kept, keyed by the file's path, size and mtime or by the bytes' hash, so the base and context tasks of one
-run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside the GIL).
+kept, keyed by the file's identity (device, inode, size, times) or by the bytes' hash, so the base and context
+tasks of one run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside
+the GIL).
+
+Across processes, "decodes fine" verdicts are remembered on disk (`cache_folder`): one empty marker file
+`<digest[:2]>/<digest>.ok` per image content, named by the SHA-256 of the very bytes that were decoded, under a
+folder named by `check_version` (the checker's rules, Pillow's version and the pixel limit). A marker is
+trustworthy by construction: content-addressed, it can only ever speak for those exact bytes under those exact
+rules, so a file that changes (same path, new bytes) or a change of rules or limits is decoded again. It is as
+trustworthy as the folder's writers: the default lies in the user's own cache folder, created private. Failures
+are never remembered: a bad image is decoded at every load, so its error is always fresh. A cache folder that
+cannot be created or written only costs the decode (one warning per process); `HVCU_CACHE_DIR=off` turns it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import socket
 import urllib.parse
@@ -19,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvcu_tasks import files
 from hvcu_tasks.families import ASPECTS, FAMILIES
 from hvcu_tasks.files import ImageError, check_image, name_key
 from hvcu_tasks.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
@@ -28,6 +41,14 @@ DATA_ENV = "HVCU_BENCH_DATA"
 HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""
+
+CACHE_ENV = "HVCU_CACHE_DIR"
+"""Folder of the toolkit's caches (default $XDG_CACHE_HOME/hvcu, else ~/.cache/hvcu); 'off' or '0' turns caching off."""
+CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
+CHECKS_FOLDER = "image-checks-v1"
+"""Subfolder of the cache that holds the remembered image verdicts (its layout's version in the name)."""
+
+log = logging.getLogger(__name__)
 
 PUBLISHED_COUNTS = ASPECTS
 """Samples per family and aspect in the published benchmark (families.ASPECTS: one table, not a copy)."""
@@ -45,6 +66,8 @@ _VERDICTS: dict[tuple, str | None] = {}
 """Image verdicts of this process: key -> None (decodes) or why it does not."""
 _DIGESTS: dict[tuple, str] = {}
 """SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
+_UNWRITABLE: set[Path] = set()
+"""Verdict cache folders that could not be written in this process (warned about once, then left alone)."""
 PUBLISHED_FINGERPRINTS: dict[str, str] = {}
 """Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
 
@@ -67,25 +90,113 @@ class ValidationReport:
 
 
 def _image_key(ref: ImageRef) -> tuple | None:
-    """Return the cache key of an image: its file's identity or its bytes' hash (None when unreadable)."""
+    """Return the in-process key of an image: its file's identity or its bytes' hash (None when unreadable).
+
+    A file is known by one stat (device, inode, size, modification and change times): as good as its resolved
+    path and ten times cheaper, and a file rewritten in place or replaced gets a new key.
+    """
     if ref.path is not None:
         try:
             st = ref.path.stat()
         except OSError:
             return None
-        return ("path", str(ref.path.resolve()), st.st_size, st.st_mtime_ns)
+        return ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return ("bytes", hashlib.blake2b(ref.data or b"", digest_size=16).digest())
 
 
-def _decode(ref: ImageRef) -> str | None:
-    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes."""
+def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
+    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes.
+
+    `data`, when given, are the image's bytes as read already (the bytes whose digest names the verdict).
+    """
+    source = data if data is not None else ref.path if ref.path is not None else (ref.data or b"")
     try:
-        check_image(ref.path if ref.path is not None else (ref.data or b""), ref.describe())
+        check_image(source, ref.describe())
     except ImageError as exc:
         if exc.too_large:
             return f"too large to decode safely (a decompression bomb?): {exc}"
         return f"cannot decode {exc}"
     return None
+
+
+def cache_root() -> Path | None:
+    """Return the folder of the toolkit's caches, or None when $HVCU_CACHE_DIR turns caching off."""
+    value = os.environ.get(CACHE_ENV, "").strip()
+    if value.lower() in CACHE_OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if xdg and Path(xdg).is_absolute():  # the XDG spec ignores a relative path
+        return Path(xdg) / "hvcu"
+    try:
+        return Path.home() / ".cache" / "hvcu"
+    except RuntimeError:  # no home folder to be found
+        return None
+
+
+def check_version() -> str:
+    """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
+    import PIL
+    from PIL import Image
+
+    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{Image.MAX_IMAGE_PIXELS}"
+
+
+def cache_folder() -> Path | None:
+    """Return the folder of remembered image verdicts for the current checker, or None when caching is off."""
+    root = cache_root()
+    return None if root is None else root / CHECKS_FOLDER / check_version()
+
+
+def _marker(folder: Path, digest: str) -> Path:
+    """Return the marker file that says the content with this SHA-256 decodes."""
+    return folder / digest[:2] / f"{digest}.ok"
+
+
+def _remember(folder: Path, digest: str) -> None:
+    """Record that the content with this SHA-256 decodes; an unwritable cache is warned about once and skipped."""
+    if folder in _UNWRITABLE:
+        return
+    marker = _marker(folder, digest)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.parent.mkdir(exist_ok=True)
+        tmp.write_bytes(b"")
+        os.replace(tmp, marker)  # several processes may record the same digest: each rename is whole
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        _UNWRITABLE.add(folder)
+        log.warning(
+            "cannot write the image check cache %s (%s); images are decoded at every load "
+            "(set %s to a writable folder, or to 'off')",
+            folder,
+            exc.strerror or exc,
+            CACHE_ENV,
+        )
+
+
+def _read(ref: ImageRef) -> bytes | None:
+    """Return an image's encoded bytes, or None when its file cannot be read."""
+    if ref.path is None:
+        return ref.data or b""
+    try:
+        return ref.path.read_bytes()
+    except OSError:
+        return None
+
+
+def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, bool]:
+    """Return (verdict, SHA-256 of the bytes judged, whether the cache answered) for one image."""
+    data = _read(ref)
+    if data is None:
+        return _decode(ref), None, False  # a missing file or a folder: the decoder names it
+    digest = hashlib.sha256(data).hexdigest()
+    if folder is not None and _marker(folder, digest).is_file():
+        return None, digest, True
+    return _decode(ref, data), digest, False
 
 
 def image_verdict(ref: ImageRef) -> str | None:
@@ -94,7 +205,7 @@ def image_verdict(ref: ImageRef) -> str | None:
     if key is None:
         return f"cannot read {ref.describe()}"
     if key not in _VERDICTS:
-        _VERDICTS[key] = _decode(ref)
+        _decode_all([ref])
     return _VERDICTS[key]
 
 
@@ -111,17 +222,35 @@ def image_sha256(ref: ImageRef | None) -> str:
     return _DIGESTS[key]
 
 
-def _decode_all(refs: list[ImageRef]) -> None:
-    """Decode every image not judged yet in this process, several at a time, and keep the verdicts."""
+def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
+    """Judge every image not judged yet in this process, several at a time, and keep the verdicts.
+
+    An image whose content the cache remembers as decoding is not decoded; with `use_cache` False every image
+    is decoded. Either way each fresh "decodes" verdict is recorded in the cache.
+    """
     todo: dict[tuple, ImageRef] = {}
     for ref in refs:
         key = _image_key(ref)
         if key is not None and key not in _VERDICTS:
             todo.setdefault(key, ref)
-    if len(todo) < 2 or DECODE_THREADS < 2:
-        for key, ref in todo.items():
-            _VERDICTS[key] = _decode(ref)
+    if not todo:
         return
+    folder = cache_folder()
+    lookup = folder if use_cache else None
+    if len(todo) < 2 or DECODE_THREADS < 2:
+        judged = [_judge(ref, lookup) for ref in todo.values()]
+    else:
+        judged = _judge_in_threads(list(todo.values()), lookup)
+    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
+        _VERDICTS[key] = verdict
+        if digest is not None:
+            _DIGESTS.setdefault(key, digest)
+        if verdict is None and digest is not None and folder is not None and not cached:
+            _remember(folder, digest)
+
+
+def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
+    """Return `_judge` of each image, computed on several threads."""
     from PIL import Image, ImageFile
 
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;
@@ -131,16 +260,15 @@ def _decode_all(refs: list[ImageRef]) -> None:
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         try:
-            with ThreadPoolExecutor(min(DECODE_THREADS, len(todo))) as pool:
-                for key, verdict in zip(todo, pool.map(_decode, todo.values()), strict=True):
-                    _VERDICTS[key] = verdict
+            with ThreadPoolExecutor(min(DECODE_THREADS, len(refs))) as pool:
+                return list(pool.map(lambda ref: _judge(ref, folder), refs))
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = lenient
 
 
-def image_problems(samples: list[Sample]) -> list[Problem]:
-    """Return one problem per sample whose image cannot be decoded."""
-    _decode_all([s.image for s in samples if s.image is not None])
+def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
+    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
+    _decode_all([s.image for s in samples if s.image is not None], use_cache)
     problems = []
     for s in samples:
         if s.image is None:
@@ -175,9 +303,9 @@ def duplicate_problems(samples: list[Sample]) -> list[Problem]:
     return problems
 
 
-def check_samples(samples: list[Sample], decode_images: bool = True) -> list[Problem]:
+def check_samples(samples: list[Sample], decode_images: bool = True, use_cache: bool = True) -> list[Problem]:
     """Return the problems that need a whole family or the image itself: duplicate ids, undecodable images."""
-    return duplicate_problems(samples) + (image_problems(samples) if decode_images else [])
+    return duplicate_problems(samples) + (image_problems(samples, use_cache) if decode_images else [])
 
 
 OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -290,8 +418,11 @@ def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[l
     )
 
 
-def validate(source: str, decode_images: bool = True) -> ValidationReport:
-    """Check a dataset given as a local path, 'hub[:REPO]' or 'smoke' and return the report."""
+def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
+    """Check a dataset given as a local path, 'hub[:REPO]' or 'smoke' and return the report.
+
+    With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
+    """
     report = ValidationReport()
     loaded = LoadResult()
     try:
@@ -308,7 +439,7 @@ def validate(source: str, decode_images: bool = True) -> ValidationReport:
     except DataError as exc:
         report.problems.extend(exc.problems)
     report.problems.extend(loaded.problems)
-    report.problems.extend(check_samples(loaded.samples, decode_images))
+    report.problems.extend(check_samples(loaded.samples, decode_images, use_cache))
     report.counts = family_counts(loaded.samples)
     report.count_warnings, report.count_note = compare_with_card(report.counts, source)
     return report

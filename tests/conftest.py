@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,23 @@ from hvcu_tasks.loaders import load_source
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_hvcu_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point the toolkit's cache ($HVCU_CACHE_DIR) at a session folder, for module and session fixtures too."""
+    folder = tmp_path_factory.mktemp("hvcu-cache-session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HVCU_CACHE_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(autouse=True)
+def hvcu_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the toolkit's cache ($HVCU_CACHE_DIR) at a fresh folder per test, never the user's own cache."""
+    folder = tmp_path_factory.mktemp("hvcu-cache")
+    monkeypatch.setenv("HVCU_CACHE_DIR", str(folder))
+    return folder
 
 
 def level(n: int, answer: str = "A", question: str | None = None) -> dict:

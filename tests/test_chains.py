@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import one_line_error, run
 
 from hvcu_tasks.chains import chains_of_file, samples_files
@@ -206,3 +207,157 @@ def test_hvcu_chains_without_samples_files_says_to_log_samples(tmp_path: Path, c
     assert one_line_error(err) == (
         f"error: no *_samples_hvcu_bench*.jsonl under {[str(tmp_path / 'empty')]} (run with --log_samples)"
     )
+
+
+def logged_chain(sid: str, replies: list, gold: str = "ADB", **entry: Any) -> dict:
+    """A context-setting line as the harness logs it today: outcomes, questions, replies and gold keys."""
+    outcomes = [
+        record(sid, "implication", "symbolism", k, g, r, pred_official=r, failed=r is None)
+        for k, (g, r) in enumerate(zip(gold, replies, strict=True), start=1)
+    ]
+    acc_full = {"outcomes": outcomes, "sample_id": sid, "questions": [f"{sid} L{k}?" for k in (1, 2, 3)]}
+    acc_full |= {"replies": replies, "gold": list(gold), **entry}
+    return {"doc_id": 0, "resps": [[replies]], "filtered_resps": [replies], "acc_full": acc_full}
+
+
+DAMAGED = " each level needs one of each (the line is damaged)"
+
+
+def test_a_damaged_line_is_named_by_its_line_number_counting_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl"
+    good, short = logged_chain("metaphor_001", ["A", "D", "B"]), logged_chain("symbolism_001", ["A", "D", "B"])
+    short["acc_full"]["replies"] = ["A", "D"]
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps(short) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(CONTEXT_TASK, path)
+    assert str(exc.value) == (
+        f"{path}:3: sample 'symbolism_001': 3 scored levels, 3 questions, 2 replies, 3 gold keys;" + DAMAGED
+    )
+
+
+def test_a_line_without_outcomes_is_named_by_its_logged_sample(tmp_path: Path) -> None:
+    line = logged_chain("symbolism_001", ["A", "D", "B"])
+    line["acc_full"]["outcomes"] = []
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(CONTEXT_TASK, path)
+    assert str(exc.value) == (
+        f"{path}:1: sample 'symbolism_001': 0 scored levels, 3 questions, 3 replies, 3 gold keys;" + DAMAGED
+    )
+
+
+def test_a_line_with_too_few_gold_keys_is_damaged(tmp_path: Path) -> None:
+    line = logged_chain("symbolism_001", ["A", "D", "B"])
+    line["acc_full"]["gold"] = ["A", "D"]
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(CONTEXT_TASK, path)
+    assert str(exc.value) == (
+        f"{path}:1: sample 'symbolism_001': 3 scored levels, 3 questions, 3 replies, 2 gold keys;" + DAMAGED
+    )
+
+
+def test_a_line_of_another_task_is_named_with_what_it_lacks(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [BASE_LINES[0], {"doc_id": 7, "resps": [["B"]]}])
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(BASE_TASK, path)
+    assert str(exc.value) == f"{path}:2: not an HVCU-Bench samples line (KeyError: 'acc_full')"
+
+
+def test_the_harness_record_of_a_cut_chain_gives_its_replies(tmp_path: Path) -> None:
+    """lmms-eval keeps only the replies that came ("A"); the harness logs one per level, null where none came."""
+    line = logged_chain("symbolism_001", ["A", None, None])
+    line["resps"], line["filtered_resps"] = [[["A"]]], [["A"]]
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    assert chains_of_file(CONTEXT_TASK, path)[0]["replies"] == ["A", None, None]
+
+
+def test_an_older_context_line_takes_the_replies_lmms_eval_logged(tmp_path: Path) -> None:
+    line = logged_chain("symbolism_001", ["A", "D", "B."])
+    del line["acc_full"]["replies"], line["acc_full"]["gold"]
+    line["resps"], line["filtered_resps"] = [[["A", "D", "B."]]], [["A", "D", "B."]]
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    assert chains_of_file(CONTEXT_TASK, path)[0]["replies"] == ["A", "D", "B."]
+
+
+def test_an_older_context_line_with_a_single_text_reply_keeps_it_whole(tmp_path: Path) -> None:
+    line = logged_chain("symbolism_001", ["A", "D", "B"])
+    line["acc_full"]["outcomes"] = line["acc_full"]["outcomes"][:1]
+    line["acc_full"]["questions"] = ["symbolism_001 L1?"]
+    del line["acc_full"]["replies"], line["acc_full"]["gold"]
+    line["resps"], line["filtered_resps"] = "It is A", "It is A"
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    assert chains_of_file(CONTEXT_TASK, path)[0]["replies"] == ["It is A"]
+
+
+def test_an_older_context_line_without_any_reply_is_damaged(tmp_path: Path) -> None:
+    line = logged_chain("symbolism_001", ["A", "D", "B"])
+    del line["acc_full"]["replies"], line["acc_full"]["gold"]
+    line["resps"], line["filtered_resps"] = [], []
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(CONTEXT_TASK, path)
+    assert str(exc.value) == f"{path}:1: sample 'symbolism_001': 3 scored levels, 3 questions, 0 replies;" + DAMAGED
+
+
+def test_the_base_reply_shown_is_the_filtered_one_that_was_scored(tmp_path: Path) -> None:
+    line = base_line("graphics_001", "graphics", 1, "B", "B", "B", "Shape? (L1)", pred_official="B")
+    line["resps"] = [["<think>round or square?</think>B"]]
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
+    assert chains_of_file(BASE_TASK, path)[0]["replies"] == ["B"]
+
+
+def test_a_base_reply_logged_as_bare_text_is_kept_whole(tmp_path: Path) -> None:
+    line = base_line("graphics_001", "graphics", 1, "B", "B", "B", "Shape? (L1)", pred_official="B")
+    line["filtered_resps"] = "Answer: B"
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
+    assert chains_of_file(BASE_TASK, path)[0]["replies"] == ["Answer: B"]
+
+
+def test_the_authors_parse_a_log_holds_is_reported_as_logged(tmp_path: Path) -> None:
+    """The run's acc_*_official were computed from the logged parse: the chains agree with them, never re-parse."""
+    line = base_line("graphics_001", "graphics", 1, "B", "B", "(B)", "Shape? (L1)", pred_official="B")
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
+    assert chains_of_file(BASE_TASK, path)[0]["parsed_official"] == ["B"]
+
+
+def test_an_older_logs_failed_request_gets_no_authors_parse(tmp_path: Path) -> None:
+    """lmms-eval's failure text can read as a letter under the authors' rule ("answer: C."): it is no answer."""
+    failure = "[LMMS_EVAL_REQUEST_FAILED after 5 retries] Error code: 400 - answer: C."
+    line = base_line("graphics_001", "graphics", 1, "C", None, failure, "Shape? (L1)")
+    line["acc_full"]["outcomes"][0]["failed"] = True
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
+    assert chains_of_file(BASE_TASK, path)[0]["parsed_official"] == [None]
+
+
+def test_a_chain_line_without_levels_gives_an_empty_chain_without_verdicts(tmp_path: Path) -> None:
+    line = {"doc_id": 0, "resps": [[[]]], "acc_full": {"outcomes": [], "sample_id": "x_001", "questions": []}}
+    line["acc_full"] |= {"replies": [], "gold": []}
+    path = write_lines(tmp_path / f"x_samples_{CONTEXT_TASK}.jsonl", [line])
+    chain = chains_of_file(CONTEXT_TASK, path)
+    assert [(c["sample_id"], c["questions"], c["chain_correct"], c["chain_correct_official"]) for c in chain] == [
+        ("x_001", [], None, None)
+    ]
+
+
+def test_a_samples_file_given_by_name_is_read(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / f"20260101_samples_{BASE_TASK}.jsonl", BASE_LINES)
+    assert samples_files([path]) == [(BASE_TASK, path)]
+
+
+@pytest.fixture
+def ascii_locale():
+    """Run under the plain C locale (ASCII), as on a machine without a UTF-8 locale; restored afterwards."""
+    import locale
+
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, old)
+
+
+def test_a_samples_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path, ascii_locale) -> None:
+    line = base_line("color_001", "color", 1, "D", "D", "D", "Welche Farbtöne? (L1)", pred_official="D")
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
+    path.write_text(path.read_text(encoding="utf-8").replace("\\u00f6", "ö"), encoding="utf-8")  # raw UTF-8 bytes
+    assert chains_of_file(BASE_TASK, path)[0]["questions"] == ["Welche Farbtöne? (L1)"]

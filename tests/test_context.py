@@ -8,7 +8,7 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
 
-from hvcu_tasks import context, prompts
+from hvcu_tasks import context, harness, prompts
 from hvcu_tasks.models.wrapper import ContextWrapper
 
 # Typed from the protocol note ("Prompting"), never imported from the code under test.
@@ -260,3 +260,98 @@ def test_lmms_eval_task_object_speaks_vllms_round_protocol() -> None:
         ["system", "user", "assistant", "user"],
         ["system", "user", "assistant", "user", "assistant", "user"],
     ]
+
+
+def test_a_lost_earlier_reply_is_shown_as_no_answer(docs) -> None:
+    messages, *_ = context.doc_to_messages(docs[0], round_idx=1, previous_output=[None])
+    assert messages[2] == {"role": "assistant", "content": [{"type": "text", "text": NO_ANSWER}]}
+
+
+def test_replies_passed_flat_are_scored_like_one_chain(docs) -> None:
+    entry = context.process_results(docs[0], ["B", "A", "C"])["acc_full"]  # gold B, A, C
+    assert entry["parsed"] == ["B", "A", "C"] and entry["chain_correct"] is True
+
+
+def test_no_results_at_all_leave_every_level_unanswered(docs) -> None:
+    entry = context.process_results(docs[0], [])["acc_full"]
+    assert entry["replies"] == [None, None, None]
+    assert [o["failed"] for o in entry["outcomes"]] == [True, True, True]
+
+
+def test_the_logged_chain_names_its_sample(docs) -> None:
+    assert context.process_results(docs[0], [["B", "A", "C"]])["acc_full"]["sample_id"] == "metaphor_001"
+
+
+def test_the_logged_chain_holds_the_gold_keys(docs) -> None:
+    assert context.process_results(docs[0], [["D", "D", "D"]])["acc_full"]["gold"] == ["B", "A", "C"]
+
+
+def test_a_non_text_reply_is_logged_as_null(docs) -> None:
+    entry = context.process_results(docs[0], [["B", {"error": "timeout"}, "C"]])["acc_full"]
+    assert entry["replies"] == ["B", None, "C"]
+
+
+def test_a_chain_right_under_the_authors_rule_is_logged_right_under_it(docs) -> None:
+    assert context.process_results(docs[0], [["B", "A", "C"]])["acc_full"]["chain_correct_official"] is True
+
+
+def test_the_logged_chain_names_the_data_it_came_from(docs) -> None:
+    identity = context.process_results(docs[0], [["B", "A", "C"]])["acc_full"]["data_identity"]
+    assert (identity["scheme"], identity["family"], identity["kind"]) == ("hvcu-data/1", "implication", "smoke")
+
+
+def test_the_multi_round_error_says_how_to_wrap_the_model(docs) -> None:
+    with pytest.raises(context.UnsupportedBackend) as exc:
+        context.doc_to_text(docs[0], None)
+    assert str(exc.value) == (
+        "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
+        "Wrap it: --model hvcu_context --model_args inner=<model>,<that model's args> "
+        "(e.g. inner=openai,model_version=gpt-4o or inner=qwen2_5_vl,pretrained=...), or use --model vllm"
+    )
+
+
+def smoke_samples() -> list:
+    """The implication family's smoke samples and their data identity text."""
+    return harness.task_data(datasets.Dataset.from_list([{"family": "implication", "source": "smoke"}]))
+
+
+def test_documents_built_without_an_identity_carry_none() -> None:
+    samples, _identity = smoke_samples()
+    assert [row["data_identity"] for row in context.sample_rows(samples[:2])] == ["", ""]
+
+
+def test_a_table_built_without_an_identity_carries_none() -> None:
+    samples, _identity = smoke_samples()
+    assert context.sample_dataset(samples[:2])["data_identity"] == ["", ""]
+
+
+def test_the_document_table_carries_the_identity_it_was_given() -> None:
+    samples, _identity = smoke_samples()
+    assert context.sample_dataset(samples[:1], '{"kind": "smoke"}')["data_identity"] == ['{"kind": "smoke"}']
+
+
+def test_the_document_table_has_a_fixed_schema_whatever_the_images_are() -> None:
+    """Images given as files leave image_bytes empty in every row: the column still has the binary type."""
+    samples, _identity = smoke_samples()
+    text = datasets.Value("string")
+    assert context.sample_dataset(samples[:2]).features == datasets.Features(
+        {
+            "sample_id": text,
+            "family": text,
+            "aspect": text,
+            "levels": datasets.Sequence(datasets.Value("int32")),
+            "questions": datasets.Sequence(text),
+            "option_keys": datasets.Sequence(datasets.Sequence(text)),
+            "option_texts": datasets.Sequence(datasets.Sequence(text)),
+            "answers": datasets.Sequence(text),
+            "image_path": text,
+            "image_bytes": datasets.Value("binary"),
+            "data_identity": text,
+        }
+    )
+
+
+def test_a_non_text_earlier_reply_is_shown_as_no_answer(docs) -> None:
+    """A backend that hands back something other than text (here a list holding "B") gave no answer to show."""
+    messages, *_ = context.doc_to_messages(docs[0], round_idx=1, previous_output=[["B"]])
+    assert messages[2]["content"][0]["text"] == NO_ANSWER

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hvcu_tasks.metrics import Outcome, first_error_level, overall_score, score_family
+from hvcu_tasks.metrics import Outcome, first_error_level, is_na, overall_score, score_family
 
 
 def chain(sid: str, marks: str, aspect: str = "metaphor") -> list[Outcome]:
@@ -125,3 +125,53 @@ def test_outcome_round_trips_every_field_through_its_dict() -> None:
         "data": "hvcu-data/1:abc123",
     }
     assert Outcome.from_dict(record) == outcome
+
+
+def test_per_aspect_accuracy_counts_every_right_chain_of_the_aspect() -> None:
+    chains = chain("1", "yyy") + chain("2", "yyy") + chain("3", "yny") + chain("4", "yyy", "contrast")
+    assert score_family(chains).aspect_acc_full == {"contrast": 100.0, "metaphor": pytest.approx(200 / 3)}
+
+
+def test_nan_is_not_available() -> None:
+    assert is_na(float("nan")) is True
+
+
+def test_none_is_not_available() -> None:
+    assert is_na(None) is True
+
+
+def test_a_measured_zero_is_available() -> None:
+    assert is_na(0.0) is False
+
+
+def test_overall_score_without_families_says_what_it_needs() -> None:
+    with pytest.raises(ValueError, match=r"^the Overall Score needs at least one family's full-chain accuracy$"):
+        overall_score([])
+
+
+def test_family_scores_flatten_to_a_json_ready_dict() -> None:
+    scores = score_family(chain("1", "yyy") + chain("2", "yny") + chain("3", "y--"))
+    assert scores.to_dict() == {
+        "acc": {"perc": 100.0, "bridge": 50.0, "conn": 100.0},
+        "invalid": {"perc": 0.0, "bridge": 0.0, "conn": 0.0},
+        "asked": {"perc": 3, "bridge": 2, "conn": 2},
+        "acc_full": 50.0,
+        "n_samples": 2,
+        "n_incomplete": 1,
+        "error_counts": {"perc": 0, "bridge": 1, "conn": 0},
+        "error_share": {"perc": 0.0, "bridge": 100.0, "conn": 0.0},
+        "aspect_acc_full": {"metaphor": 50.0},
+        "aspect_n": {"metaphor": 2},
+    }
+
+
+# A samples-log record as the harness writes it: `response` is dropped (lmms-eval keeps the raw reply).
+LOGGED = {"sample_id": "color_001", "family": "aesthetic", "aspect": "color", "level": 1, "gold": "D", "pred": "D"}
+
+
+def test_a_logged_record_without_the_reply_rebuilds_with_an_empty_reply() -> None:
+    assert Outcome.from_dict({**LOGGED, "pred_official": "D"}).response == ""
+
+
+def test_a_record_logged_before_the_authors_parse_gets_it_from_the_reply() -> None:
+    assert Outcome.from_dict({**LOGGED, "response": "D."}).pred_official == "D"  # "C." is C under their rule

@@ -245,6 +245,7 @@ NEGATION_NEAR_MISSES = [
     ("I'd say B; strong A.", None),
     ("I'd say B; it is A.", None),
     ("I'd say B, not one of the others but A.", None),  # more than two words between
+    ("I'd say B, not least because of A.", None),  # three words between
     ("I'd say B, and A is not.", None),  # the negation follows the key
 ]
 
@@ -263,24 +264,49 @@ def test_a_negated_answer_statement_is_skipped() -> None:
     check("The answer is not A; the answer is C.", "C")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parser bug: a negation reaches two words past its key, so 'not right; C' vetoes C and A is returned",
-)
-@pytest.mark.parametrize(("reply", "expected"), [("A is not right; C is the best.", "C"), ("not A, B", "B")])
-def test_a_negation_does_not_reach_the_next_key(reply: str, expected: str) -> None:
+# A negation's reach ends at a clause end (. , ; ! ?) before the key, after the negation word or after a word.
+NEGATION_SCOPE_ENDS = [
+    ("A is not right; C is the best.", "C"),
+    ("not A, B", "B"),
+    ("B. Not A. Actually C.", "C"),
+    ("Not A! B", "B"),
+    ("Not A? B", "B"),
+    ("Is it A? No, the answer is B.", "B"),
+    ("Is it A? No. The answer is B.", "B"),
+    ("Is it A? No; the answer is B.", "B"),
+    ("Is it A? No! The answer is B.", "B"),
+    ("Is it A? Not? The answer is B.", "B"),
+]
+NEGATION_SCOPE_CONTINUES = [
+    ("I'd say B; not - A.", "B"),  # a dash is no clause end
+    ("I'd say B. Wrong:\n- A", "B"),  # nor is a line break (a list after "Wrong:")
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), NEGATION_SCOPE_ENDS)
+def test_a_negation_does_not_reach_past_a_clause_end(reply: str, expected: str) -> None:
     check(reply, expected)
 
 
-@pytest.mark.xfail(strict=True, reason="parser bug: '\\bno'/'\\bnot' match the start of 'Note', 'Notably', 'Now'")
-@pytest.mark.parametrize("reply", ["Note: B.", "Notably, B is the best.", "Now B."])
+@pytest.mark.parametrize(("reply", "expected"), NEGATION_SCOPE_CONTINUES)
+def test_other_separators_keep_a_negation_in_reach(reply: str, expected: str) -> None:
+    check(reply, expected)
+
+
+@pytest.mark.parametrize("reply", ["Note: B.", "Notably, B is the best.", "Now B.", "Nothing but B fits."])
 def test_words_starting_with_no_are_not_negations(reply: str) -> None:
     check(reply, "B")
 
 
-@pytest.mark.xfail(strict=True, reason="parser gap: only 'exclude(d)', 'eliminate', 'rule(d) out' are negations")
-@pytest.mark.parametrize("reply", ["I'd say B, excluding A.", "I'd say B, ruling out A.", "I'd say B, eliminating A."])
-def test_gerund_negations_veto_the_next_key(reply: str) -> None:
+def test_nor_is_no_negation_so_neither_nor_names_no_option() -> None:
+    check("It is neither A nor B.", None)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["I'd say B, excluding A.", "I'd say B, ruling out A.", "I'd say B, eliminating A.", "I'd say B; it rules out A."],
+)
+def test_other_forms_of_negation_verbs_veto_the_next_key(reply: str) -> None:
     check(reply, "B")
 
 

@@ -24,7 +24,7 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from PIL import Image
 
-from hvcu_tasks import context, harness, metrics
+from hvcu_tasks import context, harness, metrics, validate
 from hvcu_tasks.cli import main
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.metrics import Outcome, overall_score, score_family
@@ -157,6 +157,8 @@ def test_an_id_that_climbs_out_of_the_dataset_is_refused_and_the_outside_image_n
     opened: list[str] = []
     real_open = Image.open
     monkeypatch.setattr(Image, "open", lambda fp, *a, **k: opened.append(str(fp)) or real_open(fp, *a, **k))
+    real_read = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: opened.append(str(self)) or real_read(self))
     code, lines = validate_lines(capsys, src)
     assert code == 1
     assert any("'../../../outside/evil' contains a path separator" in line for line in lines), lines
@@ -311,12 +313,12 @@ def test_every_problem_is_listed_before_the_last_line(write_dataset, monkeypatch
 def test_each_image_is_decoded_once_for_both_settings(write_dataset, monkeypatch) -> None:
     root = write_dataset({"implication": [item("metaphor_001"), item("symbolism_001")]})
     monkeypatch.setenv(harness.DATA_ENV, str(root))
-    opened: list[str] = []
-    real_open = Image.open
-    monkeypatch.setattr(Image, "open", lambda fp, *a, **k: opened.append(str(fp)) or real_open(fp, *a, **k))
+    decoded: list[str] = []
+    real = validate._decode
+    monkeypatch.setattr(validate, "_decode", lambda ref, data=None: decoded.append(ref.path.name) or real(ref, data))
     harness.process_docs(stub("implication"))
     context.process_docs(stub("implication"))
-    assert sorted(Path(p).name for p in opened) == ["metaphor_001.png", "symbolism_001.png"]
+    assert sorted(decoded) == ["metaphor_001.png", "symbolism_001.png"]
 
 
 def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -> None:

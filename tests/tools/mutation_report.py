@@ -51,6 +51,27 @@ EQUIVALENT: dict[str, str] = {
     ),
     "generation.mcts.xǁTreeǁreject__mutmut_5": "split(':', 1)[0] == split(':')[0]",
     "generation.mcts.xǁTreeǁreject__mutmut_8": "split(':', 1)[0] == split(':', 2)[0]",
+    **{
+        f"hvcu_tasks.context.x_level_options__mutmut_{n}": (
+            "zip(strict=...): a level's option keys and texts come from one list of (key, text) pairs (sample_rows)"
+        )
+        for n in (4, 7, 12)
+    },
+    **{
+        f"hvcu_tasks.chains.x__add_line__mutmut_{n}": (
+            "zip(strict=...): the lengths were checked equal just above (LevelMismatchError otherwise)"
+        )
+        for n in (63, 67, 68)
+    },
+    "hvcu_tasks.chains.x_chains_of_file__mutmut_18": "'UTF-8' and 'utf-8' name the same codec",
+    "hvcu_tasks.metrics.x_score_family__mutmut_38": (
+        "chain[1].aspect vs chain[2].aspect: every level of a sample carries the sample's one aspect (Sample.aspect,"
+        " written into each level's outcome by harness.score_reply)"
+    ),
+    **{
+        f"hvcu_tasks.metrics.xǁOutcomeǁfrom_dict__mutmut_{n}": "bool(d.get('failed')) == bool(d.get('failed', False))"
+        for n in (68, 70)
+    },
 }
 """Mutant name -> why it cannot be told apart from the original (names are stable while the function is unchanged)."""
 
