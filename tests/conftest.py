@@ -223,3 +223,15 @@ def smoke_predictions(path: Path, reply: Callable[[str, object], str] = lambda _
                     record = {"family": family, "sample_id": s.id, "level": lv.level, "response": reply(family, lv)}
                     out.write(json.dumps(record) + "\n")
     return path
+
+
+@pytest.fixture
+def fresh_image_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Start and end a test with an empty image cache, the default cache budget and the API image hook installed."""
+    from hvcu_tasks import images, plugin
+
+    monkeypatch.delenv(images.CACHE_ENV, raising=False)
+    plugin.install_image_hook()
+    images.reset()
+    yield
+    images.reset()

@@ -20,14 +20,7 @@ from PIL import Image
 from hvcu_tasks import context, harness, images, plugin
 from hvcu_tasks.prompts import base_messages
 
-
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch):
-    monkeypatch.delenv(images.CACHE_ENV, raising=False)
-    plugin.install_image_hook()
-    images.reset()
-    yield
-    images.reset()
+pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 
 
 def save(path: Path, image: Image.Image, fmt: str, **kwargs) -> Path:

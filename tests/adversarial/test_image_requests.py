@@ -20,18 +20,11 @@ from conftest import item, run_lmms_eval
 from lmms_eval.protocol import ChatMessages
 from PIL import Image
 
-from hvcu_tasks import images, plugin
+from hvcu_tasks import images
 from hvcu_tasks.files import ImageError
 from hvcu_tasks.prompts import base_messages
 
-
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch):
-    monkeypatch.delenv(images.CACHE_ENV, raising=False)
-    plugin.install_image_hook()
-    images.reset()
-    yield
-    images.reset()
+pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 
 
 def picture(size: tuple[int, int] = (32, 32), color: str = "red") -> Image.Image:
