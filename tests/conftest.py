@@ -182,7 +182,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def full_disk(monkeypatch, at_call: int) -> None:
-    """Make the `at_call`-th file write put half its data on disk and fail with ENOSPC (a disk filling up)."""
+    """Make the `at_call`-th file write put half its data on disk and fail with ENOSPC (a disk filling up).
+
+    The image-check cache is off meanwhile, so only the command's own writes are counted (the cache's own
+    full-disk behaviour is tested in test_image_check_cache.py).
+    """
+    monkeypatch.setenv("HVCU_CACHE_DIR", "off")
     calls = {"n": 0}
     for method in ("write_text", "write_bytes"):
         real = getattr(Path, method)
