@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import provenance
-from hvcu_tasks.harness import image_cell, payloads, score_reply, task_data
+from hvcu_tasks.harness import document_table, gc_paused, image_cell, payloads, score_reply, task_data
 from hvcu_tasks.images import document_image
 from hvcu_tasks.metrics import Outcome
 from hvcu_tasks.parsing import parse_choice
@@ -69,12 +69,13 @@ def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> dataset
             provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
-    return datasets.Dataset.from_list(list(sample_rows(samples, identity)), features=features)
+    return document_table(list(sample_rows(samples, identity)), features, "chains", identity)
 
 
 def process_docs(stub) -> Any:
     """Replace a context task's stub with that family's sample documents."""
-    return sample_dataset(*task_data(stub))
+    with gc_paused():
+        return sample_dataset(*task_data(stub))
 
 
 def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:

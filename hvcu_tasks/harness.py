@@ -6,6 +6,9 @@ context setting's hooks live in `context.py` and share the payloads and aggregat
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
 import logging
 import os
 import pickle
@@ -102,7 +105,22 @@ def level_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets
             provenance.IDENTITY_METRIC: datasets.Value("string"),
         }
     )
-    return datasets.Dataset.from_list(list(level_rows(samples, identity)), features=features)
+    return document_table(list(level_rows(samples, identity)), features, "levels", identity)
+
+
+def document_table(rows: list[dict[str, Any]], features: Any, kind: str, identity: str = ""):  # -> datasets.Dataset
+    """Build a `datasets.Dataset` of documents straight from Arrow, fingerprinted by the data identity when given.
+
+    `Dataset.from_list` encodes every cell in Python and hashes the whole table for its fingerprint (about
+    0.2 s per 1,050 samples); the identity already names the content (its SHA-256 fingerprint), the source and
+    the family, and `kind` tells the base and context tables apart.
+    """
+    import datasets
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    fingerprint = hashlib.blake2b(f"{kind}\0{identity}".encode(), digest_size=16).hexdigest() if identity else None
+    return datasets.Dataset(table, info=datasets.DatasetInfo(features=features), fingerprint=fingerprint)
 
 
 def samples_for_stub(stub) -> list[Sample]:
@@ -136,9 +154,26 @@ def task_data(stub) -> tuple[list[Sample], str]:
         raise TaskLoadError(family, source, [problem]) from exc
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a block (a data load allocates many small objects).
+
+    With lmms-eval loaded, each collection the load's allocations trigger walks lmms-eval's large heap: that
+    took 0.4 s of a 1.2 s load of 1,050 samples. The collector is back on (if it was) when the block ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def process_docs(stub) -> Any:
     """Replace a base task's stub with that family's level documents (one per sample and level)."""
-    return level_dataset(*task_data(stub))
+    with gc_paused():
+        return level_dataset(*task_data(stub))
 
 
 def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

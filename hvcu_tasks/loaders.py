@@ -72,6 +72,10 @@ def _loads(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_json_object)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point: never part of valid Unicode text."""
+
+
 def _text(value: Any, fld: str, add: Report) -> str | None:
     """Return a question or option text, or report why it is not usable text (null, not a string, bad Unicode)."""
     if value is None:
@@ -80,9 +84,9 @@ def _text(value: Any, fld: str, add: Report) -> str | None:
     if not isinstance(value, str):
         add(fld, f"expected text, got {type(value).__name__} {value!r}")
         return None
-    bad = next((ch for ch in value if "\ud800" <= ch <= "\udfff"), None)
+    bad = _SURROGATE.search(value)
     if bad is not None:
-        add(fld, f"contains a lone surrogate (U+{ord(bad):04X}), which is not valid Unicode text")
+        add(fld, f"contains a lone surrogate (U+{ord(bad.group()):04X}), which is not valid Unicode text")
         return None
     return value
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import datasets
@@ -9,7 +10,7 @@ import pytest
 from conftest import item
 from lmms_eval.protocol import ChatMessages
 
-from hvcu_tasks import harness
+from hvcu_tasks import context, harness
 from hvcu_tasks.prompts import SYSTEM_PROMPT
 from hvcu_tasks.schema import TaskLoadError
 
@@ -49,6 +50,31 @@ def test_a_broken_local_copy_stops_the_task_with_every_problem(write_dataset, mo
     monkeypatch.setenv(harness.DATA_ENV, str(root))
     with pytest.raises(TaskLoadError, match=r"(?s)id=joy_001: image.*id=fear_001: image"):
         harness.process_docs(stub("affective", "hub"))
+
+
+def test_the_garbage_collector_is_back_on_after_a_load_that_fails(write_dataset, monkeypatch) -> None:
+    root = write_dataset({"affective": [item("joy_001")]}, images=False)
+    monkeypatch.setenv(harness.DATA_ENV, str(root))
+    with pytest.raises(TaskLoadError):
+        harness.process_docs(stub("affective", "hub"))
+    assert gc.isenabled()
+
+
+def test_a_load_leaves_a_paused_garbage_collector_paused() -> None:
+    gc.disable()
+    try:
+        harness.process_docs(stub("implication", "smoke"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_table_fingerprint_follows_the_data_identity() -> None:
+    smoke = harness.task_data(stub("implication", "smoke"))
+    again = harness.level_dataset(*smoke)
+    assert again._fingerprint == harness.level_dataset(*smoke)._fingerprint
+    assert harness.level_dataset(smoke[0], smoke[1] + " ")._fingerprint != again._fingerprint
+    assert len({again._fingerprint, context.sample_dataset(*smoke)._fingerprint}) == 2
 
 
 def test_messages_follow_the_protocol_and_lmms_eval_schema() -> None:
