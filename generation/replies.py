@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from hvcu_tasks.files import LONE_SURROGATE
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 
 
@@ -32,7 +34,7 @@ def _objects(text: str) -> list[dict[str, Any]]:
 def _has_surrogate(value: Any) -> bool:
     """Whether any string inside a JSON value holds a lone surrogate (it cannot be written as UTF-8)."""
     if isinstance(value, str):
-        return any("\ud800" <= ch <= "\udfff" for ch in value)
+        return LONE_SURROGATE.search(value) is not None
     if isinstance(value, dict):
         return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
     if isinstance(value, list):

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 MAX_NAME_BYTES = 200
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point: never part of valid Unicode text, and it cannot be written as UTF-8."""
+
 
 class UnsafeNameError(ValueError):
     """A value meant to be one path component could escape its folder or is not a usable file name."""

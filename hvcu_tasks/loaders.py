@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.families import ASPECTS, FAMILIES, LEVELS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
-from hvcu_tasks.files import UnsafeNameError, check_name
+from hvcu_tasks.files import LONE_SURROGATE, UnsafeNameError, check_name
 from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
 
 HUB_DATASET = "Chime316/HVCU-Bench"
@@ -72,10 +72,6 @@ def _loads(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_json_object)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A UTF-16 surrogate code point: never part of valid Unicode text."""
-
-
 def _text(value: Any, fld: str, add: Report) -> str | None:
     """Return a question or option text, or report why it is not usable text (null, not a string, bad Unicode)."""
     if value is None:
@@ -84,7 +80,7 @@ def _text(value: Any, fld: str, add: Report) -> str | None:
     if not isinstance(value, str):
         add(fld, f"expected text, got {type(value).__name__} {value!r}")
         return None
-    bad = _SURROGATE.search(value)
+    bad = LONE_SURROGATE.search(value)
     if bad is not None:
         add(fld, f"contains a lone surrogate (U+{ord(bad.group()):04X}), which is not valid Unicode text")
         return None
