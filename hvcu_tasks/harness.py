@@ -21,7 +21,7 @@ from hvcu_tasks import provenance
 from hvcu_tasks.families import ASPECTS
 from hvcu_tasks.images import document_image
 from hvcu_tasks.loaders import HUB_DATASET, family_counts, hub_revision
-from hvcu_tasks.metrics import FamilyScores, Outcome, family_metrics, metric_names, overall_score, score_family
+from hvcu_tasks.metrics import Outcome, family_metrics, metric_names, overall_score
 from hvcu_tasks.official_parsing import parse_official
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
@@ -335,11 +335,6 @@ def outcomes_in(item: object, index: int) -> list[dict[str, Any]]:
             "each document's outcomes under acc_full only"
         )
     return records
-
-
-def scores_of(items: Sequence[Mapping[str, Any]]) -> FamilyScores:
-    """Aggregate the logged payloads of one family task into its scores (our parsing rule)."""
-    return score_family([Outcome.from_dict(r) for r in flatten(items)])
 
 
 Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]

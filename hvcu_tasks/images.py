@@ -30,7 +30,7 @@ from typing import Any
 
 from PIL import Image
 
-from hvcu_tasks.files import ImageError, open_image
+from hvcu_tasks.files import ImageError, image_identity, open_image
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -89,14 +89,11 @@ class ImageSource:
             raise self._gone(exc) from None
 
     def key(self) -> tuple:
-        """Return the content key: (absolute path, mtime_ns, size) for a file, a BLAKE2b digest for bytes."""
-        if self.path is None:
-            return ("bytes", hashlib.blake2b(self.data or b"", digest_size=16).hexdigest())
+        """Return the content key (`files.image_identity`: the file's identity, or a digest of the bytes)."""
         try:
-            st = os.stat(self.path)
+            return image_identity(self.path, self.data)
         except OSError as exc:
             raise self._gone(exc) from None
-        return ("path", os.path.abspath(self.path), st.st_mtime_ns, st.st_size)
 
 
 def _probe(data: bytes, label: str) -> tuple[str, bool]:

@@ -90,18 +90,11 @@ class ValidationReport:
 
 
 def _image_key(ref: ImageRef) -> tuple | None:
-    """Return the in-process key of an image: its file's identity or its bytes' hash (None when unreadable).
-
-    A file is known by one stat (device, inode, size, modification and change times): as good as its resolved
-    path and ten times cheaper, and a file rewritten in place or replaced gets a new key.
-    """
-    if ref.path is not None:
-        try:
-            st = ref.path.stat()
-        except OSError:
-            return None
-        return ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return ("bytes", hashlib.blake2b(ref.data or b"", digest_size=16).digest())
+    """Return the in-process key of an image (`files.image_identity`), None when its file cannot be read."""
+    try:
+        return files.image_identity(ref.path, ref.data)
+    except OSError:
+        return None
 
 
 def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
