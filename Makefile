@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-DEMO   ?= .demo
+DEMO   ?= hvcu-demo
 
 .PHONY: setup browser demo test lint unit constraints clean mutation
 
@@ -17,9 +17,10 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 # The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model,
-# both settings in one run (hvcu_context passes base requests straight to qwen2_5_vl, batches context rounds).
+# both settings in one run (hvcu_context passes base requests straight to qwen2_5_vl, batches context rounds),
+# then `hvcu report` on that run: the tables on the terminal, the leaderboard site in DEMO/site.
 demo: setup
-	rm -rf $(DEMO)/runs
+	rm -rf $(DEMO)/runs $(DEMO)/site
 	$(BIN)/hvcu tiny-model $(DEMO)/tiny-qwen2_5_vl
 	$(BIN)/lmms-eval --model hvcu_context \
 	  --model_args inner=qwen2_5_vl,pretrained=$(DEMO)/tiny-qwen2_5_vl,device=cpu,device_map=cpu \
@@ -27,11 +28,19 @@ demo: setup
 	@test -n "$$(find $(DEMO)/runs -name '*_results.json')" || { echo "lmms-eval wrote no results: see the log above"; exit 1; }
 	@echo
 	@echo "Results: $$(find $(DEMO)/runs -name '*_results.json')"
-	@echo "That was a SMOKE SAMPLE and a random tiny model: the numbers mean nothing. For real use (GPU + hub):"
-	@echo "  lmms-eval --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct,tensor_parallel_size=1 \\"
-	@echo "    --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
-	@echo "  lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
-	@echo "    --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
+	$(BIN)/hvcu report $(DEMO)/runs
+	$(BIN)/hvcu report $(DEMO)/runs --format html --out $(DEMO)/site
+	@echo
+	@echo "That was a SMOKE SAMPLE and a random tiny model: the numbers mean nothing. Next:"
+	@echo "  the leaderboard page:  open $(DEMO)/site/index.html in a browser"
+	@echo "  offline, end to end:   README 'Offline recipes (mock endpoint)': $(BIN)/hvcu mock serve (a local stand-in"
+	@echo "                         endpoint), then synthesis -> the tiny training loop, build-bench -> audit, evaluation"
+	@echo "  real use (GPU + hub):"
+	@echo "    lmms-eval --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct,tensor_parallel_size=1 \\"
+	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
+	@echo "    lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
+	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
+	@echo "    hvcu report runs/ --format html --out site/"
 
 # The paper's tuning loop (§4.3, App. C/D): chains -> LLaMA-Factory dataset -> LoRA (global batch 128) -> merge ->
 # lmms-eval of base and tuned model (HVCU-Bench in both settings + general benchmarks: hvcu_suite) ->
@@ -39,6 +48,7 @@ demo: setup
 # another config is refused: TRAIN_FORCE=1 redoes it), an evaluation is redone when its model's fingerprint changed.
 # BASE_MODEL empty = TRAIN_MODEL's shipped base; the base evaluated is the rendered train.yaml's model_name_or_path.
 # EVAL_BACKEND empty = TRAIN_MODEL's lmms-eval backend (qwen3_vl_* -> qwen3_vl, llava_next_* -> llava_hf).
+# EVAL_BATCH empty = 8 requests per batch, 1 for llava_hf (lmms-eval's llava_hf takes one request at a time).
 # DEEPSPEED=z2|z3 uses the shipped ZeRO configs (pip install deepspeed first); none = plain DDP, enough for LoRA.
 # One machine only: for several nodes use `hvcu train config --nodes N` and its printed per-node commands.
 # Offline smoke run with a tiny model: see README ("Tuning on generated chains").
@@ -55,6 +65,7 @@ OUT          ?= runs/train-loop
 TRAIN_FLAGS  ?=
 TRAIN_FORCE  ?=
 EVAL_BACKEND ?=
+EVAL_BATCH   ?=
 EVAL_ARGS    ?= device_map=auto
 EVAL_TASKS   ?= hvcu_suite
 EVAL_FLAGS   ?=
@@ -69,15 +80,17 @@ train-loop: setup
 	$(HVCU_TRAIN) run $(OUT)/train/train.yaml --export $(OUT)/train/export.yaml $(if $(TRAIN_FORCE),--force)
 	@set -e; info="$(HVCU_TRAIN) info $(OUT)/train --field"; \
 	backend="$(EVAL_BACKEND)"; [ -n "$$backend" ] || backend=$$($$info eval_backend); \
+	batch="$(EVAL_BATCH)"; [ -n "$$batch" ] || { [ "$$backend" = llava_hf ] && batch=1 || batch=8; }; \
 	for name in base tuned; do \
 	  if [ $$name = base ]; then model=$$($$info base_model); key="model $$model"; \
 	  else model=$(abspath $(OUT))/train/merged; key="merged $$($$info merged_fingerprint)"; fi; \
-	  key="$$key; inner=$$backend,$(EVAL_ARGS); tasks $(EVAL_TASKS); flags $(EVAL_FLAGS)"; dir=$(OUT)/eval/$$name; \
+	  key="$$key; inner=$$backend,$(EVAL_ARGS); tasks $(EVAL_TASKS); batch $$batch; flags $(EVAL_FLAGS)"; \
+	  dir=$(OUT)/eval/$$name; \
 	  if [ "$$(cat $$dir/fingerprint 2>/dev/null)" = "$$key" ] && [ -n "$$(find $$dir -name '*_results.json')" ]; then \
 	    echo "$$name: evaluated already ($$key)"; continue; fi; \
 	  rm -rf $$dir; echo "lmms-eval: $$name = $$model ($$key)"; \
 	  $(BIN)/lmms-eval --model hvcu_context --model_args inner=$$backend,pretrained=$$model,$(EVAL_ARGS) \
-	    --tasks $(EVAL_TASKS) --output_path $$dir --log_samples $(EVAL_FLAGS); \
+	    --tasks $(EVAL_TASKS) --batch_size $$batch --output_path $$dir --log_samples $(EVAL_FLAGS); \
 	  test -n "$$(find $$dir -name '*_results.json')" || { echo "lmms-eval wrote no results for $$name"; exit 1; }; \
 	  printf '%s\n' "$$key" > $$dir/fingerprint; \
 	done

@@ -222,7 +222,7 @@ def run_openai(args: argparse.Namespace, images: list[Path]) -> None:
         def build() -> ContextWrapper:
             """The wrapper as `--model hvcu_context --model_args inner=openai,...` builds it."""
             model_args = {"model_version": "bench", "base_url": server.base_url, "api_key": "x"}
-            model_args |= {"num_concurrent": args.num_concurrent, "chunk_size": args.chunk_size}
+            model_args |= {"num_concurrent": args.num_concurrent, "chunk_size": args.chunk_size, "cache": "off"}
             return seeing(ContextWrapper(inner="openai", **model_args), docs)
 
         t_batched, out_batched = timed(build(), requests, one_at_a_time=False)

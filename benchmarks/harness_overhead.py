@@ -305,7 +305,7 @@ def lmms_argv(config: str, data_preds: tuple[Path, Path], base_url: str, out: Pa
         model, args = ("hvcu_replay", inner) if task == "hvcu_bench" else ("hvcu_context", f"inner=hvcu_replay,{inner}")
     else:
         inner = f"model_version=x,base_url={base_url},num_concurrent={concurrency}"
-        model, args = ("openai", inner) if task == "hvcu_bench" else ("hvcu_context", f"inner=openai,{inner}")
+        model, args = ("openai", inner) if task == "hvcu_bench" else ("hvcu_context", f"inner=openai,{inner},cache=off")
     return ["--model", model, "--model_args", args, "--tasks", task, "--output_path", str(out)]
 
 

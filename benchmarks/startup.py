@@ -1,6 +1,6 @@
-"""Measure this package's share of lmms-eval start-up: importing the plugin and building the HVCU tasks.
+"""Measure this package's share of lmms-eval start-up (importing the plugin, building the HVCU tasks) and `hvcu`'s own.
 
-Four figures, each in a fresh interpreter:
+Four lmms-eval figures, each in a fresh interpreter:
 
 1. cold plugin import: `python -X importtime -c "import hvcu_tasks.plugin; hvcu_tasks.plugin.manifests()"`,
    our share = the cumulative import time of our outermost modules (everything they pull in that was not
@@ -11,9 +11,13 @@ Four figures, each in a fresh interpreter:
    with the time spent inside this package's process_docs hooks shown apart, twice: with an empty image-check
    cache (the first run on these images: every image decoded) and with the cache that run left (later runs).
 
+Then the `hvcu` command's wall time, best of --repeat fresh processes: `hvcu -h`, and `hvcu train config`
+rendering a config without `--set`, with `--set` on a first run (LLaMA-Factory's argument names read by importing
+it) and with `--set` on later runs (the names remembered in the cache). `--cli-only` measures only these.
+
 The children's $HVCU_CACHE_DIR is a temporary folder: the user's own cache is never read nor written.
 
-    python benchmarks/startup.py [--samples 1050] [--repeat 3]
+    python benchmarks/startup.py [--samples 1050] [--repeat 3] [--cli-only]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,13 +126,63 @@ def child_json(code: str, envs: list[dict[str, str]]) -> dict[str, float]:
     return {k: min(r[k] for r in runs) for k in runs[0]}
 
 
+def hvcu_seconds(argv: list[str], envs: list[dict[str, str]], cwd: Path) -> float:
+    """Return the best wall time of `hvcu ARGV` over fresh processes, one per environment; a failure stops."""
+    best = float("inf")
+    for env in envs:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "hvcu_tasks.cli", *argv], capture_output=True, text=True, env=env, cwd=cwd
+        )
+        seconds = time.perf_counter() - start
+        if proc.returncode:
+            raise SystemExit(f"hvcu {' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
+        best = min(best, seconds)
+    return best
+
+
+def cli_figures(work: Path, repeat: int) -> dict[str, float]:
+    """Time `hvcu -h` and `hvcu train config` (without --set, with --set on a first and on a later run)."""
+    data = work / "train-data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "d.json").write_text("[]")
+    (data / "dataset_info.json").write_text(json.dumps({"d": {"file_name": "d.json", "formatting": "sharegpt"}}))
+    config = ["train", "config", "--model", "qwen3_vl_4b", "--dataset", "d", "--dataset-dir", str(data)]
+    config += ["--out", str(work / "train-out")]
+    first_envs = [child_env(cache=work / f"cache-keys-{i}") for i in range(repeat)]  # an empty cache each
+    for env in first_envs:
+        shutil.rmtree(env["HVCU_CACHE_DIR"], ignore_errors=True)
+    warm = [child_env(cache=work / "cache-keys-0")] * repeat
+    return {
+        "help_s": hvcu_seconds(["-h"], [child_env()] * repeat, work),
+        "config_s": hvcu_seconds(config, [child_env()] * repeat, work),
+        "config_set_first_s": hvcu_seconds([*config, "--set", "max_steps=1"], first_envs, work),
+        "config_set_later_s": hvcu_seconds([*config, "--set", "max_steps=1"], warm, work),
+    }
+
+
+def print_cli(figures: dict[str, float]) -> None:
+    """Print the `hvcu` command's figures."""
+    print(f"hvcu -h: {figures['help_s']:.2f} s")
+    print(
+        f"hvcu train config: {figures['config_s']:.2f} s without --set; "
+        f"with --set {figures['config_set_first_s']:.2f} s "
+        f"on a first run (LLaMA-Factory imported), {figures['config_set_later_s']:.2f} s later (its names cached)"
+    )
+
+
 def main() -> None:
     """Measure and print the start-up figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1050, help="size of the synthetic local data set")
     parser.add_argument("--repeat", type=int, default=3, help="fresh interpreters per figure (best is kept)")
     parser.add_argument("--work", type=Path, default=None, help="keep the synthetic data here")
+    parser.add_argument("--cli-only", action="store_true", help="measure only the `hvcu` command's figures")
     args = parser.parse_args()
+    if args.cli_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            print_cli(cli_figures(args.work or Path(tmp), args.repeat))
+        return
     sys.path.insert(0, str(REPO / "benchmarks"))
     from harness_overhead import build_dataset
 
@@ -143,6 +198,7 @@ def main() -> None:
             shutil.rmtree(env["HVCU_CACHE_DIR"], ignore_errors=True)
         tasks_cold = child_json(TASKS, cold_envs)
         tasks = child_json(TASKS, [child_env(data, work / "cache-cold-0")] * args.repeat)
+        cli = cli_figures(work, args.repeat)
     index_ours = tasks["index_ours_s"]  # our folder indexed alone; the difference of two full indexes is noise
     share = after["ours_s"] + index_ours + tasks["process_docs_s"]
     share_cold = after["ours_s"] + tasks_cold["index_ours_s"] + tasks_cold["process_docs_s"]
@@ -164,6 +220,7 @@ def main() -> None:
         "our share of start-up (plugin after lmms-eval + indexing + process_docs): "
         f"{share_cold:.3f} s on a first run, {share:.3f} s on later runs (goal <= 0.5 s)"
     )
+    print_cli(cli)
 
 
 if __name__ == "__main__":

@@ -63,9 +63,6 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     """Run MCTS synthesis or the direct baseline over images against an OpenAI-compatible endpoint."""
-    missing = [f"--{n.replace('_', '-')}" for n in ("images", "out", "model", "base_url") if getattr(args, n) is None]
-    if missing:
-        raise ValueError(f"{args.command} needs {', '.join(missing)}")
     from generation.jobs import parse_shard
     from generation.runner import list_images, load_config, run, summary_line
 
@@ -102,19 +99,53 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+HELP = {
+    "mcts": "MCTS synthesis of hierarchical instruction data (paper §3.3): a tree search per image, each level "
+    "judged and validated, the top chains kept",
+    "direct": "the direct-generation baseline for MCTS synthesis (paper App. D.4, Table 10): one prompt per image asks "
+    "for all three levels, no search or validation",
+}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `mcts` (with `mcts merge`) and `direct` on the `hvcu` command line."""
-    for method, helptext in (("mcts", "MCTS hierarchical instruction data"), ("direct", "direct three-level baseline")):
-        gen = sub.add_parser(method, help=f"{helptext} from images via an OpenAI-compatible endpoint")
+    """Register `mcts` (with its other form `mcts merge`) and `direct` on the `hvcu` command line."""
+    for method, helptext in HELP.items():
+        gen = sub.add_parser(
+            method,
+            help=f"{helptext}; writes chains.jsonl for `hvcu train prepare`",
+            description=f"{helptext[0].upper()}{helptext[1:]}. The model is any OpenAI-compatible endpoint. "
+            "Writes OUT/chains.jsonl (for `hvcu train prepare`), stats.json, run.json, images/ and cache.sqlite; "
+            "a rerun resumes."
+            + (" `hvcu mcts merge` combines the --out folders of --shard runs." if method == "mcts" else ""),
+        )
         if method == "mcts":
-            merge_sub = gen.add_subparsers(dest="mcts_command")
-            merge_cmd = merge_sub.add_parser("merge", help="combine the outputs of --shard runs")
-            merge_cmd.add_argument("shards", nargs="+", type=Path)
-            merge_cmd.add_argument("--out", type=Path, required=True)
-            merge_cmd.set_defaults(func=_cmd_merge)
-        gen.add_argument("--images", type=Path, help="a folder of images or a text file with one path per line")
-        gen.add_argument("--out", type=Path)
-        add_endpoint_arguments(gen, required=False)  # not required: `hvcu mcts merge` needs none of them
-        gen.add_argument("--config", type=Path, help="JSON/YAML with MCTS settings (paper defaults otherwise)")
-        gen.add_argument("--shard", default="0/1", help="I/N: this machine's share of the images")
+            merge = gen.add_form(
+                "merge",
+                description="Combine the --out folders of `hvcu mcts --shard I/N` runs into one folder, with the "
+                "chains.jsonl a single run writes.",
+            )
+            merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD", help="--out folders of --shard runs")
+            merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write the merge into")
+            merge.set_defaults(func=_cmd_merge)
+        gen.add_argument(
+            "--images",
+            type=Path,
+            required=True,
+            metavar="PATH",
+            help="a folder of images (searched recursively) or a text file with one image path per line",
+        )
+        gen.add_argument(
+            "--out",
+            type=Path,
+            required=True,
+            metavar="DIR",
+            help="output folder (resumable: a rerun skips done images)",
+        )
+        add_endpoint_arguments(gen)
+        gen.add_argument(
+            "--config", type=Path, help="JSON/YAML overriding the search settings (paper defaults otherwise)"
+        )
+        gen.add_argument(
+            "--shard", default="0/1", metavar="I/N", help="this machine's share I of N of the images (default 0/1)"
+        )
         gen.set_defaults(func=_cmd_generate, method=method)

@@ -113,7 +113,7 @@ async def direct_record(client: ChatClient, image: Path, key: str, seed: int) ->
     """
     try:
         reply = await client.complete(
-            user_message(prompt("direct"), image_data_url(image)),
+            user_message(prompt("direct").format(), image_data_url(image)),
             temperature=0.8,
             max_tokens=1024,
             seed=call_seed(key, "direct", seed),

@@ -13,6 +13,8 @@ from hvcu_tasks.metrics import Outcome, group_chains, is_complete
 from hvcu_tasks.official_parsing import parse_official
 
 SAMPLES_FILE = re.compile(r"_samples_(?P<task>hvcu_bench\w*)\.jsonl$")
+ANALYSIS_TASK = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_|$)")
+"""Tasks of the `hvcu_analysis` group: their logs are not chains of the base or context setting."""
 
 
 class LevelMismatchError(ValueError):
@@ -26,15 +28,17 @@ class _Read:
     samples: dict[tuple[Any, str], dict[str, Any]] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
     texts: dict[tuple[str, str, int], tuple[str, Any]] = field(default_factory=dict)
+    details: dict[tuple[Any, str], dict[str, Any]] = field(default_factory=dict)
+    """Per sample: aspect, the file's line numbers, the image lmms-eval logged and the data identity."""
 
 
 def samples_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
-    """Return (task, file) for every HVCU-Bench samples file under the given files or folders."""
+    """Return (task, file) for every base- or context-setting samples file under the given files or folders."""
     found = []
     for p in map(Path, paths):
         for f in sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]:
             m = SAMPLES_FILE.search(f.name)
-            if m:
+            if m and not ANALYSIS_TASK.match(m.group("task")):
                 found.append((m.group("task"), f))
     return found
 
@@ -55,13 +59,14 @@ def _outcome(record: dict[str, Any], reply: Any) -> Outcome:
     return Outcome.from_dict(record)
 
 
-def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str) -> None:
+def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str, number: int = 0) -> None:
     """Add one samples line (one document: a level, or a whole chain in the context setting) to what was read."""
     entry = line["acc_full"]
     records = entry["outcomes"]
     family = records[0]["family"] if records else None
     sid = str(records[0]["sample_id"]) if records else str(entry.get("sample_id"))
     read.samples.setdefault((family, sid), {"task": task, "setting": setting, "family": family, "sample_id": sid})
+    _add_details(read.details.setdefault((family, sid), _no_details(records)), line, entry, number)
     texts, replies, gold = _levels_of(line, entry, setting)
     counts = {"scored levels": len(records), "questions": len(texts), "replies": len(replies)}
     if gold is not None:
@@ -73,6 +78,22 @@ def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str) -> Non
         outcome = _outcome(record, reply)
         read.outcomes.append(outcome)
         read.texts[(outcome.family, outcome.sample_id, outcome.level)] = (question, reply)
+
+
+def _no_details(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a sample's details before any line: its aspect (from its first outcome), nothing else yet."""
+    return {"aspect": records[0].get("aspect") if records else None, "lines": [], "input_media": None, "identity": None}
+
+
+def _add_details(details: dict[str, Any], line: dict[str, Any], entry: dict[str, Any], number: int) -> None:
+    """Record one line of a sample: its number, the first image file lmms-eval logged, the data identity."""
+    details["lines"].append(number)
+    media = line.get("input_media")
+    if details["input_media"] is None and isinstance(media, list) and media and isinstance(media[0], str):
+        details["input_media"] = media[0]
+    identity = entry.get("data_identity")
+    if details["identity"] is None and isinstance(identity, dict) and identity:
+        details["identity"] = identity
 
 
 def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tuple[list, list, list | None]:
@@ -88,15 +109,20 @@ def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tup
     return [entry["question"]], [replies[0] if isinstance(replies, list) else replies], None
 
 
-def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
-    """Return one record per sample: questions, raw replies, letters and verdicts under both parsing rules, gold."""
+def chains_of_file(task: str, path: Path, details: bool = False) -> list[dict[str, Any]]:
+    """Return one record per sample: questions, raw replies, letters and verdicts under both parsing rules, gold.
+
+    With `details`, each record also holds `aspect`, per-level `correct`, `correct_official` and `failed`,
+    `lines` (the file's line numbers, from 1), `input_media` (the image lmms-eval logged, or None) and
+    `data_identity` (what the harness logged, or None).
+    """
     setting = "context" if task.startswith("hvcu_bench_context") else "base"
     read = _Read()
     for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
             continue
         try:
-            _add_line(read, json.loads(text), task, setting)
+            _add_line(read, json.loads(text), task, setting, n)
         except LevelMismatchError as exc:
             raise ValueError(f"{path}:{n}: {exc}") from exc
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
@@ -105,7 +131,23 @@ def chains_of_file(task: str, path: Path) -> list[dict[str, Any]]:
         grouped = group_chains(read.outcomes)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}; each level of a sample is logged once (the file is damaged)") from exc
-    return [_record(meta, grouped.get(key, {}), read.texts) for key, meta in read.samples.items()]
+    records = [_record(meta, grouped.get(key, {}), read.texts) for key, meta in read.samples.items()]
+    if details:
+        for (key, _meta), record in zip(read.samples.items(), records, strict=True):
+            _add_record_details(record, grouped.get(key, {}), read.details[key])
+    return records
+
+
+def _add_record_details(record: dict[str, Any], chain: dict[int, Outcome], details: dict[str, Any]) -> None:
+    """Add a sample's aspect, per-level verdicts and failures, line numbers, logged image and data identity."""
+    levels = [chain[k] for k in sorted(chain)]
+    record["aspect"] = details["aspect"]
+    record["correct"] = [o.correct for o in levels]
+    record["correct_official"] = [o.correct_official for o in levels]
+    record["failed"] = [o.failed for o in levels]
+    record["lines"] = list(details["lines"])
+    record["input_media"] = details["input_media"]
+    record["data_identity"] = details["identity"]
 
 
 def _record(meta: dict[str, Any], chain: dict[int, Outcome], texts: dict[tuple, tuple[str, Any]]) -> dict[str, Any]:

@@ -55,7 +55,14 @@ def _print_table(summary: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(Console().width, 120))
+    class PipeConsole(Console):
+        """A rich console that leaves a closed stdout to `main` (rich's own handler exits with status 1)."""
+
+        def on_broken_pipe(self) -> None:
+            """Raise the closed pipe as stdout's."""
+            raise _StdoutClosed("stdout closed")
+
+    console = PipeConsole(width=max(Console().width, 120))
     names = list(LEVEL_NAMES.values())
     for run in summary:
         model = run["model"] or "(model not named)"
@@ -127,46 +134,61 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    """Write or print paper-layout tables for the given lmms-eval run folders."""
+    """Write or print the leaderboard and paper-layout tables for the given lmms-eval run folders."""
+    from hvcu_tasks.report.analysis import analysis_tables
+    from hvcu_tasks.report.leaderboard import board_entries, leaderboard_json, merge, read_leaderboard, run_entry
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
-    from hvcu_tasks.report.runs import ReportError, read_runs
+    from hvcu_tasks.report.runs import CUSTOM, ReportError, read_runs
     from hvcu_tasks.report.tables import compare_table
 
+    if args.format == "html" and args.out is None:
+        raise ReportError("--format html writes a site (index.html, models/, figures/): give --out DIR")
+    published = read_leaderboard(args.base) if args.base is not None else None
     models = read_runs(args.runs)
-    tables = report_tables(models, reference=not args.no_reference)
+    reference = not args.no_reference
+    ranked = [m for m in models if CUSTOM not in m.dataset]
+    if published is None:
+        entries = board_entries(ranked, reference)
+    else:  # the published board as it is (its [paper] rows included), plus the new runs
+        kept = [e for e in published if reference or e.source == "run"]
+        entries = merge(kept, [run_entry(m) for m in ranked if m.settings], args.base)
+    tables = report_tables(models, reference=reference, entries=entries) + analysis_tables(args.runs)
+    pair = None
     if args.compare:
         if len(models) != 2:
             raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")
-        a, b = models
-        tables += [compare_table(a, b, s) for s in ("base", "context") if s in a.settings and s in b.settings]
+        pair = (models[0], models[1])
+        tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
     for model in models:
         for setting, notes in model.notes.items():
             for note in notes:
                 print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
     if args.out is None:
-        if args.format == "html":
-            raise ReportError("--format html writes a page and its figures: give --out DIR")
         print(
             to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
         )
         return 0
     from hvcu_tasks.files import write_atomic
     from hvcu_tasks.report.figures import all_figures
-    from hvcu_tasks.report.html import render_page
 
     if args.out.exists() and not args.out.is_dir():
         raise ReportError(f"--out {args.out}: is a file; give a folder for the tables and figures/")
     args.out.mkdir(parents=True, exist_ok=True)
-    figures = all_figures(models, args.out / "figures")
+    figures = all_figures(ranked, args.out / "figures", reference)
+    texts = {"leaderboard.json": leaderboard_json(entries)}
     if args.format == "json":
-        texts = {"report.json": to_json(tables)}
-    elif args.format == "html":
-        texts = {"leaderboard.html": render_page(tables, figures)}
-    else:
-        texts = {f"{t.name}.{EXTENSIONS[args.format]}": RENDERERS[args.format](t) for t in tables}
+        texts["report.json"] = to_json(tables)
+    elif args.format != "html":
+        texts |= {f"{t.name}.{EXTENSIONS[args.format]}": RENDERERS[args.format](t) for t in tables}
     for name, text in texts.items():
         write_atomic(args.out / name, text)
-    print(f"wrote {len(texts)} file(s) and {len(figures)} figure file(s) to {args.out}")
+    pages = []
+    if args.format == "html":
+        from hvcu_tasks.report.site import write_site
+
+        runs_on_board = [e.model for e in entries if e.source == "run"]
+        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board)
+    print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
     return 0
 
 
@@ -193,14 +215,106 @@ def _cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = """\
+Everything around lmms-eval for HVCU-Bench: lmms-eval runs the evaluation (`hvcu tasks-dir` names the task
+folder); hvcu checks data, turns runs into the paper's tables, and makes and audits new data.
+
+command groups (`hvcu COMMAND -h` explains each):
+  data validate           check a dataset: a local copy, the hub, or the bundled smoke sample
+  report, score, chains   results: tables of lmms-eval runs; of the authors' result files; per-sample chains
+  mcts, direct            instruction data from images via an OpenAI-compatible endpoint: MCTS; its baseline
+  build-bench, perturb    new benchmark items, generated top-down; controlled aesthetic variants of an image
+  audit, human            human audit rounds of new items; the human baseline (answer sheets, scores)
+  train                   LoRA tuning on the chains with LLaMA-Factory; then compare base and tuned model
+  mock                    a local OpenAI-compatible stand-in endpoint (serve, wait), for offline runs
+  tasks-dir, tiny-model   lmms-eval's --include_path; a tiny random model for offline runs
+  export-task             a task folder for plain lmms-eval (YAMLs + one utils.py, no hvcu needed)"""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose command may have other forms with parsers of their own (`hvcu mcts merge ...`).
+
+    Its subcommands' parsers are of this class too (argparse makes them of the parent's class).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.forms: dict[str, Parser] = {}
+
+    def add_form(self, word: str, **kwargs: Any) -> Parser:
+        """Add `PROG WORD ...` as another form of this command; usage and help show it beside the main form."""
+        form = type(self)(prog=f"{self.prog} {word}", **kwargs)
+        self.forms[word] = form
+        return form
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse with the form whose word comes first, else as this command."""
+        args = list(sys.argv[1:] if args is None else args)
+        if args and args[0] in self.forms:
+            return self.forms[args[0]].parse_known_args(args[1:], namespace)
+        return super().parse_known_args(args, namespace)
+
+    def _form_usages(self) -> str:
+        """Return the other forms' usage lines, each starting with `   or:`."""
+        return "".join(f"   or: {form.format_usage().removeprefix('usage: ')}" for form in self.forms.values())
+
+    def format_usage(self) -> str:
+        """Return the usage of this command and of its other forms."""
+        return super().format_usage() + self._form_usages()
+
+    def format_help(self) -> str:
+        """Return the help, its usage block followed by the other forms' usage lines."""
+        text = super().format_help()
+        if not self.forms:
+            return text
+        usage, sep, rest = text.partition("\n\n")
+        return usage + "\n" + self._form_usages().rstrip("\n") + sep + rest
+
+
+def version_line() -> str:
+    """Return `hvcu VERSION (lmms-eval VERSION)`: the installed distributions' versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"hvcu {installed('hvcu-toolkit')} (lmms-eval {installed('lmms_eval')})"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: print the version line and exit (the versions are read only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> None:
+        """Print the version line and exit with status 0."""
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `hvcu` command."""
-    parser = argparse.ArgumentParser(prog="hvcu", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="hvcu", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction, help="print hvcu's version and lmms-eval's, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command", required=True)
-    val = data.add_parser("validate", help="check a dataset (folder, JSON/parquet file, 'hub[:REPO]' or 'smoke')")
-    val.add_argument("source")
+    data = sub.add_parser("data", help="dataset utilities: validate").add_subparsers(
+        dest="data_command", required=True, metavar="SUBCOMMAND"
+    )
+    val = data.add_parser(
+        "validate",
+        help="check a dataset (folder, JSON/parquet file, 'hub[:REPO]' or 'smoke'); exit 1 on any problem",
+    )
+    val.add_argument(
+        "source",
+        help="a local copy (folder or JSON/parquet file), 'hub' or 'hub:REPO[@REV]', or 'smoke' (the bundled sample)",
+    )
     val.add_argument("--no-decode", action="store_true", help="do not decode every image (faster)")
     val.add_argument(
         "--no-cache",
@@ -210,30 +324,56 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(func=_cmd_validate)
 
     score = sub.add_parser(
-        "score", help="re-score the authors' result files (Result/<Family>/<Indep|Context>/<model>.json, or folders)"
+        "score",
+        help="re-score the authors' own result files (their evaluator's Result/<Family>/<Indep|Context>/<model>.json)"
+        " with the paper's metrics; lmms-eval runs: `report`; human answer sheets: `human score`",
     )
     score.add_argument("files", nargs="+", type=Path, help="result files or folders (searched recursively)")
-    score.add_argument("--family", help="family of every file when neither its path nor its content says it")
+    score.add_argument(
+        "--family",
+        help=f"family of every file when neither its path nor its content says it ({', '.join(FAMILIES)}, "
+        "or a split or file stem such as Implication_Understanding)",
+    )
     score.add_argument(
         "--reparse", action="store_true", help="parse the raw replies with both hvcu's parser and the authors' rule"
     )
-    score.add_argument("--format", choices=["table", "json"], default="table")
+    score.add_argument(
+        "--format", choices=["table", "json"], default="table", help="tables (default) or one JSON list on stdout"
+    )
     score.set_defaults(func=_cmd_score)
 
     chains = sub.add_parser(
-        "chains", help="per-sample chains (questions, replies, letters, verdict) from --log_samples"
+        "chains", help="per-sample chains (questions, replies, letters, verdict) from lmms-eval's --log_samples files"
     )
     chains.add_argument("paths", nargs="+", type=Path, help="lmms-eval output folders or samples files")
     chains.add_argument("--out", type=Path, help="write JSONL here instead of stdout")
     chains.set_defaults(func=_cmd_chains)
 
-    report = sub.add_parser("report", help="paper-layout tables from lmms-eval run folders, beside the paper's rows")
-    report.add_argument("runs", nargs="+", type=Path, help="lmms-eval --output_path folders or results files")
-    report.add_argument("--format", choices=["md", "csv", "latex", "json", "html"], default="md")
-    report.add_argument(
-        "--out", type=Path, help="write the tables (one file each) and figures/ here instead of printing"
+    report = sub.add_parser(
+        "report", help="ranked leaderboard and paper-layout tables from lmms-eval run folders, beside the paper's rows"
     )
-    report.add_argument("--no-reference", action="store_true", help="leave out the paper's reference rows")
+    report.add_argument("runs", nargs="+", type=Path, help="lmms-eval --output_path folders or results files")
+    report.add_argument(
+        "--format",
+        choices=["md", "csv", "latex", "json", "html"],
+        default="md",
+        help="md, csv, latex or json print to stdout without --out; html needs --out DIR (a static site: "
+        "index.html, models/, figures/, the chain browser)",
+    )
+    report.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write here instead of printing: one file per table (html: the site), figures/ and leaderboard.json",
+    )
+    report.add_argument(
+        "--base",
+        type=Path,
+        metavar="LEADERBOARD_JSON",
+        help="a published leaderboard.json: the new runs are added to its rows without re-reading the old runs "
+        "(a model already on it as a run is refused)",
+    )
+    report.add_argument("--no-reference", action="store_true", help="leave out the paper's rows, human and chance")
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
     )
@@ -242,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     from generation.cli import add_parser as add_synthesis
 
     add_synthesis(sub)
+    from generation.mock.cli import add_parser as add_mock
+
+    add_mock(sub)
     from generation.bench.cli import add_parser as add_build_bench
 
     add_build_bench(sub)
@@ -257,14 +400,22 @@ def build_parser() -> argparse.ArgumentParser:
     from training.cli import add_parser as add_train
 
     add_train(sub)
+    from hvcu_tasks.export import add_parser as add_export_task
+
+    add_export_task(sub)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)
 
     tiny = sub.add_parser("tiny-model", help="build a tiny random VLM (offline stand-in; its answers are noise)")
-    tiny.add_argument("out", type=Path)
-    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen3_vl", "llava", "llava_next"], default="qwen2_5_vl")
-    tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("out", type=Path, help="folder to write the model into (a Hugging Face model folder)")
+    tiny.add_argument(
+        "--arch",
+        choices=["qwen2_5_vl", "qwen3_vl", "llava", "llava_next"],
+        default="qwen2_5_vl",
+        help="architecture, as lmms-eval's qwen2_5_vl, qwen3_vl and llava_hf backends load it (default qwen2_5_vl)",
+    )
+    tiny.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     tiny.set_defaults(func=_cmd_tiny_model)
     return parser
 
@@ -307,10 +458,14 @@ class _GuardedStdout:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `hvcu` command line and return its exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     stdout = sys.stdout
     sys.stdout = _GuardedStdout(stdout)
     try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:  # -h, --version or a usage error, said already: a closed stdout shows in this flush
+            sys.stdout.flush()
+            raise
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return code

@@ -359,14 +359,22 @@ def content_key(records: list[dict[str, Any]]) -> bytes:
 
 def task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """Return every metric of one task's payloads; each distinct set of outcome records is scored only once."""
-    records = flatten(items)
-    key = content_key(records)
+    return scored_once(
+        "levels", flatten(items), lambda records: family_metrics([Outcome.from_dict(r) for r in records], ALL_ASPECTS)
+    )
+
+
+def scored_once(
+    kind: str, records: list[dict[str, Any]], score: Callable[[list[dict[str, Any]]], Mapping[str, float | int]]
+) -> dict[str, float | int]:
+    """Return `score(records)`, computed once per distinct (kind, records) among the last few scored."""
+    key = kind.encode() + b"\0" + content_key(records)
     with _SCORED_LOCK:
         scored = _SCORED.get(key)
         if scored is not None:
             _SCORED.move_to_end(key)
     if scored is None:
-        scored = family_metrics([Outcome.from_dict(r) for r in records], ALL_ASPECTS)
+        scored = dict(score(records))
         with _SCORED_LOCK:
             _SCORED[key] = scored
             while len(_SCORED) > _SCORED_KEPT:

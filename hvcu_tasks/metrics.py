@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from hvcu_tasks.families import LEVEL_NAMES, LEVELS
+from hvcu_tasks.families import LEVEL_NAMES, LEVELS, OPTION_KEYS
 from hvcu_tasks.official_parsing import parse_official
 
 NA = float("nan")
@@ -69,17 +69,31 @@ OFFICIAL_METRICS = tuple(m + OFFICIAL_SUFFIX for m in ACCURACY_METRICS)
 """acc_perc_official, acc_bridge_official, acc_conn_official, acc_full_official."""
 GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
-PERCENT_PREFIXES = ("acc_", "invalid_", "error_share_", "full_")
+PERCENT_PREFIXES = (
+    "acc_",
+    "invalid_",
+    "error_share_",
+    "full_",
+    "pred_share_",
+    "gold_share_",
+    "position_bias",
+    "wrong_",
+    "plain_acc_",
+)
 """Every metric named with one of these is a percentage (0-100, or NA)."""
 COUNT_PREFIXES = ("n_", "errors_at_")
 """Every metric named with one of these is a count (a number >= 0, never NA)."""
 
-LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_")
+LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_", "position_bias", "wrong_")
 """Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
+DESCRIPTIVE_PREFIXES = ("pred_share_", "gold_share_")
+"""Metrics named with one of these describe a distribution: neither direction is better (`higher_is_better: null`)."""
 
 
-def higher_is_better(name: str) -> bool:
-    """Whether a larger value of this metric is better (what a task YAML declares for it)."""
+def higher_is_better(name: str) -> bool | None:
+    """Whether a larger value of this metric is better (what a task YAML declares for it); None: neither."""
+    if name.startswith(DESCRIPTIVE_PREFIXES):
+        return None
     return not name.startswith(LOWER_IS_BETTER_PREFIXES)
 
 
@@ -183,6 +197,97 @@ class FamilyScores:
         return {**{acc_metric(n): v for n, v in self.acc.items()}, FULL_METRIC: self.acc_full}
 
 
+def pred_share_metric(key: str) -> str:
+    """Return the name of the share (percent of parsed replies) of replies choosing this option key."""
+    return f"pred_share_{key}"
+
+
+def gold_share_metric(key: str) -> str:
+    """Return the name of the share (percent of asked questions) whose gold answer is this option key."""
+    return f"gold_share_{key}"
+
+
+POSITION_BIAS_METRIC = "position_bias"
+"""Total variation distance (percent) between the predicted letters' distribution and the gold letters'."""
+
+
+def wrong_after_metric(level_name: str, previous: str) -> str:
+    """Return the name of P(this level wrong | the level before it `previous`, 'wrong' or 'right'), in percent."""
+    return f"wrong_{level_name}_after_{previous}"
+
+
+@dataclass(frozen=True)
+class PositionScores:
+    """Answer-position bias: where the parsed replies and the gold answers fall among the option keys (percent)."""
+
+    pred_share: dict[str, float]
+    gold_share: dict[str, float]
+    bias: float
+    """Half the summed absolute differences of the two distributions (0: replies spread like the golds; NA: none)."""
+
+    def as_metrics(self) -> dict[str, float]:
+        """Return the position metrics by name: pred_share_A-D, gold_share_A-D, position_bias."""
+        return {
+            **{pred_share_metric(k): v for k, v in self.pred_share.items()},
+            **{gold_share_metric(k): v for k, v in self.gold_share.items()},
+            POSITION_BIAS_METRIC: self.bias,
+        }
+
+
+def score_positions(outcomes: Iterable[Outcome]) -> PositionScores:
+    """Return the distribution of parsed letters (over replies with a letter) against the gold letters (over all)."""
+    outcomes = list(outcomes)
+    preds = [o.pred for o in outcomes if o.pred is not None]
+    golds = [o.gold for o in outcomes]
+    pred_share = {k: _pct(preds.count(k), len(preds)) for k in OPTION_KEYS}
+    gold_share = {k: _pct(golds.count(k), len(golds)) for k in OPTION_KEYS}
+    bias = 0.5 * sum(abs(pred_share[k] - gold_share[k]) for k in OPTION_KEYS) if preds else NA
+    return PositionScores(pred_share, gold_share, bias)
+
+
+@dataclass(frozen=True)
+class PropagationScores:
+    """Error propagation over complete chains: P(level k wrong | level k-1 wrong / right), k = 2, 3, in percent."""
+
+    after_wrong: dict[str, float]
+    after_right: dict[str, float]
+
+    def as_metrics(self) -> dict[str, float]:
+        """Return wrong_<level>_after_wrong and wrong_<level>_after_right for L2 and L3, by name."""
+        metrics: dict[str, float] = {}
+        for name in self.after_wrong:
+            metrics[wrong_after_metric(name, "wrong")] = self.after_wrong[name]
+            metrics[wrong_after_metric(name, "right")] = self.after_right[name]
+        return metrics
+
+
+def error_propagation(complete: Iterable[dict[int, Outcome]]) -> PropagationScores:
+    """Return P(level k wrong | level k-1 wrong) and P(level k wrong | level k-1 right) over complete chains.
+
+    A probability whose condition no chain meets (e.g. no chain with L1 wrong) is NA, never 0.
+    """
+    chains_ = list(complete)
+    after_wrong: dict[str, float] = {}
+    after_right: dict[str, float] = {}
+    for previous, level in zip(LEVELS, LEVELS[1:], strict=False):
+        wrong_before = [c for c in chains_ if not c[previous].correct]
+        right_before = [c for c in chains_ if c[previous].correct]
+        name = LEVEL_NAMES[level]
+        after_wrong[name] = _pct(sum(not c[level].correct for c in wrong_before), len(wrong_before))
+        after_right[name] = _pct(sum(not c[level].correct for c in right_before), len(right_before))
+    return PropagationScores(after_wrong, after_right)
+
+
+def _no_positions() -> PositionScores:
+    """Position scores of no outcome at all (every value NA)."""
+    return score_positions(())
+
+
+def _no_propagation() -> PropagationScores:
+    """Propagation scores of no chain at all (every value NA)."""
+    return error_propagation(())
+
+
 @dataclass
 class TaskScores:
     """Everything one family task reports: the scores under our rule and the authors', and the failed requests."""
@@ -190,6 +295,10 @@ class TaskScores:
     ours: FamilyScores
     official: FamilyScores
     n_failed_requests: int = 0
+    position: PositionScores = field(default_factory=_no_positions)
+    """Answer-position bias of every reply (our parse); NA when not computed (e.g. the human baseline)."""
+    propagation: PropagationScores = field(default_factory=_no_propagation)
+    """Error propagation between consecutive levels (our parse); NA when not computed."""
 
     def as_metrics(self, aspects: Sequence[str]) -> dict[str, float | int]:
         """Return every reported metric by name, in table order (the one place metric names are made)."""
@@ -204,6 +313,8 @@ class TaskScores:
             "n_incomplete": ours.n_incomplete,
             "n_failed_requests": self.n_failed_requests,
             **{aspect_metric(a): ours.aspect_acc_full.get(a, NA) for a in aspects},
+            **self.position.as_metrics(),
+            **self.propagation.as_metrics(),
         }
 
 
@@ -297,9 +408,121 @@ def score_task(outcomes: Sequence[Outcome]) -> TaskScores:
         ours=score_family(outcomes),
         official=score_family([o.under_official_rule() for o in outcomes]),
         n_failed_requests=sum(o.failed for o in outcomes),
+        position=score_positions(outcomes),
+        propagation=error_propagation(chains(outcomes)[0].values()),
     )
 
 
 def family_metrics(outcomes: Sequence[Outcome], aspects: Sequence[str]) -> dict[str, float | int]:
     """Return every metric of `metric_names(aspects)` for these outcomes."""
     return score_task(outcomes).as_metrics(aspects)
+
+
+# --- Circular evaluation (MMBench's CircularEval) and chance values -------------------------------------------
+
+ROTATIONS = len(OPTION_KEYS)
+"""Rotations of a level's options in circular evaluation: one per option key (4)."""
+
+CHANCE_LEVEL = 100.0 / len(OPTION_KEYS)
+"""Per-level accuracy of a uniform random guesser: 25%."""
+CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** len(LEVELS)
+"""Full-chain accuracy (and Score) of a uniform random guesser: 1/64 = 1.5625%."""
+CIRCULAR_CHANCE_LEVEL = 100.0 / len(OPTION_KEYS) ** ROTATIONS
+"""Circular per-level accuracy of a guesser picking uniformly and independently per request: (1/4)^4 = 1/256."""
+CIRCULAR_CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** (ROTATIONS * len(LEVELS))
+"""Circular full-chain accuracy (and Score) of that guesser: (1/256)^3 = 1/16,777,216 (about 0.000006%)."""
+CHANCE_WRONG = 100.0 - CHANCE_LEVEL
+"""P(level k wrong | anything before) of a uniform random guesser: 75% (its levels are independent)."""
+
+PLAIN_PREFIX = "plain_"
+"""Prefix of a circular task's accuracy counting every rotated question on its own (no circular rule)."""
+
+
+@dataclass
+class CircularScores:
+    """Everything one family's circular task reports, in percent unless a count; NA where nothing was measured."""
+
+    acc: dict[str, float]
+    """Per level: levels right in every rotation / levels asked in every rotation (our parse)."""
+    acc_full: float
+    """Chains whose three levels are all circular-right / chains with every rotation of every level asked."""
+    acc_official: dict[str, float]
+    acc_full_official: float
+    plain_acc: dict[str, float]
+    """Per level: rotated questions right / rotated questions asked, each counted on its own."""
+    invalid: dict[str, float]
+    n_chains: int
+    n_incomplete: int
+    n_failed_requests: int
+    position: PositionScores
+
+    def as_metrics(self) -> dict[str, float | int]:
+        """Return every circular metric by name, in table order (the one place these names are made)."""
+        return {
+            **{acc_metric(n): v for n, v in self.acc.items()},
+            FULL_METRIC: self.acc_full,
+            **{acc_metric(n) + OFFICIAL_SUFFIX: v for n, v in self.acc_official.items()},
+            OFFICIAL_FULL_METRIC: self.acc_full_official,
+            **{PLAIN_PREFIX + acc_metric(n): v for n, v in self.plain_acc.items()},
+            **{invalid_metric(n): v for n, v in self.invalid.items()},
+            "n_chains": self.n_chains,
+            "n_incomplete": self.n_incomplete,
+            "n_failed_requests": self.n_failed_requests,
+            **self.position.as_metrics(),
+        }
+
+
+def group_rotations(rotated: Iterable[tuple[int, Outcome]]) -> dict[tuple[str, str], dict[int, dict[int, Outcome]]]:
+    """Group (rotation, outcome) pairs by (family, sample id), level and rotation; refuse a repeat or a bad rotation."""
+    grouped: dict[tuple[str, str], dict[int, dict[int, Outcome]]] = defaultdict(lambda: defaultdict(dict))
+    for rotation, o in rotated:
+        if rotation not in range(ROTATIONS):
+            raise ValueError(
+                f"rotation {rotation!r} of sample {o.sample_id!r} level {o.level}: expected 0-{ROTATIONS - 1}"
+            )
+        per_level = grouped[(o.family, o.sample_id)][o.level]
+        if rotation in per_level:
+            raise ValueError(f"duplicate outcome for sample {o.sample_id!r} level {o.level} rotation {rotation}")
+        per_level[rotation] = o
+    return {key: dict(levels) for key, levels in grouped.items()}
+
+
+def _circular_right(rotations: dict[int, Outcome], official: bool) -> bool:
+    """Whether every rotation of one level was answered right (under the authors' rule when `official`)."""
+    return all(o.correct_official if official else o.correct for o in rotations.values())
+
+
+def score_circular(rotated: Sequence[tuple[int, Outcome]]) -> CircularScores:
+    """Score circular evaluation: a level counts only when all its rotations are right, a chain when all levels are."""
+    grouped = group_rotations(rotated)
+    outcomes = [o for _rotation, o in rotated]
+    names = [LEVEL_NAMES[lv] for lv in LEVELS]
+    complete_levels: dict[str, list[dict[int, Outcome]]] = {n: [] for n in names}
+    n_chains = 0
+    full = {False: 0, True: 0}
+    for levels in grouped.values():
+        done = {lv: r for lv, r in levels.items() if len(r) == ROTATIONS}
+        for lv, r in done.items():
+            complete_levels[LEVEL_NAMES[lv]].append(r)
+        if set(done) == set(LEVELS):
+            n_chains += 1
+            for official in (False, True):
+                full[official] += all(_circular_right(r, official) for r in done.values())
+    asked = {n: [o for o in outcomes if LEVEL_NAMES[o.level] == n] for n in names}
+    return CircularScores(
+        acc={n: _pct(sum(_circular_right(r, False) for r in rs), len(rs)) for n, rs in complete_levels.items()},
+        acc_full=_pct(full[False], n_chains),
+        acc_official={n: _pct(sum(_circular_right(r, True) for r in rs), len(rs)) for n, rs in complete_levels.items()},
+        acc_full_official=_pct(full[True], n_chains),
+        plain_acc={n: _pct(sum(o.correct for o in os_), len(os_)) for n, os_ in asked.items()},
+        invalid={n: _pct(sum(o.invalid for o in os_), len(os_)) for n, os_ in asked.items()},
+        n_chains=n_chains,
+        n_incomplete=len(grouped) - n_chains,
+        n_failed_requests=sum(o.failed for o in outcomes),
+        position=score_positions(outcomes),
+    )
+
+
+def circular_metric_names() -> list[str]:
+    """Return every metric a circular family task reports, in table order (what `CircularScores` names)."""
+    return list(score_circular(()).as_metrics())

@@ -10,6 +10,9 @@ and vllm chat backends) so that an HVCU image is sent as its file's own bytes an
 PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
 When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
 `images.document_image` call installs that hook instead.
+
+Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
+method whose signature changed, is logged as an error that names the supported range and the installed release.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 TASKS_DIR: Path = Path(__file__).resolve().parent / "tasks"
+SUPPORTED_LMMS_EVAL = ">=0.7.3"
+"""The lmms-eval releases this package works with (pyproject.toml's requirement; tests/test_lmms_versions.py)."""
+TESTED_LMMS_EVAL = ("0.7.3",)
+"""The releases CI runs the end-to-end smoke against (the lowest and the highest supported on PyPI)."""
 OPT_OUT_ENV = "HVCU_NO_AUTO_TASKS"
 EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
 OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
@@ -35,7 +42,47 @@ log = logging.getLogger("hvcu_tasks")
 
 
 class IncompatibleLmmsEval(RuntimeError):
-    """Raised when lmms-eval's TaskManager no longer has the signature this hook wraps."""
+    """Raised when lmms-eval no longer has a method this plugin wraps; the message names the supported releases."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}; {supported_line()}")
+
+
+def installed_lmms_eval() -> str:
+    """Return the installed lmms-eval version ("unknown" when its metadata cannot be read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lmms_eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def supported_line(installed: str | None = None) -> str:
+    """Return `hvcu-toolkit supports lmms-eval >=X (CI-tested: ...); installed: V`."""
+    tested = ", ".join(TESTED_LMMS_EVAL)
+    return (
+        f"hvcu-toolkit supports lmms-eval {SUPPORTED_LMMS_EVAL} (CI-tested: {tested}); "
+        f"installed: {installed or installed_lmms_eval()}"
+    )
+
+
+def version_problem(installed: str) -> str | None:
+    """Return why an lmms-eval version is outside the supported range, or None when it is inside (or unreadable)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        found = Version(installed)
+    except InvalidVersion:
+        return None
+    if SpecifierSet(SUPPORTED_LMMS_EVAL).contains(found, prereleases=True):
+        return None
+    return (
+        f"lmms-eval {installed} is older than this toolkit supports: its HVCU tasks cannot run (older releases "
+        f"resolve task data paths from the working folder and cannot run the context setting's chat rounds); "
+        f"{supported_line(installed)}. Install a supported release: pip install 'lmms-eval{SUPPORTED_LMMS_EVAL}'"
+    )
 
 
 def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
@@ -144,6 +191,9 @@ def manifests() -> list:
     """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
     from lmms_eval.models.registry_v2 import ModelManifest
 
+    problem = version_problem(installed_lmms_eval())
+    if problem:
+        log.error("%s", problem)
     if os.environ.get(OPT_OUT_ENV, "").strip() not in {"1", "true", "yes"}:
         try:
             install_task_hook()

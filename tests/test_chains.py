@@ -185,6 +185,13 @@ def test_only_hvcu_samples_files_are_read(tmp_path: Path) -> None:
     ]
 
 
+def test_the_analysis_tasks_logs_are_not_read_as_base_or_context_chains(tmp_path: Path) -> None:
+    folder = run_folder(tmp_path)
+    for task in ("hvcu_bench_circular_sample_impl", "hvcu_bench_blind_impl", "hvcu_bench_context_gold_sample_impl"):
+        write_lines(folder / "model" / f"20260101_c_samples_{task}.jsonl", [{"doc_id": 0}])
+    assert [task for task, _ in samples_files([folder])] == [BASE_TASK, CONTEXT_TASK]
+
+
 def test_hvcu_chains_prints_one_json_line_per_sample(tmp_path: Path, capsys) -> None:
     code, out, err = run("chains", str(run_folder(tmp_path)), capsys=capsys)
     assert (code, err) == (0, "")

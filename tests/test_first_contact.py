@@ -1,11 +1,15 @@
 """First contact with the real hub data: unknown parquet columns fail naming found and expected columns, and
-`hvcu data validate` compares per-family and per-aspect counts with the published dataset card.
+`hvcu data validate` compares per-family and per-aspect counts with the published dataset card. And `make demo`:
+a visible output folder, `hvcu report` on its run, the next commands.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -204,3 +208,70 @@ def test_the_layout_error_says_which_part_is_missing() -> None:
 
     with pytest.raises(DataError, match=r"unrecognised layout \(no id column\).*found columns \['image', 'qa_levels'"):
         rows_to_samples([{"image": PNG, "qa_levels": "[]", "question_id": "1"}], "implication", "hub[x]")
+
+
+# --- make demo -----------------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Stand-ins for the venv's programs (the real run is `make demo` itself): they log their arguments; lmms-eval writes
+# a results file, `hvcu report --out DIR` an index.html.
+FAKE = """
+import json, sys
+from pathlib import Path
+with open(Path(__file__).resolve().parents[2] / "calls.jsonl", "a") as fh:
+    fh.write(json.dumps([Path(sys.argv[0]).name, *sys.argv[1:]]) + "\\n")
+if "--output_path" in sys.argv:
+    out = Path(sys.argv[sys.argv.index("--output_path") + 1]) / "model"
+    out.mkdir(parents=True)
+    (out / "20250101_results.json").write_text("{}")
+if sys.argv[1] == "report" and "--out" in sys.argv:
+    site = Path(sys.argv[sys.argv.index("--out") + 1])
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<html></html>")
+"""
+
+
+def make_demo(tmp_path: Path, *variables: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """Run `make demo` with stand-in programs; return the run and the logged calls."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for name in ("hvcu", "lmms-eval"):
+        (venv / "bin" / name).write_text(f"#!{sys.executable}\n{FAKE}")
+        (venv / "bin" / name).chmod(0o755)
+    (venv / ".installed").touch()  # newer than pyproject.toml: `setup` has nothing to do
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    done = subprocess.run(
+        ["make", "--no-print-directory", "demo", f"VENV={venv}", *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    log = tmp_path / "calls.jsonl"
+    return done, [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_make_demo_reports_its_run_in_the_terminal_and_as_a_site(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    done, calls = make_demo(tmp_path, f"DEMO={demo}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ["hvcu", "report", f"{demo}/runs"] in calls
+    assert ["hvcu", "report", f"{demo}/runs", "--format", "html", "--out", f"{demo}/site"] in calls
+    assert (demo / "site" / "index.html").is_file()
+
+
+def test_make_demo_ends_with_the_page_and_the_next_commands(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    done, _ = make_demo(tmp_path, f"DEMO={demo}")
+    tail = done.stdout[done.stdout.index("the numbers mean nothing. Next:") :]
+    assert f"open {demo}/site/index.html" in tail
+    assert "hvcu mock serve" in tail and "lmms-eval --model vllm" in tail
+
+
+def test_make_demo_writes_to_a_visible_folder_that_git_ignores() -> None:
+    dry = subprocess.run(["make", "-n", "demo", "VENV=.venv"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "--output_path hvcu-demo/runs" in dry.stdout
+    ignored = subprocess.run(["git", "check-ignore", "-q", "hvcu-demo/runs"], cwd=ROOT)
+    assert ignored.returncode == 0  # 0: ignored

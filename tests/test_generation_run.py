@@ -152,6 +152,17 @@ def test_direct_baseline_writes_the_same_format(images: Path, tmp_path: Path) ->
     assert len(got) == 4 and all(c["method"] == "direct" and len(c["levels"]) == 3 for c in got)
 
 
+def test_direct_sends_its_prompt_with_single_braces(images: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(fake_mllm) as server:
+        args = ["direct", "--images", str(images), "--out", str(tmp_path / "d"), "--model", "fake"]
+        assert main([*args, "--base-url", server.base_url, "--api-key", "x", "--quiet"]) == 0
+        texts = [p["text"] for m in server.requests[0]["messages"] for p in m["content"] if p.get("type") == "text"]
+    assert texts and texts[0].rstrip().endswith(
+        '{"levels": [{"question": "...", "answer": "..."}, {"question": "...", "answer": "..."}, '
+        '{"question": "...", "answer": "..."}]}'
+    )
+
+
 def test_bad_config_keys_are_named(images: Path, tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"capacity": [1, 1, 1], "exploraton": 1.0}))
@@ -204,5 +215,7 @@ def test_a_killed_run_resumes_without_repeating_stored_calls(images: Path, tmp_p
 
 
 def test_missing_endpoint_arguments_are_named(images: Path, capsys) -> None:
-    assert main(["mcts", "--images", str(images), "--model", "m"]) == 2
-    assert "mcts needs --out, --base-url" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["mcts", "--images", str(images), "--model", "m"])
+    assert done.value.code == 2
+    assert "the following arguments are required: --out, --base-url" in capsys.readouterr().err

@@ -39,6 +39,49 @@ EXPECTED_AESTHETIC = [
     "full_composition",
     "full_font",
     "full_graphics",
+    # answer-position bias and error propagation (issue 15), after the paper's metrics
+    "pred_share_A",
+    "pred_share_B",
+    "pred_share_C",
+    "pred_share_D",
+    "gold_share_A",
+    "gold_share_B",
+    "gold_share_C",
+    "gold_share_D",
+    "position_bias",
+    "wrong_bridge_after_wrong",
+    "wrong_bridge_after_right",
+    "wrong_conn_after_wrong",
+    "wrong_conn_after_right",
+]
+# Written from the README's circular-evaluation metric table.
+EXPECTED_CIRCULAR = [
+    "acc_perc",
+    "acc_bridge",
+    "acc_conn",
+    "acc_full",
+    "acc_perc_official",
+    "acc_bridge_official",
+    "acc_conn_official",
+    "acc_full_official",
+    "plain_acc_perc",
+    "plain_acc_bridge",
+    "plain_acc_conn",
+    "invalid_perc",
+    "invalid_bridge",
+    "invalid_conn",
+    "n_chains",
+    "n_incomplete",
+    "n_failed_requests",
+    "pred_share_A",
+    "pred_share_B",
+    "pred_share_C",
+    "pred_share_D",
+    "gold_share_A",
+    "gold_share_B",
+    "gold_share_C",
+    "gold_share_D",
+    "position_bias",
 ]
 
 
@@ -53,6 +96,10 @@ def test_the_scores_object_names_exactly_the_metrics_of_the_table_in_its_order()
     scores = metrics.score_task(_chain("c1", "color", "AAA"))
     assert list(scores.as_metrics(ASPECTS["aesthetic"])) == EXPECTED_AESTHETIC
     assert metrics.metric_names(ASPECTS["aesthetic"]) == EXPECTED_AESTHETIC
+
+
+def test_the_circular_scores_name_exactly_the_circular_metrics_in_order() -> None:
+    assert metrics.circular_metric_names() == EXPECTED_CIRCULAR
 
 
 def test_the_scores_object_gives_both_rules_and_the_failed_requests() -> None:
@@ -195,3 +242,13 @@ def test_every_metric_is_a_percentage_or_a_count_and_says_which_way_is_better() 
     assert counts == expected_counts | {"n_chains", "n_incomplete", "n_failed_requests"}
     better_high = {n for n in names if metrics.higher_is_better(n)}
     assert better_high == {n for n in names if n.startswith(("acc_", "full_"))}
+    neither = {n for n in names if metrics.higher_is_better(n) is None}
+    assert neither == {f"{side}_share_{k}" for side in ("pred", "gold") for k in "ABCD"}
+
+
+def test_every_circular_metric_is_a_percentage_or_a_count() -> None:
+    names = metrics.circular_metric_names()
+    percent = {n for n in names if n.startswith(metrics.PERCENT_PREFIXES)}
+    counts = {n for n in names if n.startswith(metrics.COUNT_PREFIXES)}
+    assert percent | counts == set(names) and not percent & counts
+    assert counts == {"n_chains", "n_incomplete", "n_failed_requests"}

@@ -114,7 +114,8 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
         main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "csv", "--out", str(tmp_path / "o")]) == 0
     )
     names = sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_file())
-    assert names == sorted(f"{t.name}.csv" for t in all_tables(read_runs([tmp_path / "a", tmp_path / "b"])))
+    tables = all_tables(read_runs([tmp_path / "a", tmp_path / "b"]))
+    assert names == sorted(["leaderboard.csv", "leaderboard.json", *[f"{t.name}.csv" for t in tables]])
     assert "table3_base_vs_context.csv" in names
     figures = sorted(p.name for p in (tmp_path / "o" / "figures").iterdir())
     assert figures == sorted(
@@ -131,7 +132,7 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
     json_out = tmp_path / "j"
     assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(json_out)]) == 0
     tables = json.loads((json_out / "report.json").read_text())
-    assert tables[0]["name"] == "table2_base" and tables[0]["rows"][-1][-2] == 60.0
+    assert [t["name"] for t in tables[:2]] == ["leaderboard", "table2_base"] and tables[1]["rows"][-1][-2] == 60.0
 
 
 def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:

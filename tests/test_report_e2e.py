@@ -70,6 +70,7 @@ def test_report_matches_the_golden_files(runs: tuple[Path, Path], tmp_path: Path
             (GOLDEN / name).write_text(text)
     ext = {"md": ".md", "csv": ".csv", "latex": ".tex"}[fmt]
     expected = {p.name: p.read_text() for p in sorted(GOLDEN.glob(f"*{ext}"))}
+    expected["leaderboard.json"] = (GOLDEN / "leaderboard.json").read_text()  # written with every --out
     assert produced == expected
 
 
@@ -99,3 +100,17 @@ def test_compare_mode_shows_gains_and_paired_tests(all_runs: dict[str, Path], tm
 def test_compare_needs_exactly_two_models(all_runs: dict[str, Path], capsys) -> None:
     assert main(["report", str(all_runs["a_base"]), "--compare"]) == 2
     assert "--compare needs runs of exactly two models" in capsys.readouterr().err
+
+
+def test_the_site_links_the_chain_browser_and_a_page_per_model(all_runs: dict[str, Path], tmp_path: Path) -> None:
+    runs = [str(all_runs["a_base"]), str(all_runs["a_context"]), str(all_runs["b_base"])]
+    assert main(["report", *runs, "--format", "html", "--out", str(tmp_path / "site")]) == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "href='chains.html'" in index and (tmp_path / "site" / "chains.html").is_file()
+    assert sorted(p.name for p in (tmp_path / "site" / "models").iterdir()) == ["model-a.html", "model-b.html"]
+    page = (tmp_path / "site" / "models" / "model-a.html").read_text()
+    assert "95% bootstrap intervals, base setting" in page and "href='../chains.html'" in page
+    board = json.loads((tmp_path / "site" / "leaderboard.json").read_text())
+    (a,) = [e for e in board["entries"] if e["model"] == "model-a"]
+    low, high = a["interval_base"]
+    assert low < a["score_base"] == 51.11 < high  # sample logs give the interval of the official Score

@@ -15,7 +15,7 @@ import pytest
 from test_report import FULL, write_results
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.report.html import render_page
+from hvcu_tasks.report.html import render_index
 from hvcu_tasks.report.render import to_csv, to_json, to_latex, to_markdown
 from hvcu_tasks.report.runs import read_runs
 from hvcu_tasks.report.tables import all_tables, base_vs_context_table, setting_table
@@ -163,15 +163,15 @@ def test_every_format_shows_the_official_column_and_the_flag(tmp_path: Path) -> 
         assert "Score (official)" in to_latex(table)
     table2 = next(t for t in tables if t.name == "table2_base")
     assert "| Qwen/X‡ |" in to_markdown(table2) and r"Qwen/X\ddag{}" in to_latex(table2)
-    page = render_page(tables, [])
-    assert "<td>Qwen/X‡</td>" in page and "<th scope='col'>Score (official)</th>" in page
+    page = render_index(tables, [], {})
+    assert "<td class='model'>Qwen/X‡</td>" in page and "<th scope='col'>Score (official)</th>" in page
     assert "authors&#x27; parser" in page and MISSES.replace("'", "&#x27;") in page
 
 
 def test_cli_json_report_carries_both_scores(tmp_path: Path) -> None:
     _write(tmp_path / "a", tasks("hvcu_bench", full=60.0, official=58.0))
     assert main(["report", str(tmp_path / "a"), "--format", "json", "--out", str(tmp_path / "o")]) == 0
-    table2 = json.loads((tmp_path / "o" / "report.json").read_text())[0]
+    table2 = next(t for t in json.loads((tmp_path / "o" / "report.json").read_text()) if t["name"] == "table2_base")
     ours = dict(zip(table2["columns"], table2["rows"][-1], strict=True))
     assert (ours["Model"], ours["Score"], ours["Score (official)"]) == ("Qwen/X‡", 60.0, 58.0)
 
@@ -190,7 +190,7 @@ def test_real_lmms_eval_run_whose_replies_the_authors_parser_misses_is_flagged(t
         ["--model", "hvcu_replay", "--model_args", model_args, "--tasks", "hvcu_bench_sample"], tmp_path / "r"
     )
     assert main(["report", str(tmp_path / "r"), "--format", "json", "--out", str(tmp_path / "o")]) == 0
-    table2 = json.loads((tmp_path / "o" / "report.json").read_text())[0]
+    table2 = next(t for t in json.loads((tmp_path / "o" / "report.json").read_text()) if t["name"] == "table2_base")
     ours = dict(zip(table2["columns"], table2["rows"][-1], strict=True))
     assert (ours["Model"], ours["Score"], ours["Score (official)"]) == ("model-p†‡", 100.0, 66.67)
     assert any(n.startswith("‡ model-p (base): Score 100.00") and MISSES in n for n in table2["notes"])

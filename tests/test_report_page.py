@@ -1,7 +1,8 @@
-"""The HTML leaderboard, rendered in headless Chromium: what a person sees, and the sort they click."""
+"""The HTML site, rendered in headless Chromium at 1,280 × 800: what a person sees, and the sorts they click."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -24,21 +25,23 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+WINDOW = "--window-size=1280,800"
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Qwen/X (33 base, 44 context), Strong/Y (95 base) and a smoke-sample run, beside the paper's rows."""
     root = tmp_path_factory.mktemp("page")
     write_results(root / "a", families("hvcu_bench", acc_full=33.0, acc_full_official=33.0))
     write_results(root / "b", families("hvcu_bench_context", acc_full=44.0, acc_full_official=44.0))
     write_results(
         root / "c", families("hvcu_bench", acc_full=95.0, acc_full_official=95.0), model_args="model=Strong/Y"
     )
+    write_results(root / "d", families("hvcu_bench_sample", acc_full=20.0), model_args="model=Tiny/Z")
     out = root / "site"
-    assert (
-        main(["report", str(root / "a"), str(root / "b"), str(root / "c"), "--format", "html", "--out", str(out)]) == 0
-    )
-    return out / "leaderboard.html"
+    runs = [str(root / n) for n in "abcd"]
+    assert main(["report", *runs, "--format", "html", "--out", str(out)]) == 0
+    return out
 
 
 def chromium(*args: str, tmp: Path) -> str:
@@ -54,41 +57,122 @@ def chromium(*args: str, tmp: Path) -> str:
     return proc.stdout
 
 
-def test_page_is_self_contained(page: Path) -> None:
-    text = page.read_text()
-    assert "<svg" in text
-    assert not re.search(r"""(?:src|href)=["'](?!#|data:)""", text)  # nothing fetched
-    assert text.count("<table class='sortable'") >= 4
+def probed(page: Path, script: str, tmp: Path) -> dict:
+    """Open a copy of `page` with `script` appended (it sets document.title to JSON) and return that JSON."""
+    copy = page.with_name(f"probe-{page.name}")
+    copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    dom = chromium(WINDOW, "--dump-dom", copy.as_uri(), tmp=tmp)
+    copy.unlink()
+    title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)  # type: ignore[union-attr]
+    return json.loads(title.replace("&quot;", '"').replace("&amp;", "&"))
 
 
-def test_dom_shows_the_tables_and_figures_a_reader_expects(page: Path, tmp_path: Path) -> None:
-    dom = chromium("--dump-dom", page.as_uri(), tmp=tmp_path)
-    assert "HVCU-Bench leaderboard" in dom
-    assert '<th scope="col">Score</th>' in dom
-    assert "Human [paper]" in dom and "Qwen/X" in dom and "Strong/Y" in dom
-    assert dom.count("<figure") == 5  # degradation and aspects for 2 settings, scores base vs context
-
-
-def test_sorting_by_score_puts_the_best_model_first(page: Path, tmp_path: Path) -> None:
-    # Column 14 is Score (official), the one the [paper] rows fill (the last cell of each row).
-    dom = chromium("--dump-dom", page.as_uri() + "#sort=table2_base:14:desc", tmp=tmp_path)
-    table = dom[dom.index('id="table2_base"') :]
+def table_rows(dom: str, table_id: str) -> list[list[str]]:
+    """The text of every body cell of a table in a dumped DOM, row by row."""
+    table = dom[dom.index(f'id="{table_id}"') :]
     table = table[: table.index("</table>")]
-    rows = re.findall(r"<tr[^>]*><td>([^<]*)</td>.*?<td>([^<]*)</td></tr>", table)
-    names = [name for name, _score in rows]
-    scores = [float(score) for _name, score in rows]
-    assert names[:2] == ["Strong/Y", "Human [paper]"]
+    body = table[table.index("</thead>") :]
+    return [
+        [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
+
+
+def test_the_site_has_an_index_model_pages_and_figures(site: Path) -> None:
+    assert (site / "index.html").is_file() and (site / "leaderboard.json").is_file()
+    assert sorted(p.name for p in (site / "models").iterdir()) == ["Qwen-X.html", "Strong-Y.html", "Tiny-Z.html"]
+    text = (site / "index.html").read_text()
+    assert "href='models/Strong-Y.html'" in text
+    assert text.count("<figure") == 5  # degradation and aspects for 2 settings, scores base vs context
+
+
+def test_the_pages_fetch_nothing(site: Path) -> None:
+    for page in [site / "index.html", *sorted((site / "models").iterdir())]:
+        text = page.read_text()
+        links = re.findall(r"""(?:src|href)=["']([^"']*)""", text)
+        assert all(not re.match(r"[a-z]+:", link) or link.startswith("data:") for link in links), page
+        assert "<link" not in text and "@import" not in text and not re.search(r"url\((?!#)", text), page
+
+
+def test_the_ranked_score_column_is_visible_at_1280_by_800_without_scrolling(site: Path, tmp_path: Path) -> None:
+    script = """
+    const th = [...document.querySelectorAll('#leaderboard th')].find(t => t.textContent === 'Score (official)');
+    const r = th.getBoundingClientRect();
+    document.title = JSON.stringify({left: r.left, right: r.right, bottom: r.bottom, width: innerWidth,
+      height: innerHeight, scroll: document.documentElement.scrollWidth,
+      board: document.getElementById('leaderboard').getBoundingClientRect().right});
+    """
+    seen = probed(site / "index.html", script, tmp_path)
+    assert seen["width"] <= 1280 and seen["scroll"] <= seen["width"]  # no horizontal scrolling at all
+    assert 0 <= seen["left"] and seen["right"] <= seen["width"] and seen["bottom"] <= seen["height"]
+    assert seen["board"] <= seen["width"]  # the whole ranked table, Source included
+
+
+def test_the_first_row_is_the_highest_score(site: Path, tmp_path: Path) -> None:
+    dom = chromium(WINDOW, "--dump-dom", (site / "index.html").as_uri(), tmp=tmp_path)
+    rows = table_rows(dom, "leaderboard")
+    assert rows[0][:3] == ["1", "Strong/Y", "95.00"]
+    known = [r[2] != "–" for r in rows]
+    assert known == sorted(known, reverse=True)  # rows without a Score (official) come last
+    scores = [float(r[2]) for r in rows if r[2] != "–"]
     assert scores == sorted(scores, reverse=True)
-    assert (
-        names.index("Deepseek-VL2 (MoE 4.5B/27B) [paper]") < names.index("Qwen/X") < names.index("Gemma3 (4B) [paper]")
+    assert [r[1] for r in rows[1:3]] == ["Human", "GPT-4o"]
+    tiny = next(r for r in rows if r[1].startswith("Tiny/Z"))
+    assert tiny[0] == "–" and tiny[1] == "Tiny/Z†" and tiny[-1] == "run (smoke sample)"
+
+
+def test_sorting_a_grouped_table_keeps_each_model_together(site: Path, tmp_path: Path) -> None:
+    # Table 3 on the page: Model, Score, Δ Score, Score (official) (column 3), Δ Score (official), Setting, Task, ...
+    dom = chromium(
+        WINDOW, "--dump-dom", (site / "index.html").as_uri() + "#sort=table3_base_vs_context:3:desc", tmp=tmp_path
     )
+    table = dom[dom.index('id="table3_base_vs_context"') :]
+    table = table[: table.index("</table>")]
     assert 'aria-sort="descending"' in table
+    groups = re.findall(r"<tbody[^>]*>(.*?)</tbody>", table, re.S)
+    heads = []
+    for group in groups:
+        rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r)] for r in
+                re.findall(r"<tr[^>]*>(.*?)</tr>", group)]  # fmt: skip
+        assert [r[5] for r in rows] == ["base", "", "", "context", "", ""]
+        assert [r[6] for r in rows] == ["Impl.", "Aesth.", "Affect."] * 2
+        assert rows[0][0] == rows[3][0] and rows[1][0] == ""  # one model per group
+        heads.append((rows[0][0], float(rows[0][3])))
+    assert [name for name, _ in heads[:2]] == ["GPT-4o [paper]", "Qwen3-VL-Instruct (8B) [paper]"]
+    base_scores = [score for _name, score in heads]
+    assert base_scores == sorted(base_scores, reverse=True)  # groups ordered by their first (base) row
+    assert heads[-1][0] == "Random guess (chance)"
 
 
-def test_screenshot_is_a_rendered_page(page: Path, tmp_path: Path) -> None:
+def test_sorting_a_plain_table_by_score_puts_the_best_model_first(site: Path, tmp_path: Path) -> None:
+    # Table 2 on the page: Model, Score, Score (official), then the family columns.
+    dom = chromium(WINDOW, "--dump-dom", (site / "index.html").as_uri() + "#sort=table2_base:2:desc", tmp=tmp_path)
+    rows = table_rows(dom, "table2_base")
+    assert [r[0] for r in rows[:2]] == ["Strong/Y", "Human [paper]"]
+    scores = [float(r[2]) for r in rows if r[2] != "–"]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_model_page_shows_aspects_errors_and_invalid_rates(site: Path, tmp_path: Path) -> None:
+    dom = chromium(WINDOW, "--dump-dom", (site / "models" / "Qwen-X.html").as_uri(), tmp=tmp_path)
+    for title in ("On the leaderboard", "Acc_full per aspect, base setting", "Error attribution, context setting"):
+        assert title in dom
+    assert "invalid perc %" in dom and 'href="../index.html"' in dom
+    assert table_rows(dom, "leaderboard")[0][:3] == ["10", "Qwen/X", "33.00"]  # its rank on the whole board
+
+
+def test_screenshot_at_1280_by_800_is_a_rendered_page(site: Path, tmp_path: Path) -> None:
     shot = tmp_path / "page.png"
-    chromium("--window-size=1300,1600", f"--screenshot={shot}", page.as_uri(), tmp=tmp_path)
+    chromium(WINDOW, f"--screenshot={shot}", (site / "index.html").as_uri(), tmp=tmp_path)
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
-    assert pixels.shape == (1600, 1300)
+    assert pixels.shape == (800, 1280)
     assert pixels.std() > 10  # text and tables, not a blank page
     assert (pixels < 100).mean() > 0.005  # dark text is present
+
+
+def test_the_leaderboard_sorts_by_another_column_on_click(site: Path, tmp_path: Path) -> None:
+    dom = chromium(WINDOW, "--dump-dom", (site / "index.html").as_uri() + "#sort=leaderboard:3:desc", tmp=tmp_path)
+    rows = table_rows(dom, "leaderboard")
+    assert [r[1] for r in rows[:2]] == ["GPT-4o", "Qwen3-VL-Instruct (8B)"]  # context 68.18, 62.28
+    context = [float(r[3]) for r in rows if r[3] != "–"]
+    assert context == sorted(context, reverse=True) and rows[-1][3] == "–"

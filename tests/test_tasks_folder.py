@@ -31,6 +31,15 @@ HVCU_TASKS = {
     "hvcu_bench_sample_impl",
     "hvcu_bench_sample_aesth",
     "hvcu_bench_sample_affect",
+    # the analyses beyond the paper (issue 15)
+    "hvcu_analysis",
+    "hvcu_analysis_sample",
+    *(
+        f"hvcu_bench_{setting}{variant}{family}"
+        for setting in ("blind", "circular", "context_gold")
+        for variant in ("", "_sample")
+        for family in ("", "_impl", "_aesth", "_affect")
+    ),
 }
 
 
@@ -114,3 +123,25 @@ def test_the_suite_names_tasks_lmms_eval_knows() -> None:
 
     known = set(TaskManager(include_path=str(plugin.TASKS_DIR)).all_tasks)
     assert set(taskgen.SUITE_TASKS) <= known
+
+
+def test_the_suite_stays_the_papers_set() -> None:
+    assert taskgen.SUITE_TASKS == (
+        "hvcu_bench",
+        "hvcu_bench_context",
+        "mmbench_cn_cc",
+        "mmbench_cn_dev",
+        "mmbench_en_dev",
+        "mmbench_ru_dev",
+        "hallusion_bench_image",
+        "mmstar",
+        "mmmu_val",
+    )
+
+
+def test_the_analysis_group_holds_the_three_analyses() -> None:
+    from lmms_eval.utils import load_yaml_config
+
+    for group, variant in (("hvcu_analysis", ""), ("hvcu_analysis_sample", "_sample")):
+        config = load_yaml_config(str(plugin.TASKS_DIR / f"{group}.yaml"), mode="full")
+        assert config["task"] == [f"hvcu_bench_{s}{variant}" for s in ("blind", "circular", "context_gold")]

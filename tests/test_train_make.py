@@ -126,3 +126,27 @@ def test_a_new_merged_model_is_evaluated_again(loop, tmp_path: Path) -> None:
 def test_other_eval_tasks_evaluate_both_models_again(loop) -> None:
     loop()
     assert len(step(loop("EVAL_TASKS=hvcu_bench"), "lmms-eval")) == 2
+
+
+def batch_size(call: list[str]) -> str:
+    return call[call.index("--batch_size") + 1]
+
+
+def test_llava_hf_is_evaluated_one_request_at_a_time(loop) -> None:
+    calls = step(loop(), "lmms-eval")  # the stand-in's backend is llava_hf
+    assert [batch_size(c) for c in calls] == ["1", "1"]
+
+
+def test_other_backends_are_evaluated_in_batches_of_eight(loop) -> None:
+    calls = step(loop("EVAL_BACKEND=qwen3_vl"), "lmms-eval")
+    assert [batch_size(c) for c in calls] == ["8", "8"]
+
+
+def test_eval_batch_sets_the_batch_size(loop) -> None:
+    calls = step(loop("EVAL_BATCH=4"), "lmms-eval")
+    assert [batch_size(c) for c in calls] == ["4", "4"]
+
+
+def test_another_batch_size_evaluates_both_models_again(loop) -> None:
+    loop()
+    assert len(step(loop("EVAL_BATCH=2"), "lmms-eval")) == 2

@@ -68,7 +68,13 @@ def _cmd_config(args: argparse.Namespace) -> int:
     for command in rendered.commands:
         print(f"  {command}")
     if layout.nodes == 1 or layout.cpu:
-        print(f"or, on this machine: hvcu train run {rendered.train_yaml} --export {rendered.export_yaml}")
+        from training.run import machine_has_gpu
+
+        run = f"hvcu train run {rendered.train_yaml} --export {rendered.export_yaml}"
+        if layout.cpu or machine_has_gpu():
+            print(f"or, on this machine: {run}")
+        else:
+            print(f"this machine shows no GPU: run these on the training machine (or there: {run})")
     return 0
 
 
@@ -126,9 +132,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     prep.set_defaults(func=_cmd_prepare)
 
     cfg = tsub.add_parser("config", help="render a shipped LoRA config for a dataset and GPU layout (batch 128)")
-    cfg.add_argument("--model", required=True, choices=_shipped_models())
+    models = _shipped_models()
+    cfg.add_argument(
+        "--model",
+        required=True,
+        choices=models,
+        metavar="MODEL",
+        help=f"shipped config to render: {', '.join(models)} (qwen3_vl_4b: the paper's run)",
+    )
     cfg.add_argument("--dataset", required=True, help="name(s) in DATASET_DIR/dataset_info.json, comma-separated")
-    cfg.add_argument("--dataset-dir", type=Path, required=True)
+    cfg.add_argument(
+        "--dataset-dir",
+        type=Path,
+        required=True,
+        help="the --out folder of `hvcu train prepare` (holds dataset_info.json)",
+    )
     cfg.add_argument("--out", type=Path, required=True, help="gets train.yaml, export.yaml, adapter/, merged/")
     cfg.add_argument("--gpus", type=int_range(1, 1024), default=1, help="GPUs per node")
     cfg.add_argument(
@@ -143,9 +161,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     cfg.add_argument("--model-path", help="local folder or hub id instead of the shipped base model")
     cfg.add_argument("--cpu", action="store_true", help="CPU run (tests): use_cpu, no DeepSpeed/bf16/workers")
-    cfg.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a LLaMA-Factory argument")
+    cfg.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a LLaMA-Factory argument (VALUE read as YAML); repeat for several",
+    )
     cfg.add_argument("--master-addr", help="node 0's address for multi-node launch commands")
-    cfg.add_argument("--master-port", type=int_range(1, 65535), default=29500)
+    cfg.add_argument(
+        "--master-port", type=int_range(1, 65535), default=29500, help="node 0's port for multi-node launch (29500)"
+    )
     cfg.set_defaults(func=_cmd_config)
 
     run = tsub.add_parser("run", help="llamafactory-cli train (resumes from checkpoints), then export")

@@ -11,9 +11,12 @@ DeepSpeed is opt-in (`z2`/`z3`; deepspeed is not a dependency): the default is p
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
+import hashlib
 import importlib.util
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,10 @@ OWNED = {
 }
 # Settings that only make sense on GPUs: dropped by --cpu (parallel preprocessing is dropped too: 2-core CI).
 CPU_DROPPED = ("deepspeed", "bf16", "fp16", "preprocessing_num_workers", "dataloader_num_workers")
+KEYS_FOLDER = "llamafactory-keys-v1"
+"""Subfolder of the toolkit's cache that remembers LLaMA-Factory's argument names (importing them takes seconds)."""
+
+log = logging.getLogger(__name__)
 
 
 def shipped_models() -> list[str]:
@@ -81,9 +88,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-@functools.cache
-def known_keys() -> frozenset[str]:
-    """Return every argument name LLaMA-Factory's train/export parsers accept."""
+def _import_keys() -> frozenset[str]:
+    """Return every argument name LLaMA-Factory's train/export parsers accept, read from its argument classes."""
     from llamafactory.hparams import (
         DataArguments,
         FinetuningArguments,
@@ -94,6 +100,66 @@ def known_keys() -> frozenset[str]:
 
     classes = (ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments)
     return frozenset(f.name for c in classes for f in dataclasses.fields(c))
+
+
+def keys_tag() -> str:
+    """Return what LLaMA-Factory's argument names depend on: its and transformers' versions, its hparams sources."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    spec = importlib.util.find_spec("llamafactory")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("--set is checked against LLaMA-Factory's arguments: install it (pip install '.[train]')")
+    stamp = hashlib.sha256()
+    for folder in spec.submodule_search_locations:
+        for source in sorted((Path(folder) / "hparams").glob("*.py")):
+            st = source.stat()
+            stamp.update(f"{source}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    try:
+        versions = f"llamafactory{version('llamafactory')}-transformers{version('transformers')}"
+    except PackageNotFoundError as exc:
+        raise ValueError(f"--set needs LLaMA-Factory and transformers installed: {exc}") from exc
+    return f"{versions}-{stamp.hexdigest()[:16]}"
+
+
+def _cached_keys(path: Path) -> frozenset[str] | None:
+    """Return the argument names remembered in `path`, or None when it is missing or not a list of names."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, list) or not data or not all(isinstance(k, str) for k in data):
+        return None
+    return frozenset(data)
+
+
+@functools.cache
+def known_keys() -> frozenset[str]:
+    """Return every argument name LLaMA-Factory's train/export parsers accept.
+
+    Importing LLaMA-Factory's argument classes loads torch and transformers (seconds), so the names are remembered
+    in the toolkit's cache ($HVCU_CACHE_DIR), one file per `keys_tag()`: another version reads them again.
+    """
+    from hvcu_tasks.validate import CACHE_ENV, cache_root
+
+    root = cache_root()
+    path = None if root is None else root / KEYS_FOLDER / f"{keys_tag()}.json"
+    cached = None if path is None else _cached_keys(path)
+    if cached is not None:
+        return cached
+    keys = _import_keys()
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_atomic(path, json.dumps(sorted(keys)) + "\n")
+        except OSError as exc:
+            log.warning(
+                "cannot write %s (%s): LLaMA-Factory's arguments are read again next time (set %s to a writable "
+                "folder, or to 'off')",
+                path,
+                exc.strerror or exc,
+                CACHE_ENV,
+            )
+    return keys
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -221,9 +287,22 @@ def _check_overrides(overrides: dict[str, Any]) -> None:
     owned = sorted(set(overrides) & OWNED)
     if owned:
         raise ValueError(f"--set cannot change {owned}: use the matching option of `hvcu train config`")
-    unknown = sorted(set(overrides) - known_keys())
+    if not overrides:
+        return  # nothing to check: LLaMA-Factory's argument names are not needed
+    keys = known_keys()
+    unknown = sorted(set(overrides) - keys)
     if unknown:
-        raise ValueError(f"--set: unknown LLaMA-Factory argument(s) {unknown}")
+        raise ValueError(f"--set: unknown LLaMA-Factory argument(s) {unknown}{did_you_mean(unknown, keys - OWNED)}")
+
+
+def did_you_mean(unknown: list[str], valid: frozenset[str] | set[str]) -> str:
+    """Return `; did you mean X?` naming the closest valid key of each unknown one ('' when none is close)."""
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, sorted(valid), n=1)
+        if close:
+            hints.append(f"{close[0]}" + (f" (for {key})" if len(unknown) > 1 else ""))
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
 
 
 def _deepspeed_file(layout: Layout) -> Path | None:

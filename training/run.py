@@ -110,6 +110,23 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
+def machine_has_gpu() -> bool:
+    """Whether this machine shows a GPU this process may use, told without importing torch (it takes seconds).
+
+    torch's own answer when torch is loaded already; else none when CUDA_VISIBLE_DEVICES hides every device, else
+    an NVIDIA GPU known to the driver (/proc/driver/nvidia/gpus, /dev/nvidia0...) or AMD's ROCm device (/dev/kfd).
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return bool(torch.cuda.is_available())
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    if nvidia.is_dir() and any(nvidia.iterdir()):
+        return True
+    return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/kfd").exists()
+
+
 def layout_of(train_config: Path) -> LayoutRecord | None:
     """Return the layout.json rendered beside a training config (validated), or None when there is none."""
     path = Path(train_config).parent / LAYOUT_FILE

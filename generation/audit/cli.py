@@ -138,8 +138,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=_cmd_export)
 
     imp = cmds.add_parser("import", help="import annotators' verdict CSV files into the open round")
-    imp.add_argument("audit", type=Path)
-    imp.add_argument("files", nargs="+", type=Path)
+    imp.add_argument("audit", type=Path, help="the audit folder (the --out of `hvcu audit export`)")
+    imp.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        help="the verdict CSV files the annotators downloaded from their forms (or filled in)",
+    )
     imp.add_argument("--round", type=int, help="round number (default: the open round)")
     imp.add_argument("--replace", action="store_true", help="replace verdicts already imported for an annotator")
     imp.set_defaults(func=_cmd_import)
@@ -147,23 +152,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     forms = cmds.add_parser(
         "forms", help="rewrite the open round's forms after editing its items in source/ (before any verdict)"
     )
-    forms.add_argument("audit", type=Path)
+    forms.add_argument("audit", type=Path, help="the audit folder")
     forms.add_argument("--round", type=int, help="round number (default: the open round)")
     forms.set_defaults(func=_cmd_forms)
 
     stats = cmds.add_parser("stats", help="agreement per question, flagged items (writes stats.json, flags.csv)")
-    stats.add_argument("audit", type=Path)
+    stats.add_argument("audit", type=Path, help="the audit folder")
     stats.add_argument("--round", type=int, help="round number (default: the open round, else the last)")
     stats.add_argument("--json", action="store_true", help="print stats.json instead of a table")
     stats.set_defaults(func=_cmd_stats)
 
     dec = cmds.add_parser("decide", help="apply keep/discard/revisit decisions; open the next round or finish")
-    dec.add_argument("audit", type=Path)
+    dec.add_argument("audit", type=Path, help="the audit folder")
     dec.add_argument("decisions", nargs="?", type=Path, help="decisions CSV (default: the round's decisions.csv)")
     dec.add_argument("--round", type=int, help="round number (default: the open round)")
     dec.set_defaults(func=_cmd_decide)
 
     status = cmds.add_parser("status", help="where the audit stands and what to do next")
-    status.add_argument("audit", type=Path)
-    status.add_argument("--json", action="store_true")
+    status.add_argument("audit", type=Path, help="the audit folder")
+    status.add_argument("--json", action="store_true", help="print the status as JSON instead of lines")
     status.set_defaults(func=_cmd_status)

@@ -44,8 +44,6 @@ def load_bench(source: str) -> list[Sample]:
 
 def cmd_sheets(args: argparse.Namespace) -> int:
     """Assign one group per level, write `assignment.json` and every annotator's HTML and CSV sheet."""
-    if bool(args.names) == bool(args.group):
-        raise ValueError("give either --names (dealt into groups with --seed) or one --group per level")
     if args.names:
         groups = deal_groups(args.names, args.annotators_per_level, args.seed)
     else:
@@ -95,11 +93,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sheets = commands.add_parser("sheets", help="assign annotator groups and write level-specific answer sheets")
     sheets.add_argument("bench", help="dataset: a folder in the authors' layout, 'smoke' or 'hub[:REPO[@REV]]'")
     sheets.add_argument("--out", type=Path, required=True, help="folder for assignment.json and sheets/")
-    sheets.add_argument("--names", nargs="+", metavar="NAME", help="annotators, dealt into the level groups")
-    sheets.add_argument(
-        "--group", action="append", metavar="LEVEL=A,B,C", help="one group per level (perc/bridge/conn or 1/2/3)"
+    who = sheets.add_mutually_exclusive_group(required=True)
+    who.add_argument("--names", nargs="+", metavar="NAME", help="annotators, dealt into the level groups with --seed")
+    who.add_argument(
+        "--group",
+        action="append",
+        metavar="LEVEL=A,B,C",
+        help="one group per level, given once per level (LEVEL: perc/bridge/conn or 1/2/3)",
     )
-    sheets.add_argument("--annotators-per-level", type=int, default=DEFAULT_PER_LEVEL, metavar="N")
+    sheets.add_argument(
+        "--annotators-per-level",
+        type=int,
+        default=DEFAULT_PER_LEVEL,
+        metavar="N",
+        help=f"annotators in each level's group (default {DEFAULT_PER_LEVEL})",
+    )
     sheets.add_argument("--seed", type=int, default=0, help="seeds the dealing of names and every sheet's order")
     sheets.set_defaults(func=cmd_sheets)
 

@@ -13,18 +13,37 @@ samples. Raise it for servers that batch many requests (vllm, a large `num_concu
 large images. Each document row is fetched once per chain and reused across its rounds, so its image is
 decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
 private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
-fetches nor decodes it again. Every argument except `inner` and `chunk_size` goes to the inner model;
-single-round requests pass straight through.
+fetches nor decodes it again. Every argument except `inner`, `chunk_size` and `cache` goes to the inner
+model; single-round requests pass straight through.
+
+`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk the
+moment it arrives (request_cache.py), so a killed run, rerun with the same command, pays only for the requests
+that were in flight. Client backends (`openai`, `async_openai`) are cached at their client's call; for every
+other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time, storing
+each call's replies as it returns.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from tqdm import tqdm
+
+from hvcu_tasks.models.request_cache import (
+    RequestCache,
+    cache_location,
+    cache_setting,
+    hook_client,
+    is_api,
+    keepable,
+    model_identity,
+    openai_client,
+)
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
@@ -64,6 +83,13 @@ def _text(output: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _is_async(client: Any) -> bool:
+    """Whether an openai client is an async one (its pooled connections belong to one event loop)."""
+    import openai
+
+    return isinstance(client, openai.AsyncOpenAI)
+
+
 def chunk_size_of(value: Any) -> int:
     """Return the `chunk_size` model argument as a positive int; raise a clear error otherwise."""
     if isinstance(value, str) and value.strip().isdigit():
@@ -92,26 +118,42 @@ class ContextWrapper(lmms):
 
     is_simple = False
 
-    def __init__(self, inner: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE, **inner_args: Any) -> None:
-        """Build the inner model named by `inner` with every other model argument except `chunk_size`."""
+    def __init__(
+        self, inner: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE, cache: Any = None, **inner_args: Any
+    ) -> None:
+        """Build the inner model named by `inner` with every model argument except `chunk_size` and `cache`."""
         super().__init__()
         if not inner:
             raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
         size = chunk_size_of(chunk_size)
+        setting = cache_setting(cache)
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
         self._check_chat(cls, inner)
         self._attach(cls(**inner_args), inner, size)
+        self._open_cache(setting, inner_args)
 
     @classmethod
-    def around(cls, inner: lmms, name: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE) -> ContextWrapper:
-        """Wrap an already-built lmms-eval chat model (for code that builds its models itself)."""
+    def around(
+        cls,
+        inner: lmms,
+        name: str = "",
+        chunk_size: Any = DEFAULT_CHUNK_SIZE,
+        cache: Any = None,
+        model_args: Mapping[str, Any] | None = None,
+    ) -> ContextWrapper:
+        """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
+
+        `model_args` (what the model was built with) enter the request cache's model identity.
+        """
         size = chunk_size_of(chunk_size)
+        setting = cache_setting(cache)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
         lmms.__init__(wrapper)
         wrapper._attach(inner, name or type(inner).__name__, size)
+        wrapper._open_cache(setting, dict(model_args or {}))
         return wrapper
 
     @staticmethod
@@ -130,6 +172,38 @@ class ContextWrapper(lmms):
         self.chunk_size = chunk_size
         self.task_dict = inner.task_dict
         self.rounds_sent: list[int] = []  # batch size of every inner call made for multi-round requests
+        self.request_cache: RequestCache | None = None
+        self._client_cached = False
+        self._inner_calls = 0
+
+    def _open_cache(self, setting: str | Path, model_args: Mapping[str, Any]) -> None:
+        """Open the request cache the setting asks for (and hook the inner model's client); say where, once."""
+        client = openai_client(self.inner)
+        api = is_api(self.inner_name, model_args, client)
+        root = cache_location(setting, api)
+        if root is None:
+            if api and self.rank == 0:
+                why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
+                print(
+                    f"hvcu_context: request cache off ({why}); a killed run pays again for every request",
+                    file=sys.stderr,
+                )
+            return
+        identity = model_identity(self.inner_name, model_args, None if client is None else str(client.base_url))
+        if client is None:
+            import lmms_eval
+
+            identity["lmms_eval"] = getattr(lmms_eval, "__version__", "unknown")
+        self.request_cache = RequestCache(root, identity)
+        if client is not None:
+            hook_client(client, self.request_cache)
+            self._client_cached = True
+        if self.rank == 0:
+            print(
+                f"hvcu_context: request cache {self.request_cache.folder} ({self.request_cache.loaded} replies stored "
+                "for this model); a rerun of a killed run pays only for the requests not there (cache=off: no cache)",
+                file=sys.stderr,
+            )
 
     @property
     def rank(self) -> int:
@@ -157,8 +231,56 @@ class ContextWrapper(lmms):
         self.inner.clean()
 
     def generate_until(self, requests: list[Instance]) -> list[Any]:
-        """Single-round requests go straight to the inner model."""
+        """Single-round requests go straight to the inner model (through the request cache when it is on)."""
+        return self._generate(requests)
+
+    def _generate(self, requests: list[Instance]) -> list[Any]:
+        """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
+
+        A client backend's cache sits in its client, so its requests go to the inner model in one call.
+        """
+        cache = self.request_cache
+        if cache is None or self._client_cached:
+            return self._call_inner(requests)
+        keys = [cache.key(self._request_content(r)) for r in requests]
+        replies: list[Any] = []
+        for key in keys:
+            stored = cache.get(key)
+            replies.append(None if stored is None else stored.text)
+        todo = [i for i, reply in enumerate(replies) if reply is None]
+        for start in range(0, len(todo), self.chunk_size):
+            part = todo[start : start + self.chunk_size]
+            got = self._call_inner([requests[i] for i in part])
+            if len(got) != len(part):
+                raise RuntimeError(f"{self.inner_name} returned {len(got)} replies for {len(part)} requests")
+            for i, reply in zip(part, got, strict=True):
+                replies[i] = reply
+                if keepable(_text(reply)):
+                    cache.put(keys[i], _text(reply))
+        return replies
+
+    def _call_inner(self, requests: list[Instance]) -> list[Any]:
+        """Call the inner model's generate_until, each call after the first with a fresh async connection pool.
+
+        lmms-eval's async_openai runs every call in a new event loop (asyncio.run) while its AsyncOpenAI client
+        keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
+        fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
+        """
+        client = openai_client(self.inner)
+        if self._inner_calls and client is not None and hasattr(client, "copy") and _is_async(client):
+            import openai
+
+            fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
+            self.inner.client = fresh
+            if self._client_cached and self.request_cache is not None:
+                hook_client(fresh, self.request_cache)
+        self._inner_calls += 1
         return self.inner.generate_until(requests)
+
+    def _request_content(self, request: Instance) -> dict[str, Any]:
+        """Return what a request asks: its chat messages (as the inner model builds them) and generation settings."""
+        _ctx, doc_to_messages, gen_kwargs, doc_id, task, split = request.args
+        return {"messages": doc_to_messages(self.task_dict[task][split][doc_id]), "gen_kwargs": gen_kwargs}
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
         """Delegate log-likelihood requests to the inner model."""
@@ -220,7 +342,7 @@ class ContextWrapper(lmms):
         self.rounds_sent.append(len(batch))
         self.inner.task_dict[ROUND_TASK] = {"docs": lookup}
         try:
-            replies = self.inner.generate_until(batch)
+            replies = self._generate(batch)
         finally:
             self.inner.task_dict.pop(ROUND_TASK, None)
         if len(replies) != len(batch):

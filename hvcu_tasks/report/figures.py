@@ -1,4 +1,9 @@
-"""Report figures (PNG and SVG): per-level degradation, base vs context Scores, per-aspect heatmap."""
+"""Report figures (PNG and SVG): per-level degradation and base vs context Scores beside the paper's models, and
+the per-aspect heatmap of local runs.
+
+Colours are the Okabe–Ito palette (distinguishable with the common colour-vision deficiencies); the paper's
+models are drawn in grey behind the local runs, and a smoke-sample run is dashed or hatched and labelled so.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,16 @@ from pathlib import Path
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.files import atomic_path
 from hvcu_tasks.metrics import ACCURACY_METRICS, aspect_metric
-from hvcu_tasks.report.runs import ModelResult, aspect_names, is_na
+from hvcu_tasks.report.reference import rows_for
+from hvcu_tasks.report.runs import SMOKE, ModelResult, aspect_names, is_na
+from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
 
-LEVEL_TICKS = ["perc", "bridge", "conn", "full"]
+LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+"""Okabe & Ito's colour-blind-safe palette (blue, orange, green, purple, sky blue, vermillion, yellow, black)."""
+PAPER_GREY = "#9a9a9a"
+SMOKE_LABEL = "smoke sample"
+SETTING_COLOURS = {"base": OKABE_ITO[0], "context": OKABE_ITO[1]}
 
 
 def _pyplot():  # -> matplotlib.pyplot
@@ -36,61 +48,127 @@ def _save(fig, out: Path, stem: str) -> list[Path]:
     return paths
 
 
-def degradation_figure(models: list[ModelResult], setting: str, out: Path) -> list[Path]:
-    """Lines from Acc_perc to Acc_full per family, one line per model: where the chain breaks."""
+def is_smoke(model: ModelResult) -> bool:
+    """Whether a model ran on the bundled smoke sample (a handful of items, not the benchmark)."""
+    return model.dataset == {SMOKE}
+
+
+def run_label(model: ModelResult) -> str:
+    """Return a local run's legend label, '(smoke sample)' added when it ran on the smoke sample."""
+    return f"{model.model} ({SMOKE_LABEL})" if is_smoke(model) else model.model
+
+
+def _value(value: float | None) -> float:
+    """Return a plottable number (missing or n/a as NaN, which matplotlib leaves out)."""
+    return float("nan") if value is None or is_na(value) else float(value)
+
+
+def degradation_figure(models: list[ModelResult], setting: str, out: Path, reference: bool = True) -> list[Path]:
+    """Accuracy from perception to the full chain per family: local runs in colour, the paper's models in grey."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(FAMILIES), figsize=(12, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(FAMILIES), figsize=(12, 4), sharey=True)
+    chance = [CHANCE_LEVEL, CHANCE_LEVEL, CHANCE_LEVEL, CHANCE_FULL]
+    paper = rows_for(setting) if reference else []
     for ax, family in zip(axes, FAMILIES, strict=True):
-        for model in models:
+        for ref in paper:
+            values = [ref.families[family][m] for m in ACCURACY_METRICS]
+            if ref.model == "Human":
+                ax.plot(LEVEL_TICKS, values, color="#000000", linestyle="-.", linewidth=1.2, label="Human [paper]")
+            else:
+                ax.plot(LEVEL_TICKS, values, color=PAPER_GREY, linewidth=0.9, alpha=0.7, label="models [paper]")
+        ax.plot(LEVEL_TICKS, chance, color="#555555", linestyle=":", linewidth=1.2, label="chance")
+        for i, model in enumerate(models):
             result = model.settings.get(setting, {}).get(family)
             if result is None:
                 continue
-            values = [float("nan") if v is None else float(v) for v in (result.get(m) for m in ACCURACY_METRICS)]
-            ax.plot(LEVEL_TICKS, values, marker="o", label=model.model)
+            values = [_value(result.get(m)) for m in ACCURACY_METRICS]
+            smoke = is_smoke(model)
+            ax.plot(
+                LEVEL_TICKS,
+                values,
+                color=OKABE_ITO[i % len(OKABE_ITO)],
+                linewidth=2.2,
+                linestyle="--" if smoke else "-",
+                marker="o",
+                markerfacecolor="white" if smoke else None,
+                label=run_label(model),
+            )
         ax.set_title(FAMILIES[family][0].replace("_", " "))
+        ax.set_xlabel("question level")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
+        ax.tick_params(axis="x", labelsize=8)
     axes[0].set_ylabel("accuracy (%)")
     labelled = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
-    if labelled:
-        fig.legend(
-            labelled.values(),
-            labelled.keys(),
-            fontsize=8,
-            loc="lower center",
-            ncol=min(4, len(labelled)),
-            bbox_to_anchor=(0.5, -0.12),
-        )
-    fig.suptitle(f"Accuracy by level, {setting} setting", y=1.04)
+    fig.legend(
+        labelled.values(), labelled.keys(), fontsize=8, loc="lower center", ncol=min(4, len(labelled)),
+        bbox_to_anchor=(0.5, -0.16),
+    )  # fmt: skip
+    fig.suptitle(f"Accuracy by question level, {setting} setting: where the chain breaks", y=1.02)
     return _save(fig, out, f"degradation_{setting}")
 
 
-def settings_figure(models: list[ModelResult], out: Path) -> list[Path]:
-    """Grouped bars of the Overall Score in the base and context settings, per model."""
+def _bar_rows(models: list[ModelResult], reference: bool) -> list[tuple[str, float, float, str]]:
+    """Return (label, base, context, kind) per model for the Score bars, best base first; kind: paper, run, smoke."""
+    rows: list[tuple[str, float, float, str]] = []
+    if reference:
+        context = {r.model: r.score for r in rows_for("context")}
+        rows += [(f"{r.model} [paper]", r.score, context.get(r.model, float("nan")), "paper") for r in rows_for("base")]
+    for model in models:
+        if model.settings:
+            kind = "smoke" if is_smoke(model) else "run"
+            base, ctx = _value(model.official_score("base")), _value(model.official_score("context"))
+            rows.append((run_label(model), base, ctx, kind))
+    return sorted(rows, key=lambda r: (r[1] != r[1], -r[1] if r[1] == r[1] else 0.0, r[0]))
+
+
+def settings_figure(models: list[ModelResult], out: Path, reference: bool = True) -> list[Path]:
+    """Horizontal bars of the Score (official) in the base and context settings per model, the paper's included."""
+    from matplotlib.patches import Patch
+
     plt = _pyplot()
-    names = [m.model for m in models]
-    fig, ax = plt.subplots(figsize=(max(4, 1.4 * len(names) + 2), 3.6))
-    width = 0.38
-    for i, setting in enumerate(("base", "context")):
-        scores = [m.score(setting) for m in models]
-        scores = [None if s is None or is_na(s) else s for s in scores]
-        xs = [j + (i - 0.5) * width for j in range(len(names))]
-        bars = ax.bar(xs, [0 if s is None else s for s in scores], width, label=setting)
-        for bar, score in zip(bars, scores, strict=True):
-            label = "n/a" if score is None else f"{score:.2f}"
-            ax.annotate(
-                label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8
+    rows = _bar_rows(models, reference)
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.6))
+    height = 0.38
+    for j, (_label, base, ctx, kind) in enumerate(rows):
+        for k, (setting, value) in enumerate((("base", base), ("context", ctx))):
+            y = j + (k - 0.5) * height
+            ax.barh(
+                y,
+                0 if value != value else value,
+                height,
+                color=SETTING_COLOURS[setting],
+                alpha=0.55 if kind == "paper" else 1.0,
+                hatch="///" if kind == "smoke" else None,
+                edgecolor="#000000" if kind != "paper" else "none",
+                linewidth=0.6,
             )
-    ax.set_xticks(range(len(names)), names, rotation=15)
-    ax.set_ylabel("Overall Score (%)")
-    ax.set_ylim(0, 100)
-    ax.legend()
-    ax.set_title("Base vs context setting")
+            text = "–" if value != value else f"{value:.1f}"
+            ax.annotate(text, (0 if value != value else value, y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)  # fmt: skip
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    for tick, row in zip(ax.get_yticklabels(), rows, strict=True):
+        if row[3] != "paper":
+            tick.set_fontweight("bold")
+    ax.invert_yaxis()
+    ax.axvline(CHANCE_FULL, color="#555555", linestyle=":", linewidth=1.2)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("Overall Score (official), %")
+    handles = [Patch(color=SETTING_COLOURS["base"], label="base setting")]
+    handles.append(Patch(color=SETTING_COLOURS["context"], label="context setting"))
+    handles.append(plt.Line2D([], [], color="#555555", linestyle=":", label=f"chance ({CHANCE_FULL:.2f})"))
+    if any(r[3] == "smoke" for r in rows):
+        handles.append(
+            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{SMOKE_LABEL} (not the benchmark)")
+        )
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    ax.set_title("Overall Score (official) per model, base vs context setting")
+    ax.grid(axis="x", alpha=0.3)
     return _save(fig, out, "scores_base_vs_context")
 
 
 def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Path]:
-    """Heatmap of Acc_full per aspect (columns) and model (rows); blank where not evaluated."""
+    """Heatmap of Acc_full per aspect (columns) and local run (rows); blank where not evaluated."""
     import numpy as np
 
     plt = _pyplot()
@@ -106,7 +184,8 @@ def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Pa
     fig, ax = plt.subplots(figsize=(12, 0.6 * len(rows) + 2))
     image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(pairs)), [a for _f, a in pairs], rotation=45, ha="right")
-    ax.set_yticks(range(len(rows)), [m.model for m in rows])
+    ax.set_yticks(range(len(rows)), [run_label(m) for m in rows])
+    ax.set_xlabel("aspect")
     for i in range(len(rows)):
         for j in range(len(pairs)):
             if not np.isnan(grid[i, j]):
@@ -117,14 +196,46 @@ def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Pa
     return _save(fig, out, f"aspects_{setting}")
 
 
-def all_figures(models: list[ModelResult], out: Path) -> list[Path]:
+def all_figures(models: list[ModelResult], out: Path, reference: bool = True) -> list[Path]:
     """Write every figure the runs support into `out` and return their paths."""
     out.mkdir(parents=True, exist_ok=True)
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
     paths: list[Path] = []
     for setting in settings:
-        paths += degradation_figure(models, setting, out)
+        paths += degradation_figure(models, setting, out, reference)
         paths += aspect_figure(models, setting, out)
     if settings == ["base", "context"]:
-        paths += settings_figure(models, out)
+        paths += settings_figure(models, out, reference)
     return paths
+
+
+def caption(stem: str, models: list[ModelResult], reference: bool = True) -> str:
+    """Return a figure's caption in words (what it shows, how to read it)."""
+    smoke = [m.model for m in models if is_smoke(m) and m.settings]
+    smoke_note = (
+        f" Dashed or hatched: {', '.join(smoke)} ran on the bundled smoke sample (a handful of items), "
+        "not the benchmark; its numbers show the pipeline works, not how good the model is."
+        if smoke
+        else ""
+    )
+    paper = " The paper's models are drawn in grey behind the local runs." if reference else ""
+    kind, _, setting = stem.partition("_")
+    if kind == "degradation":
+        return (
+            f"Accuracy at each question level (perception, bridge, connotation) and on the whole chain, {setting} "
+            "setting, one panel per family: a steep drop to the full chain shows models that answer single "
+            f"questions but break the chain. The dotted line is chance (25% per level, 1.56% per chain).{paper}"
+            + smoke_note
+        )
+    if kind == "aspects":
+        return (
+            f"Full-chain accuracy (Acc_full) of each local run on each of the 15 aspects, {setting} setting "
+            "(the paper does not publish per-aspect numbers); darker is lower, blank is not evaluated." + smoke_note
+        )
+    if stem == "scores_base_vs_context":
+        return (
+            "Overall Score (official, the authors' parser) per model in the base and context settings, best base "
+            "Score first; local runs in bold, the paper's models paler. The gap between the two bars is what the "
+            f"context adds; the dotted line is chance (1.56).{smoke_note}"
+        )
+    raise ValueError(f"no caption for figure {stem!r}")

@@ -1,46 +1,83 @@
-"""One self-contained HTML leaderboard: sortable tables and the figures inlined as SVG."""
+"""The static HTML site: index.html (ranked leaderboard, the paper's tables, figures) and one page per model.
+
+Everything is inlined (style, script, SVG figures): the pages work from file:// and on any static host,
+with nothing fetched from a network.
+"""
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvcu_tasks.files import check_name, name_key
 from hvcu_tasks.report.render import cell_text
-from hvcu_tasks.report.tables import Table
+from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, SCORE, SMOKE_MARK, Table
+
+TITLE = "HVCU-Bench leaderboard"
+LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
+"""Columns shown right after Model on the page (the data files keep the paper's layout, Scores last)."""
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #1d1d1f; }
-h1 { font-size: 1.6rem; } h2 { font-size: 1.15rem; margin-top: 2.2rem; }
-table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.3rem 0.55rem; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; }
-th { background: #f3f4f6; cursor: pointer; user-select: none; }
+* { box-sizing: border-box; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 1rem 1.25rem;
+  max-width: 1240px; color: #1d1d1f; line-height: 1.4; }
+h1 { font-size: 1.5rem; margin: 0.4rem 0; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+nav { font-size: 0.9rem; margin-bottom: 0.6rem; } nav a { margin-right: 1rem; }
+a { color: #0b57d0; }
+table { border-collapse: collapse; font-size: 0.82rem; margin: 0.4rem 0; }
+th, td { border-bottom: 1px solid #e0e0e0; padding: 0.28rem 0.5rem; text-align: right; white-space: nowrap; }
+th { background: #f3f4f6; cursor: pointer; user-select: none; vertical-align: bottom; }
 th[aria-sort="descending"]::after { content: " ▼"; } th[aria-sort="ascending"]::after { content: " ▲"; }
-tr.paper td { color: #6b7280; font-style: italic; }
-.notes { font-size: 0.8rem; color: #4b5563; } .figure svg { max-width: 100%; height: auto; }
-.scroll { overflow-x: auto; }
+td.model, th.model, td.text, th.text { text-align: left; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.scroll td.model, .scroll th.model { position: sticky; left: 0; background: #fff; z-index: 1; }
+.scroll th.model { background: #f3f4f6; }
+table.board { width: 100%; font-size: 0.86rem; }
+table.board th { white-space: normal; }
+table.board td.model { white-space: normal; min-width: 12rem; }
+table.board td.rank { text-align: center; font-weight: 600; }
+table.board td.headline, table.board th.headline { font-weight: 700; background: #eef4ff; }
+tr.paper td { color: #4b5563; } tr.human td, tr.chance td { color: #6b7280; font-style: italic; }
+tr.smoke td { color: #8a5a00; } tr.run td.model { font-weight: 600; }
+tbody.group { border-bottom: 2px solid #c8c8c8; }
+.notes { font-size: 0.78rem; color: #4b5563; margin: 0.2rem 0 0 1rem; padding: 0; }
+.lead { font-size: 0.88rem; color: #374151; max-width: 70rem; }
+figure { margin: 1.2rem 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { font-size: 0.85rem; color: #374151; max-width: 70rem; }
 """
 
-# Click a header to sort by that column (numbers numerically, dashes last). A URL hash
-# "#sort=<table id>:<column index>:<asc|desc>" applies one sort on load (used by the browser test).
+# Click a header to sort by that column (numbers numerically, dashes last). A table with <tbody class="group">
+# sections sorts whole groups by the first value the group has in that column. A URL hash
+# "#sort=<table id>:<column index>:<asc|desc>" applies one sort on load.
 SCRIPT = """
 function cellValue(row, i) {
   const text = row.cells[i].textContent.trim();
-  const number = parseFloat(text.replace(/[^0-9.+-]/g, ''));
-  return isNaN(number) || /^[^0-9]/.test(text) && !/^[+-]?[0-9]/.test(text) ? text : number;
+  if (text === '' || text === '–' || text === 'n/a') return null;
+  const number = parseFloat(text.replace(/^\\[|[^0-9.eE+-].*$/g, ''));
+  return /^[+-]?\\[?[0-9]/.test(text) && !isNaN(number) ? number : text;
+}
+function groupValue(body, i) {
+  for (const row of body.rows) { const v = cellValue(row, i); if (v !== null) return v; }
+  return null;
 }
 function sortTable(table, column, direction) {
-  const body = table.tBodies[0];
-  const rows = Array.from(body.rows);
-  rows.sort((a, b) => {
-    const x = cellValue(a, column), y = cellValue(b, column);
-    const missing = v => v === '–' || v === '' || v === 'n/a';
-    if (missing(x) !== missing(y)) return missing(x) ? 1 : -1;
-    const order = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
-    return direction === 'asc' ? order : -order;
+  const grouped = table.tBodies.length > 1;
+  const parent = grouped ? table : table.tBodies[0];
+  const items = grouped ? Array.from(table.tBodies) : Array.from(table.tBodies[0].rows);
+  const value = item => grouped ? groupValue(item, column) : cellValue(item, column);
+  const keyed = items.map((item, index) => ({item, index, v: value(item)}));
+  keyed.sort((a, b) => {
+    if ((a.v === null) !== (b.v === null)) return a.v === null ? 1 : -1;
+    let order = 0;
+    if (a.v !== null) order = (typeof a.v === 'number' && typeof b.v === 'number') ? a.v - b.v
+      : String(a.v).localeCompare(String(b.v));
+    if (direction === 'desc') order = -order;
+    return order || a.index - b.index;
   });
-  rows.forEach(r => body.appendChild(r));
+  keyed.forEach(k => parent.appendChild(k.item));
   Array.from(table.tHead.rows[0].cells).forEach((th, i) =>
     th.setAttribute('aria-sort', i === column ? (direction === 'asc' ? 'ascending' : 'descending') : 'none'));
 }
@@ -53,20 +90,105 @@ if (wanted) sortTable(document.getElementById(wanted[1]), Number(wanted[2]), wan
 """
 
 
-def _table_html(table: Table) -> str:
-    """Render one table as a sortable HTML table with its notes."""
-    head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in table.columns)
-    rows = []
-    css = ""
-    for row in table.rows:
-        if row[0]:  # continuation rows (Table 3's Aesth./Affect. lines) keep their group's style
-            css = " class='paper'" if isinstance(row[0], str) and "[paper]" in row[0] else ""
-        rows.append(f"<tr{css}>" + "".join(f"<td>{html.escape(cell_text(c))}</td>" for c in row) + "</tr>")
+@dataclass
+class ModelPage:
+    """One model's page: its name, file name under models/, and its tables."""
+
+    model: str
+    file: str
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def page_names(models: Sequence[str]) -> dict[str, str]:
+    """Return a safe, unique file name (models/<slug>.html) for each model name."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for model in models:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.")[:80] or "model"
+        candidate, n = slug, 1
+        while name_key(candidate) in taken:
+            n += 1
+            candidate = f"{slug}-{n}"
+        taken.add(name_key(candidate))
+        names[model] = check_name(f"{candidate}.html", "model page name")
+    return names
+
+
+def _view_order(table: Table) -> list[int]:
+    """Return the column order on the page: Model, then the Score columns, then the rest in the table's order."""
+    if table.name.endswith("leaderboard") or "Model" not in table.columns:
+        return list(range(len(table.columns)))
+    model = table.columns.index("Model")
+    lead = [i for i, c in enumerate(table.columns) if c in LEAD_COLUMNS]
+    rest = [i for i in range(len(table.columns)) if i != model and i not in lead]
+    return [model, *lead, *rest]
+
+
+def _row_class(label: str, source: str | None) -> str:
+    """Return a row's CSS class from its label or Source cell: paper, human, chance, smoke or run."""
+    if source is not None:
+        kind = source.split(" ")[0].strip("[]")
+        return "smoke" if "smoke" in source else kind
+    if PAPER_MARK in label:
+        return "human" if label.startswith("Human ") else "paper"
+    if label == CHANCE_NAME:
+        return "chance"
+    return "smoke" if SMOKE_MARK in label else "run"
+
+
+def _model_label(label: str) -> str:
+    """Return the model name of a row label (its marks *, †, ‡ removed)."""
+    return label.rstrip("*†‡")
+
+
+def table_html(table: Table, links: dict[str, str] | None = None) -> str:
+    """Render one table as a sortable HTML table (grouped rows as one <tbody> each) with its notes."""
+    order = _view_order(table)
+    board = table.name.endswith("leaderboard")
+    model_col = table.columns.index("Model") if "Model" in table.columns else None
+    source_col = table.columns.index("Source") if "Source" in table.columns else None
+
+    def th(i: int) -> str:
+        css = " class='model'" if i == model_col else " class='headline'" if board and i == 2 else ""
+        css = " class='text'" if i == source_col else css
+        return f"<th scope='col'{css}>{html.escape(table.columns[i])}</th>"
+
+    def td(i: int, value: object, kind: str, continuation: bool = False) -> str:
+        text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
+        if i == model_col:
+            href = (links or {}).get(_model_label(str(value))) if value else None
+            if href and kind in {"run", "smoke"}:  # a [paper] row of the same name is not that run
+                text = f"<a href='{html.escape(href)}'>{text}</a>"
+            return f"<td class='model'>{text}</td>"
+        css = " class='rank'" if board and i == 0 else " class='headline'" if board and i == 2 else ""
+        css = " class='text'" if i == source_col else css
+        return f"<td{css}>{text}</td>"
+
+    groups = table.groups or list(range(len(table.rows)))
+    bodies: list[list[str]] = []
+    last_group, css = None, ""
+    for row, group in zip(table.rows, groups, strict=True):
+        label = str(row[model_col]) if model_col is not None and row[model_col] else ""
+        if label:
+            css = _row_class(label, str(row[source_col]) if source_col is not None else None)
+        continuation = table.groups is not None and not label  # a family row under its model's first row
+        line = f"<tr class='{css}'>" + "".join(td(i, row[i], css, continuation) for i in order) + "</tr>"
+        if group != last_group or table.groups is None:
+            bodies.append([])
+            last_group = group
+        bodies[-1].append(line)
+    if table.groups is None:
+        body_html = "<tbody>" + "".join(line for body in bodies for line in body) + "</tbody>"
+    else:
+        body_html = "".join(f"<tbody class='group'>{''.join(body)}</tbody>" for body in bodies)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
+    css_table = "sortable board" if board else "sortable"
+    wrap = "" if board else " class='scroll'"
     return (
-        f"<section><h2>{html.escape(table.title)}</h2><div class='scroll'>"
-        f"<table class='sortable' id='{table.name}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody>"
-        f"</table></div><ul class='notes'>{notes}</ul></section>"
+        f"<section id='s-{html.escape(table.name)}'><h2>{html.escape(table.title)}</h2><div{wrap}>"
+        f"<table class='{css_table}' id='{html.escape(table.name)}'><thead><tr>{''.join(th(i) for i in order)}"
+        f"</tr></thead>{body_html}</table></div><ul class='notes'>{notes}</ul></section>"
     )
 
 
@@ -76,22 +198,63 @@ def _inline_svg(path: Path) -> str:
     return text[re.search(r"<svg\b", text).start() :]  # type: ignore[union-attr]
 
 
-def render_page(tables: list[Table], figures: list[Path], title: str = "HVCU-Bench leaderboard") -> str:
-    """Return the whole page: title, every table, then every SVG figure inlined."""
-    svgs = [p for p in figures if p.suffix == ".svg"]
-    figure_html = "".join(
-        f"<figure class='figure' id='fig-{p.stem}'>{_inline_svg(p)}"
-        f"<figcaption>{html.escape(p.stem)}</figcaption></figure>"
-        for p in svgs
-    )
+def _page(title: str, body: str, nav: str) -> str:
+    """Return a whole HTML document with the shared style and sorting script."""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        "<p class='notes'>Click a column header to sort. Rows marked [paper] are the paper's published numbers, "
-        "computed with the authors' parser: compare them with the Score (official) column. "
-        "‡ marks a model whose two Scores differ by more than 1 point (see the notes under its table).</p>"
-        + "".join(_table_html(t) for t in tables)
-        + (f"<section><h2>Figures</h2>{figure_html}</section>" if figure_html else "")
-        + f"<script>{SCRIPT}</script></body></html>\n"
+        f"<nav>{nav}</nav><h1>{html.escape(title)}</h1>{body}<script>{SCRIPT}</script></body></html>\n"
     )
+
+
+INTRO = (
+    "The leaderboard ranks every model by its Overall Score in the base setting under the authors' answer "
+    "parser (Score (official)), the number the paper reports, so the paper's rows ([paper]) and local runs share "
+    "one scale. Click a column header to sort; click a model name for its page. † marks a run on the bundled "
+    "smoke sample (a handful of items, not the benchmark), * a partial run, ‡ a model whose two parsers disagree "
+    "by more than 1 point."
+)
+
+
+def render_index(
+    tables: list[Table],
+    figures: list[tuple[Path, str]],
+    links: dict[str, str],
+    chains: str | None = None,
+    title: str = TITLE,
+) -> str:
+    """Return index.html: the leaderboard first, then every other table, then the figures with their captions."""
+    nav = "<a href='#ranked'>Leaderboard</a><a href='#tables'>Tables</a>"
+    nav += "<a href='#figures'>Figures</a>" if figures else ""
+    nav += f"<a href='{html.escape(chains)}'>Chain browser</a>" if chains else ""
+    board = [t for t in tables if t.name == "leaderboard"]
+    rest = [t for t in tables if t.name != "leaderboard"]
+    figure_html = "".join(
+        f"<figure id='fig-{html.escape(p.stem)}'>{_inline_svg(p)}<figcaption>{html.escape(caption)}</figcaption>"
+        "</figure>"
+        for p, caption in figures
+    )
+    chains_html = (
+        f"<p class='lead'>Every sample's chain, reply by reply: <a href='{html.escape(chains)}'>chain browser</a>.</p>"
+        if chains
+        else ""
+    )
+    body = (
+        f"<p class='lead'>{html.escape(INTRO)}</p>{chains_html}<div id='ranked'>"
+        + "".join(table_html(t, links) for t in board)
+        + "</div><div id='tables'>"
+        + "".join(table_html(t, links) for t in rest)
+        + "</div>"
+        + (f"<section id='figures'><h2>Figures</h2>{figure_html}</section>" if figure_html else "")
+    )
+    return _page(title, body, nav)
+
+
+def render_model_page(page: ModelPage, chains: str | None = None) -> str:
+    """Return one model's page: its tables (leaderboard row, levels, aspects, errors, intervals, comparison)."""
+    nav = "<a href='../index.html'>← Leaderboard</a>"
+    nav += f"<a href='../{html.escape(chains)}'>Chain browser</a>" if chains else ""
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in page.notes)
+    body = (f"<ul class='notes'>{notes}</ul>" if notes else "") + "".join(table_html(t) for t in page.tables)
+    return _page(page.model, body, nav)

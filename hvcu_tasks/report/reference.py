@@ -19,6 +19,7 @@ class ReferenceRow:
     families: dict[str, dict[str, float]]
     score: float
     source: str
+    human: bool = False
 
 
 @cache
@@ -26,7 +27,8 @@ def reference_rows() -> tuple[ReferenceRow, ...]:
     """Return every shipped reference row."""
     data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
     return tuple(
-        ReferenceRow(r["model"], r["setting"], r["families"], float(r["score"]), r["source"]) for r in data["rows"]
+        ReferenceRow(r["model"], r["setting"], r["families"], float(r["score"]), r["source"], bool(r.get("human")))
+        for r in data["rows"]
     )
 
 

@@ -9,10 +9,13 @@ import math
 from typing import Any
 
 from hvcu_tasks.files import csv_cell
+from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
 from hvcu_tasks.report.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 
 MISSING = "–"
+TEXT_COLUMNS = ("Model", "Source")
+"""Columns of words, left-aligned wherever they stand (the first column always is)."""
 
 
 def cell_text(value: Cell) -> str:
@@ -29,20 +32,36 @@ def cell_text(value: Cell) -> str:
 def to_markdown(table: Table) -> str:
     """Return a GitHub-flavoured Markdown table with its title and footnotes."""
     lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |"]
-    lines.append("|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|")
+    lines.append(
+        "|" + "|".join("---" if i == 0 or c in TEXT_COLUMNS else "---:" for i, c in enumerate(table.columns)) + "|"
+    )
     lines += ["| " + " | ".join(cell_text(c).replace("|", "\\|") for c in row) + " |" for row in table.rows]
     if table.notes:
         lines += [""] + [f"- {n}" for n in table.notes]
     return "\n".join(lines) + "\n"
 
 
+CSV_DECIMALS = 2
+
+
+def csv_value(value: Cell) -> str:
+    """Format one CSV cell: missing empty, n/a as n/a, a float rounded to 2 decimals, never a formula."""
+    if value is None:
+        return ""
+    if is_na(value):
+        return NA_TEXT
+    if isinstance(value, float):
+        return csv_cell(round(value, CSV_DECIMALS))
+    return csv_cell(value)
+
+
 def to_csv(table: Table) -> str:
-    """Return the table as CSV (missing values empty, n/a as n/a, numbers unrounded, no cell a formula)."""
+    """Return the table as CSV (missing values empty, n/a as n/a, numbers rounded to 2 decimals, no formula)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([csv_cell(c) for c in table.columns])
     for row in table.rows:
-        writer.writerow(["" if c is None else NA_TEXT if is_na(c) else csv_cell(c) for c in row])
+        writer.writerow([csv_value(c) for c in row])
     return buffer.getvalue()
 
 
@@ -106,14 +125,19 @@ def to_json(tables: list[Table]) -> str:
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def report_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
-    """Return the ranked tables (benchmark and smoke-sample runs beside the paper), then one section per custom data.
+def report_tables(models: list[ModelResult], reference: bool = True, entries: list[Entry] | None = None) -> list[Table]:
+    """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
+    per custom data.
 
-    A run on data that is not the published benchmark never shares a table, and so never an Overall Score
-    ranking, with it: its tables are named `custom<N>_<table>` and titled with the data they ran on.
+    `entries` replaces the leaderboard's rows (a published board merged with new runs, `--base`). A run on data
+    that is not the published benchmark never shares a table, and so never an Overall Score ranking, with it: its
+    tables are named `custom<N>_<table>` and titled with the data they ran on.
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
-    tables = all_tables(ranked, reference)
+    if entries is None:
+        entries = board_entries(ranked, reference)
+    board = [leaderboard_table(entries)] if entries else []
+    tables = board + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:
         if unrecorded and not table.name.startswith("general"):
@@ -123,7 +147,8 @@ def report_tables(models: list[ModelResult], reference: bool = True) -> list[Tab
         if CUSTOM in m.dataset:
             sections.setdefault(m.data_label(), []).append(m)
     for n, (label, group) in enumerate(sorted(sections.items()), start=1):
-        for table in all_tables(group, reference=False):
+        board = [leaderboard_table(board_entries(group, reference=False))]
+        for table in [t for t in board if t.rows] + all_tables(group, reference=False):
             table.name = f"custom{n}_{table.name}"
             table.title = f"[{label}] {table.title}"
             table.notes.append(

@@ -22,6 +22,8 @@ from hvcu_tasks.provenance import CONFIG_KEY, location_text, published_match
 from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
+ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
+"""The `hvcu_analysis` tasks: read by hvcu_tasks.report.analysis, not into the paper's tables."""
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = list(ACCURACY_METRICS)
 BENCHMARK = "HVCU-Bench"
@@ -68,6 +70,8 @@ class ModelResult:
     """General-benchmark results (MMStar, MMMU, ...): task -> metric -> value as lmms-eval wrote it."""
     chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
+    chains_official: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    """The same verdicts under the authors' parser (the one the paper's numbers and Score (official) use)."""
     identities: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     """Per setting and family: the data identity its results file recorded (absent in older files)."""
     data_notes: list[str] = field(default_factory=list)
@@ -120,19 +124,20 @@ def _model_name(results: dict[str, Any]) -> str:
     return str(results.get("model_name") or config.get("model") or "unknown")
 
 
-def _chain_verdicts(results_file: Path, task: str) -> dict[str, bool]:
-    """Return sample id -> chain verdict from the run's samples file for `task`, if it was logged."""
+def _chain_verdicts(results_file: Path, task: str) -> tuple[dict[str, bool], dict[str, bool]]:
+    """Return sample id -> chain verdict (this toolkit's parser, the authors') from `task`'s samples file, if logged."""
     from hvcu_tasks.chains import chains_of_file
 
     stamp = results_file.name.removesuffix("_results.json")
     samples = results_file.with_name(f"{stamp}_samples_{task}.jsonl")
     if not samples.is_file():
-        return {}
-    return {
-        c["sample_id"]: bool(c["chain_correct"])
-        for c in chains_of_file(task, samples)
-        if c["chain_correct"] is not None
+        return {}, {}
+    chains = chains_of_file(task, samples)
+    ours = {c["sample_id"]: bool(c["chain_correct"]) for c in chains if c["chain_correct"] is not None}
+    official = {
+        c["sample_id"]: bool(c["chain_correct_official"]) for c in chains if c["chain_correct_official"] is not None
     }
+    return ours, official
 
 
 def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +247,8 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                     if task in model.general:
                         raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
                     model.general[task] = _general_metrics(task, values, f"{f}: {task}")
+                if ANALYSIS_TASK_NAME.match(task):
+                    found_any = True
                 if not m:
                     continue
                 found_any = True
@@ -253,9 +260,11 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
                     )
                 model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
-                verdicts = _chain_verdicts(f, task)
+                verdicts, official = _chain_verdicts(f, task)
                 if verdicts:
                     model.chains.setdefault(setting, {})[family] = verdicts
+                if official:
+                    model.chains_official.setdefault(setting, {})[family] = official
                 identity = identity_of(configs.get(task), f"{f}: {task}")
                 if identity is not None:
                     model.identities.setdefault(setting, {})[family] = identity

@@ -33,6 +33,15 @@ SMOKE_MARK = "†"
 DISAGREE_MARK = "‡"
 DISAGREE_POINTS = 1.0
 """A model whose Score and Score (official) differ by more than this many points is flagged."""
+CHANCE_LEVEL = 25.0
+"""Accuracy of a random guess on one four-option question, in percent."""
+CHANCE_FULL = 100 / 64
+"""Accuracy of random guessing on a whole three-level chain (1/4 cubed, 1.5625%); also its Score."""
+CHANCE_NAME = "Random guess (chance)"
+CHANCE_NOTE = (
+    f"{CHANCE_NAME}: answering every question at random among its four options: {CHANCE_LEVEL:g}% per level, "
+    f"1/64 = {CHANCE_FULL:g}% for a whole chain and the Score."
+)
 SCORE = "Score"
 OFFICIAL_SCORE = "Score (official)"
 SCORE_NOTE = (
@@ -55,6 +64,9 @@ class Table:
     columns: list[str]
     rows: list[list[Cell]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    groups: list[int] | None = None
+    """Group number of each row when rows belong together (Table 3: a model's base and context rows); sorts move
+    whole groups."""
 
 
 def disagreement(model: ModelResult, setting: str) -> tuple[float, float] | None:
@@ -126,6 +138,8 @@ def setting_table(models: list[ModelResult], setting: str, reference: bool = Tru
         for ref in rows_for(setting):
             cells = [ref.families[f][m] for f in FAMILIES for m in LEVEL_METRICS]
             table.rows.append([f"{ref.model} {PAPER_MARK}", *cells, None, ref.score])
+        chance = [CHANCE_FULL if m == "acc_full" else CHANCE_LEVEL for _f in FAMILIES for m in LEVEL_METRICS]
+        table.rows.append([CHANCE_NAME, *chance, CHANCE_FULL, CHANCE_FULL])
     for model in models:
         fams = model.settings.get(setting)
         if not fams:
@@ -137,6 +151,7 @@ def setting_table(models: list[ModelResult], setting: str, reference: bool = Tru
         table.notes.append(
             f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors and {PAPER_NOTE}"
         )
+        table.notes.append(CHANCE_NOTE)
     table.notes += _score_notes(models, (setting,))
     table.notes += _partial_notes(models, (setting,))
     return table
@@ -147,10 +162,13 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
     columns = ["Model", "Setting", "Task", *METRIC_LABEL.values(), SCORE, f"Δ {SCORE}", OFFICIAL_SCORE]
     columns.append(f"Δ {OFFICIAL_SCORE}")
     table = Table("table3_base_vs_context", "Base vs context setting (layout of the paper's Table 3)", columns)
+    table.groups = []
 
     def add(name: str, setting: str, fams: dict[str, dict[str, float | None]], scores: list[Cell]) -> None:
         """Add one model's three family rows; the first carries the Scores and gains (score, Δ, official, Δ)."""
+        group = len(table.rows) // (2 * len(FAMILIES))  # a model's base and context rows form one group
         for i, f in enumerate(FAMILIES):
+            table.groups.append(group)  # type: ignore[union-attr]
             cells = [fams.get(f, {}).get(m) for m in LEVEL_METRICS]
             first = i == 0
             table.rows.append(
@@ -166,10 +184,14 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
                 name = f"{base.model} {PAPER_MARK}"
                 add(name, "base", base.families, [None, None, base.score, None])
                 add(name, "context", ctx.families, [None, None, ctx.score, round(ctx.score - base.score, 2)])
+        chance = {f: {m: CHANCE_FULL if m == "acc_full" else CHANCE_LEVEL for m in LEVEL_METRICS} for f in FAMILIES}
+        add(CHANCE_NAME, "base", chance, [CHANCE_FULL, None, CHANCE_FULL, None])
+        add(CHANCE_NAME, "context", chance, [CHANCE_FULL, 0.0, CHANCE_FULL, 0.0])
         table.notes.append(
             f"{PAPER_MARK} rows: the paper's Tables 2 (base) and 8 (context), reported by the paper's authors and "
             + PAPER_NOTE
         )
+        table.notes.append(CHANCE_NOTE)
 
     def gain(values: dict[str, float | None]) -> float | None:
         """Return context minus base, None when either is missing (NaN stays n/a)."""
@@ -194,13 +216,13 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
 def aspect_table(models: list[ModelResult], setting: str) -> Table:
     """Per-aspect full-chain accuracy (15 aspects) of each model in one setting."""
     pairs = aspect_names()
-    table = Table(f"aspects_{setting}", f"Acc_full per aspect, {setting} setting", ["Model", *[a for _f, a in pairs]])
+    columns = ["Model", *[a for _f, a in pairs], SCORE]
+    table = Table(f"aspects_{setting}", f"Acc_full per aspect, {setting} setting", columns)
     for model in models:
         fams = model.settings.get(setting)
         if fams:
-            table.rows.append(
-                [_label(model, setting), *[fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]]
-            )
+            aspects = [fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]
+            table.rows.append([_label(model, setting), *aspects, model.score(setting)])
     table.notes += _partial_notes(models, (setting,))
     return table
 

@@ -137,7 +137,8 @@ def test_report_n_a_in_csv_and_latex_and_json(tmp_path: Path, capsys) -> None:
     write_run(tmp_path / "run", tasks(aesth={"acc_full": float("nan")}))
     base = ["report", str(tmp_path / "run"), "--no-reference"]
     _, out_csv, _ = run(*base, "--format", "csv", capsys=capsys)
-    rows = list(csv.DictReader(io.StringIO(out_csv.split("\n\n")[0])))
+    table2_csv = next(b for b in out_csv.split("\n\n") if b.startswith("Model,Impl. Acc_perc"))
+    rows = list(csv.DictReader(io.StringIO(table2_csv)))
     assert rows[0]["Aesth. Acc_full"] == "n/a" and rows[0]["Score"] == "n/a"
     _, out_tex, _ = run(*base, "--format", "latex", capsys=capsys)
     assert "n/a" in out_tex and "nan" not in out_tex.replace("n/a", "")
@@ -146,7 +147,7 @@ def test_report_n_a_in_csv_and_latex_and_json(tmp_path: Path, capsys) -> None:
     def refuse(token: str):
         raise AssertionError(f"{token} in JSON output")
 
-    table = json.loads(out_json, parse_constant=refuse)[0]
+    table = next(t for t in json.loads(out_json, parse_constant=refuse) if t["name"] == "table2_base")
     row = table["rows"][0]
     assert row[table["columns"].index("Aesth. Acc_full")] is None
     assert row[table["columns"].index("Score")] is None
@@ -181,7 +182,7 @@ def test_report_html_and_figures_survive_n_a_values_in_both_settings(tmp_path: P
         capsys=capsys,
     )
     assert code == 0, err
-    page = (out_dir / "leaderboard.html").read_text(encoding="utf-8")
+    page = (out_dir / "index.html").read_text(encoding="utf-8")
     assert "<td>n/a</td>" in page
     assert ">nan<" not in page.lower()
     assert (out_dir / "figures" / "scores_base_vs_context.svg").is_file()

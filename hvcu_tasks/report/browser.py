@@ -1,0 +1,745 @@
+"""The chain browser: every logged chain of every model, both settings side by side, filterable, one static page.
+
+`write_browser(runs, site)` reads the lmms-eval `--log_samples` files under the run folders (base and context
+tasks, any number of models) and writes `site/chains.html`: one card per sample and model with the image, the
+three questions with their options, the gold keys and, per setting, the raw reply and the letter each parsing
+rule read. Filters (model, family, aspect, first wrong level per setting, base right but context wrong and the
+reverse, sample id) live in the URL hash, so a filtered view is a link. The page works from `file://`: the data
+is embedded as JSON and rendered by a small script, 50 cards a page.
+
+What a samples line holds (lmms-eval 0.7): the questions with their options as the model read them, the raw
+replies, the harness's outcomes (aspect, gold, both parses, verdicts, failures), the data identity, and
+`input_media` (the image file, only when the data has image files). lmms-eval drops the document itself. So
+the image comes from the data the run read, named by its identity and checked against its fingerprint; when
+that data cannot be loaded, from the file the run logged. An image that cannot be shown gets a placeholder,
+a note on its card and a `warning:` line on stderr naming the samples file and the sample.
+
+Images: each distinct image (by the SHA-256 of its stored bytes) becomes `site/thumbs/<hash>.jpg` (at most
+240 px) and `site/images/<hash>.jpg` (at most 1,024 px, shown on click), shared by models and settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.chains import chains_of_file, samples_files
+from hvcu_tasks.families import ASPECTS, FAMILIES
+from hvcu_tasks.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
+
+PAGE = "chains.html"
+THUMBS = "thumbs"
+VIEWS = "images"
+THUMB_PX = 240
+VIEW_PX = 1024
+MAX_REPLY_CHARS = 10_000
+"""Longer replies are cut on the page (the card says by how much and names the samples file and line)."""
+SHOWN_IN_WARNING = 5
+"""How many sample names a warning line lists before it says how many more share its reason."""
+SETTINGS = ("base", "context")
+TASK = re.compile(r"^hvcu_bench(?P<context>_context)?(?:_sample)?_(?:impl|aesth|affect)$")
+"""The family tasks of the two settings the page shows (blind, circular or gold-context variants are left out)."""
+TITLE = "HVCU-Bench chain browser"
+
+
+def split_question(text: str) -> tuple[str, list[list[str]] | None]:
+    """Return (question, [[key, option text], ...]) from a logged level text; (text, None) in any other layout."""
+    head, marker, tail = text.rpartition("\nOptions:\n")
+    if not marker:
+        return text, None
+    options = []
+    for line in tail.split("\n"):
+        found = re.fullmatch(r"([A-Z])\. (.*)", line, re.S)
+        if not found:
+            return text, None
+        options.append([found.group(1), found.group(2)])
+    return head, options
+
+
+def first_wrong_level(correct: Sequence[bool]) -> str:
+    """Return a chain's first wrong level ('L1'-'L3'), 'none' when all three are right, 'incomplete' if cut."""
+    if len(correct) != 3:
+        return "incomplete"
+    return next((f"L{k}" for k, right in enumerate(correct, start=1) if not right), "none")
+
+
+def embed_json(value: Any) -> str:
+    """Return JSON text safe in a <script> element and as UTF-8: '<', '>', '&' and lone surrogates escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def model_of(samples: Path) -> str:
+    """Return the model a samples file belongs to, named as `hvcu report` names it from the run's results file."""
+    from hvcu_tasks.report.runs import _model_name
+
+    stamp = samples.name.split("_samples_")[0]
+    results = samples.with_name(f"{stamp}_results.json")
+    if not results.is_file():
+        return samples.parent.name  # lmms-eval's folder per model
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
+        raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")
+    return _model_name(data)
+
+
+@dataclass
+class Card:
+    """One sample as one model answered it: its chain record per setting and the samples file it came from."""
+
+    model: str
+    family: str | None
+    sample_id: str
+    aspect: str | None
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def browsed_files(runs: Sequence[Path]) -> list[tuple[str, Path]]:
+    """Return (task, file) for the samples files of the base and context family tasks (not other HVCU variants)."""
+    return [(task, path) for task, path in samples_files(runs) if TASK.match(task)]
+
+
+def read_cards(runs: Sequence[Path]) -> list[Card]:
+    """Read every HVCU-Bench samples file under the run folders into one card per (model, family, sample)."""
+    cards: dict[tuple[str, str | None, str], Card] = {}
+    for task, path in browsed_files(runs):
+        found = TASK.match(task)
+        setting = "context" if found and found.group("context") else "base"
+        model = model_of(path)
+        for record in chains_of_file(task, path, details=True):
+            family, sid = record["family"], record["sample_id"]
+            card = cards.setdefault((model, family, sid), Card(model, family, sid, record["aspect"]))
+            if setting in card.records:
+                raise ValueError(
+                    f"{path}: {model} has {setting} {family}/{sid} also in {card.files[setting]}; "
+                    "pass one run per model and setting"
+                )
+            card.records[setting] = record
+            card.files[setting] = path
+    return sorted(cards.values(), key=_card_order)
+
+
+def _card_order(card: Card) -> tuple:
+    """Sort key: family, then aspect in the benchmark's order, sample id, model."""
+    families = list(FAMILIES)
+    aspects = list(ASPECTS.get(card.family or "", {}))
+    return (
+        families.index(card.family) if card.family in families else len(families),
+        aspects.index(card.aspect) if card.aspect in aspects else len(aspects),
+        str(card.aspect),
+        card.sample_id,
+        card.model,
+    )
+
+
+@dataclass(frozen=True)
+class DataImages:
+    """The images of the data a run read, by sample id; or why they cannot be used (`changed`: not the same data)."""
+
+    images: dict[str, Any] | None
+    why: str | None = None
+    changed: bool = False
+
+
+def load_data_images(identity: dict[str, Any]) -> DataImages:
+    """Load the data a data identity names and return its images when its fingerprint is the one the run read."""
+    from hvcu_tasks.loaders import load_source
+    from hvcu_tasks.provenance import fingerprint, location_text
+    from hvcu_tasks.schema import DataError, problem_lines
+    from hvcu_tasks.validate import _check_hub, image_sha256
+
+    family, kind, location = identity.get("family"), identity.get("kind"), identity.get("location")
+    where = location_text(identity)
+    if family not in FAMILIES:
+        return DataImages(None, f"the logged data identity names no known family ({family!r})")
+    if kind == "smoke":
+        source = "smoke"
+    elif kind == "hub":
+        revision = identity.get("revision") or identity.get("requested_revision")
+        source = f"hub:{location}" + (f"@{revision}" if revision else "")
+    elif kind == "local" and location:
+        source = str(location)
+    else:
+        return DataImages(None, f"the logged data identity names no known source (kind {kind!r})")
+    try:
+        if kind == "hub":
+            _check_hub(source)
+        loaded = load_source(source, family)
+        problems = loaded.problems
+        if not problems:
+            found = fingerprint(loaded.samples, lambda s: image_sha256(s.image))
+    except DataError as exc:
+        problems = exc.problems
+    except OSError as exc:
+        return DataImages(None, f"the data the run read ({where}) cannot be read: {exc}")
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        return DataImages(None, f"the data the run read ({where}) cannot be loaded: {problem_lines(problems)[0]}{more}")
+    if found != identity.get("fingerprint"):
+        return DataImages(
+            None,
+            f"the data at {where} has changed since the run (its fingerprint is {found[:19]}…, "
+            f"the run read {str(identity.get('fingerprint'))[:19]}…)",
+            changed=True,
+        )
+    return DataImages({s.id: s.image for s in loaded.samples})
+
+
+def _rgb(image: Any) -> Any:
+    """Return an RGB copy of a decoded image, transparent parts on white."""
+    from PIL import Image
+
+    if image.mode in {"RGBA", "LA", "PA"} or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGB", rgba.size, "white")
+        canvas.paste(rgba, mask=rgba.getchannel("A"))
+        return canvas
+    return image.convert("RGB")
+
+
+def _jpeg(image: Any, longest: int, quality: int) -> bytes:
+    """Return an RGB image shrunk to at most `longest` px on its long side, as JPEG bytes."""
+    from PIL import Image
+
+    copy = image.copy()
+    copy.thumbnail((longest, longest), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    copy.save(out, "JPEG", quality=quality, optimize=True)
+    return out.getvalue()
+
+
+def write_image(data: bytes, name: str, label: str, site: Path) -> str | None:
+    """Write an image's thumbnail and view under the site unless both are there; return why it cannot, or None."""
+    thumb, view = site / THUMBS / f"{name}.jpg", site / VIEWS / f"{name}.jpg"
+    if thumb.is_file() and view.is_file():  # named by content: written from these very bytes before
+        return None
+    try:
+        image = open_image(data, label)
+        rgb = _rgb(image)
+        image.close()
+    except ImageError as exc:
+        return str(exc)
+    except (OSError, ValueError) as exc:  # a mode PIL cannot turn into RGB
+        return f"{label}: cannot be converted to RGB ({exc})"
+    write_atomic(view, _jpeg(rgb, VIEW_PX, 85))
+    write_atomic(thumb, _jpeg(rgb, THUMB_PX, 80))
+    return None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a card's image is (a file or the bytes of a data cell), or why it has none; `path`: its samples file."""
+
+    label: str
+    path: str
+    source: Path | bytes | None = None
+    why: str | None = None
+
+
+class DataSources:
+    """The data the runs read, each source loaded once."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, DataImages] = {}
+
+    def images(self, identity: dict[str, Any]) -> DataImages:
+        """Return the images of the data an identity names."""
+        key = json.dumps(identity, sort_keys=True)
+        if key not in self.loaded:
+            self.loaded[key] = load_data_images(identity)
+        return self.loaded[key]
+
+
+@dataclass
+class Warnings:
+    """What could not be shown, gathered per samples file and reason, printed as few lines as possible."""
+
+    samples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+    def unshown(self, located: Located, why: str | None) -> str:
+        """Record a card whose image cannot be shown; return the note its placeholder shows."""
+        why = why or "unknown reason"
+        self.samples.setdefault((located.path, why), []).append(located.label)
+        return f"image not shown: {why}"
+
+    def lines(self) -> list[str]:
+        """Return the warning lines: one per samples file whose data was not loaded, one per (file, reason)."""
+        out = [f"{path}: {why}; images are taken from the files the run logged" for path, why in self.files.items()]
+        for (path, why), names in self.samples.items():
+            if len(names) == 1:
+                out.append(f"{path}: {names[0]}: image not shown ({why})")
+                continue
+            listed = ", ".join(names[:SHOWN_IN_WARNING])
+            more = f" and {len(names) - SHOWN_IN_WARNING} more" if len(names) > SHOWN_IN_WARNING else ""
+            out.append(f"{path}: {len(names)} samples ({listed}{more}): image not shown ({why})")
+        return out
+
+
+def locate_image(card: Card, sources: DataSources, warnings: Warnings) -> Located:
+    """Find a card's image: in the data its run read (when unchanged), else the file lmms-eval logged."""
+    setting = next(s for s in SETTINGS if s in card.records)
+    record, path = card.records[setting], str(card.files[setting])
+    label = f"{card.family}/{card.sample_id}"
+    why = None
+    identity = record.get("data_identity")
+    if identity:
+        data = sources.images(identity)
+        if data.images is not None:
+            ref = data.images.get(card.sample_id)
+            if ref is not None:
+                return Located(label, path, ref.path if ref.path is not None else ref.data)
+            why = f"the data the run read has no sample {card.sample_id!r}"
+        elif data.changed:
+            return Located(label, path, why=data.why)
+        else:
+            why = data.why
+    media = record.get("input_media")
+    if isinstance(media, str) and Path(media).is_file():
+        if why:
+            warnings.files.setdefault(path, why)
+        return Located(label, path, Path(media))
+    logged = f"the run logged the image file {media}, which is not there" if media else "the run logged no image file"
+    return Located(label, path, why=f"{why}; {logged}" if why else logged)
+
+
+def _read(source: Path | bytes) -> bytes:
+    """Return an image's stored bytes (OSError when its file cannot be read)."""
+    return source.read_bytes() if isinstance(source, Path) else source
+
+
+def _name(entry: Located) -> tuple[str | None, str | None]:
+    """Return (content name, None) of a located image, or (None, why its file cannot be read)."""
+    try:
+        return hashlib.sha256(_read(entry.source)).hexdigest()[:32], None  # type: ignore[arg-type]
+    except OSError as exc:
+        return None, f"{entry.label}: cannot read {entry.source} ({exc.strerror or exc})"
+
+
+def _write(entry: Located, name: str, site: Path) -> str | None:
+    """Write one image's thumbnail and view; return why it cannot be shown, or None."""
+    where = f" {entry.source}" if isinstance(entry.source, Path) else ""
+    try:
+        data = _read(entry.source)  # type: ignore[arg-type]
+    except OSError as exc:
+        return f"{entry.label}: cannot read {entry.source} ({exc.strerror or exc})"
+    return write_image(data, name, f"{entry.label} image{where}", site)
+
+
+def write_images(located: list[Located], site: Path, workers: int) -> list[tuple[str | None, str | None]]:
+    """Write each distinct image once, in parallel; return (image name, None) or (None, why) per entry.
+
+    Images are told apart by the SHA-256 of their stored bytes; no more than `workers` images are held at once.
+    """
+    key = lambda entry: str(entry.source) if isinstance(entry.source, Path) else entry.source  # noqa: E731
+    unique = list({key(e): e for e in located if e.source is not None}.values())
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # reading, decoding, encoding release the GIL
+        names = dict(zip(map(key, unique), pool.map(_name, unique), strict=True))
+        first = {}
+        for entry in unique:
+            name = names[key(entry)][0]
+            if name is not None:
+                first.setdefault(name, entry)
+        written = dict(zip(first, pool.map(lambda n: _write(first[n], n, site), first), strict=True))
+    results: list[tuple[str | None, str | None]] = []
+    for entry in located:
+        name, why = names[key(entry)] if entry.source is not None else (None, entry.why)
+        why = why or (written[name] if name else None)
+        results.append((None, why) if why else (name, None))
+    return results
+
+
+class Questions:
+    """Interns the logged level texts, split into question and options, so models and settings share them."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.items: list[list[Any]] = []
+
+    def add(self, text: Any) -> int:
+        """Return the index of a level text, adding it when new."""
+        text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+        if text not in self.index:
+            self.index[text] = len(self.items)
+            self.items.append(list(split_question(text)))
+        return self.index[text]
+
+
+def _reply_text(reply: Any) -> str | None:
+    """Return a logged reply as text (None when no reply was logged)."""
+    if reply is None or isinstance(reply, str):
+        return reply
+    return json.dumps(reply, ensure_ascii=False)
+
+
+def setting_json(record: dict[str, Any], path: Path, questions: Questions) -> dict[str, Any]:
+    """Return what the page shows of one chain in one setting."""
+    replies = [_reply_text(r) for r in record["replies"]]
+    return {
+        "questions": [questions.add(q) for q in record["questions"]],
+        "gold": record["gold"],
+        "replies": [r[:MAX_REPLY_CHARS] if r else r for r in replies],
+        "cut": [max(0, len(r) - MAX_REPLY_CHARS) if r else 0 for r in replies],
+        "parsed": record["parsed"],
+        "official": record["parsed_official"],
+        "correct": record["correct"],
+        "failed": record["failed"],
+        "first": first_wrong_level(record["correct"]),
+        "full": record["chain_correct"],
+        "source": f"{path}:{','.join(map(str, record['lines']))}",
+    }
+
+
+def page_data(cards: list[Card], site: Path, warnings: Warnings, workers: int) -> dict[str, Any]:
+    """Return the JSON the page embeds (models, families, aspects, interned questions, one entry per card)."""
+    models = sorted({c.model for c in cards})
+    sources = DataSources()
+    located = [locate_image(card, sources, warnings) for card in cards]
+    images = write_images(located, site, workers)
+    questions = Questions()
+    entries = []
+    for card, where, (image, why) in zip(cards, located, images, strict=True):
+        entry = {
+            "model": models.index(card.model),
+            "family": card.family,
+            "aspect": card.aspect,
+            "id": card.sample_id,
+            "image": image,
+            "note": None if image else warnings.unshown(where, why),
+        }
+        for setting in SETTINGS:
+            record = card.records.get(setting)
+            entry[setting] = setting_json(record, card.files[setting], questions) if record else None
+        entries.append(entry)
+    families = [f for f in FAMILIES if any(c.family == f for c in cards)]
+    aspects = list(dict.fromkeys((c.family, c.aspect) for c in cards if c.aspect))
+    return {
+        "models": models,
+        "families": [[f, FAMILIES[f][1].replace("-", " ")] for f in families],
+        "aspects": [list(a) for a in aspects],
+        "questions": questions.items,
+        "cards": entries,
+    }
+
+
+def render_page(data: dict[str, Any], notes: list[str]) -> str:
+    """Return the whole page: controls, notes, the embedded data and the script that renders the cards."""
+    note_items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    models = len(data["models"])
+    summary = (
+        f"{len(data['cards'])} cards: {models} model(s) × the samples each logged. Each card shows the image (click it "
+        "for a larger view), the three questions with their options (✓ marks the gold key), and per setting the raw "
+        "reply and the letter each parsing rule read (ours, and the authors' in brackets). Filters use our parser; "
+        "they are kept in the address, so a filtered view can be shared as a link."
+    )
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{TITLE}</title><style>{STYLE}</style></head><body>"
+        f"<header><h1>{TITLE}</h1><p class='lede'>{html.escape(summary)}</p>"
+        + (f"<ul class='warnings'>{note_items}</ul>" if note_items else "")
+        + CONTROLS
+        + "</header><main id='cards'></main><nav class='pager' id='pager-bottom'></nav>"
+        "<div id='lightbox' hidden><img alt=''></div>"
+        "<noscript><p>This page renders its cards with JavaScript; please enable it.</p></noscript>"
+        f'<script type="application/json" id="chain-data">{embed_json(data)}</script>'
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )
+
+
+def write_browser(runs: Sequence[Path], site: Path) -> Path | None:
+    """Write `site/chains.html` (+ thumbnails) for the sample logs under the run folders; None when there are none."""
+    if not browsed_files(runs):
+        return None
+    cards = read_cards(runs)  # every file read first: a damaged line leaves the site as it was
+    site = make_folder(site)
+    (site / THUMBS).mkdir(exist_ok=True)
+    (site / VIEWS).mkdir(exist_ok=True)
+    warnings = Warnings()
+    data = page_data(cards, site, warnings, workers=min(8, os.cpu_count() or 1))
+    notes = warnings.lines()
+    for line in notes:
+        print(f"warning: {line}", file=sys.stderr)
+    page = site / PAGE
+    write_atomic(page, render_page(data, notes))
+    return page
+
+
+CONTROLS = """
+<form id="filters" onsubmit="return false">
+<label>Model <select id="f-model"><option value="">all</option></select></label>
+<label>Family <select id="f-family"><option value="">all</option></select></label>
+<label>Aspect <select id="f-aspect"><option value="">all</option></select></label>
+<label>First wrong, base <select id="f-base"><option value="">any</option><option value="none">none (all right)</option>
+<option value="L1">L1</option><option value="L2">L2</option><option value="L3">L3</option>
+<option value="incomplete">chain incomplete</option></select></label>
+<label>First wrong, context <select id="f-context"><option value="">any</option>
+<option value="none">none (all right)</option>
+<option value="L1">L1</option><option value="L2">L2</option><option value="L3">L3</option>
+<option value="incomplete">chain incomplete</option></select></label>
+<label>Base vs context <select id="f-delta"><option value="">any</option>
+<option value="base-only">base right, context wrong</option>
+<option value="context-only">base wrong, context right</option>
+</select></label>
+<label>Sample id <input id="f-id" type="search" size="14"></label>
+<button type="button" id="clear">Clear filters</button>
+</form>
+<p id="count" aria-live="polite"></p><nav class="pager" id="pager-top"></nav>
+"""
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.2rem auto; max-width: 1240px; padding: 0 1rem; color: #1d1d1f; }
+h1 { font-size: 1.5rem; margin-bottom: 0.3rem; } .lede { color: #4b5563; font-size: 0.9rem; max-width: 70rem; }
+.warnings { color: #92400e; font-size: 0.8rem; }
+#filters { display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; align-items: end; font-size: 0.85rem; margin: 0.6rem 0; }
+#filters label { display: flex; flex-direction: column; gap: 0.15rem; color: #374151; }
+#count { font-size: 0.9rem; margin: 0.4rem 0; }
+.pager { display: flex; gap: 0.6rem; align-items: center; font-size: 0.85rem; margin: 0.4rem 0; }
+.card { border: 1px solid #d1d5db; border-radius: 6px; margin: 0.9rem 0; padding: 0.6rem 0.8rem;
+  display: grid; grid-template-columns: 250px 1fr; gap: 0.8rem; }
+.card h2 { grid-column: 1 / -1; font-size: 1rem; margin: 0; display: flex; flex-wrap: wrap; gap: 0.5rem;
+  align-items: baseline; }
+.meta { color: #4b5563; font-weight: normal; font-size: 0.85rem; }
+.badge { font-size: 0.75rem; font-weight: normal; border-radius: 3px; padding: 0.05rem 0.35rem; background: #e5e7eb; }
+.badge.right { background: #d1fae5; } .badge.wrong { background: #fee2e2; }
+.thumb { border: 0; padding: 0; background: none; cursor: zoom-in; }
+.thumb img { width: 240px; height: 240px; object-fit: contain; background: #f3f4f6; }
+.placeholder { width: 240px; height: 160px; background: #f3f4f6; border: 1px dashed #9ca3af; display: flex;
+  align-items: center; justify-content: center; color: #6b7280; font-size: 0.85rem; }
+.note { color: #92400e; font-size: 0.78rem; overflow-wrap: anywhere; }
+table { border-collapse: collapse; font-size: 0.82rem; width: 100%; table-layout: fixed; }
+th, td { border-top: 1px solid #e5e7eb; padding: 0.3rem 0.4rem; vertical-align: top; text-align: left; }
+thead th { background: #f9fafb; } col.level { width: 6.8rem; } col.gold { width: 3rem; }
+.question { margin: 0 0 0.2rem; white-space: pre-wrap; }
+.options { list-style: none; margin: 0; padding: 0; } .options li { white-space: pre-wrap; }
+.options li.gold { font-weight: 600; } .pick { font-size: 0.7rem; color: #1e40af; margin-left: 0.3rem; }
+pre.reply { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0.2rem 0 0; max-height: 12rem; overflow: auto;
+  background: #f9fafb; padding: 0.2rem 0.3rem; font-size: 0.78rem; }
+.empty { color: #9ca3af; font-style: italic; } .ok { color: #047857; } .bad { color: #b91c1c; }
+.sources { grid-column: 1 / -1; color: #6b7280; font-size: 0.72rem; overflow-wrap: anywhere; }
+#lightbox { position: fixed; inset: 0; background: rgba(0, 0, 0, 0.8); display: flex; align-items: center;
+  justify-content: center; cursor: zoom-out; } #lightbox[hidden] { display: none; }
+#lightbox img { max-width: 95vw; max-height: 95vh; background: white; }
+"""
+
+# Renders the cards from the embedded data with DOM calls and textContent only (never markup from the data).
+# Filters and the page are read from and written to the URL hash: #model=M&family=F&aspect=A&base=L1&context=none
+# &delta=base-only|context-only&id=TEXT&page=N&per=N.
+SCRIPT = """
+(() => {
+  const data = JSON.parse(document.getElementById('chain-data').textContent);
+  const FILTERS = ['model', 'family', 'aspect', 'base', 'context', 'delta', 'id'];
+  const LEVELS = ['L1 perception', 'L2 bridge', 'L3 connotation'];
+  const SETTINGS = ['base', 'context'];
+  const $ = id => document.getElementById(id);
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  };
+  let state = {};
+
+  const fill = (id, values) => values.forEach(([value, label]) => {
+    const option = el('option', null, label);
+    option.value = value;
+    $(id).appendChild(option);
+  });
+  fill('f-model', data.models.map(m => [m, m]));
+  fill('f-family', data.families);
+  fill('f-aspect', data.aspects.map(([family, aspect]) => [aspect, aspect + ' (' + family + ')']));
+
+  function readHash() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    state = {};
+    for (const [key, value] of params) state[key] = value;
+    FILTERS.forEach(f => { $('f-' + f).value = state[f] || ''; });
+  }
+  function writeHash() {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(state)) if (value) params.set(key, value);
+    history.replaceState(null, '', '#' + params.toString());
+  }
+
+  function matches(card) {
+    if (state.model && data.models[card.model] !== state.model) return false;
+    if (state.family && card.family !== state.family) return false;
+    if (state.aspect && card.aspect !== state.aspect) return false;
+    for (const s of SETTINGS) if (state[s] && !(card[s] && card[s].first === state[s])) return false;
+    if (state.delta) {
+      if (!card.base || !card.context) return false;
+      const base = card.base.full, context = card.context.full;
+      if (state.delta === 'base-only' && !(base === true && context === false)) return false;
+      if (state.delta === 'context-only' && !(base === false && context === true)) return false;
+      if (state.delta !== 'base-only' && state.delta !== 'context-only') return false;
+    }
+    if (state.id && !card.id.toLowerCase().includes(state.id.toLowerCase())) return false;
+    return true;
+  }
+
+  function verdictBadge(setting, chain) {
+    if (!chain) return el('span', 'badge', setting + ': not run');
+    const first = chain.first;
+    const text = first === 'none' ? 'all right' : first === 'incomplete' ? 'chain incomplete' : 'first wrong ' + first;
+    return el('span', 'badge ' + (first === 'none' ? 'right' : 'wrong'), setting + ': ' + text);
+  }
+
+  function questionCell(card, k) {
+    const td = el('td');
+    const own = SETTINGS.map(s => card[s]).filter(c => c && c.questions[k] !== undefined);
+    if (!own.length) return td;
+    const [question, options] = data.questions[own[0].questions[k]];
+    const gold = own[0].gold[k];
+    td.appendChild(el('p', 'question', question));
+    if (options) {
+      const list = el('ul', 'options');
+      for (const [key, text] of options) {
+        const li = el('li', key === gold ? 'gold' : null, key + '. ' + text + (key === gold ? ' ✓' : ''));
+        for (const s of SETTINGS) {
+          if (card[s] && card[s].parsed[k] === key) li.appendChild(el('span', 'pick', '← ' + s));
+        }
+        list.appendChild(li);
+      }
+      td.appendChild(list);
+    }
+    for (const other of own.slice(1)) {
+      if (other.questions[k] !== own[0].questions[k]) {
+        td.appendChild(el('p', 'note', 'asked in the context setting as: ' + data.questions[other.questions[k]][0]));
+      }
+    }
+    return td;
+  }
+
+  function replyCell(chain, k) {
+    const td = el('td');
+    if (!chain) { td.appendChild(el('span', 'empty', 'not run')); return td; }
+    if (chain.parsed[k] === undefined) { td.appendChild(el('span', 'empty', 'not asked (chain cut)')); return td; }
+    const right = chain.correct[k];
+    const line = el('div', null);
+    line.appendChild(el('span', right ? 'ok' : 'bad', right ? '✓ ' : '✗ '));
+    const letters = (chain.parsed[k] || '—') + ' (authors\\' ' + (chain.official[k] || '—') + ')';
+    line.appendChild(document.createTextNode(letters));
+    td.appendChild(line);
+    const reply = chain.replies[k];
+    if (chain.failed[k] && !reply) td.appendChild(el('pre', 'reply empty', '(no reply)'));
+    else td.appendChild(el('pre', 'reply', reply));
+    if (chain.cut[k]) {
+      td.appendChild(el('p', 'note', '… ' + chain.cut[k] + ' more characters not shown (see the samples file)'));
+    }
+    return td;
+  }
+
+  function cardElement(card) {
+    const article = el('article', 'card');
+    article.setAttribute('data-model', data.models[card.model]);
+    article.setAttribute('data-id', card.id);
+    const head = el('h2', null, card.id);
+    head.appendChild(el('span', 'meta', [card.family, card.aspect, data.models[card.model]].join(' · ')));
+    SETTINGS.forEach(s => head.appendChild(verdictBadge(s, card[s])));
+    article.appendChild(head);
+    const figure = el('div', 'figure');
+    if (card.image) {
+      const button = el('button', 'thumb');
+      button.type = 'button';
+      const img = el('img');
+      img.loading = 'lazy';
+      img.alt = 'image of ' + card.id;
+      img.src = 'thumbs/' + card.image + '.jpg';
+      button.appendChild(img);
+      button.addEventListener('click', () => {
+        $('lightbox').querySelector('img').src = 'images/' + card.image + '.jpg';
+        $('lightbox').hidden = false;
+      });
+      figure.appendChild(button);
+    } else {
+      figure.appendChild(el('div', 'placeholder', 'no image'));
+      figure.appendChild(el('p', 'note', card.note));
+    }
+    article.appendChild(figure);
+    const table = el('table');
+    const cols = el('colgroup');
+    ['level', 'question', 'gold', 'reply', 'reply'].forEach(c => cols.appendChild(el('col', c)));
+    table.appendChild(cols);
+    const headRow = el('tr');
+    const heads = ['Level', 'Question and options', 'Gold', 'Base: reply', 'Context: reply'];
+    heads.forEach(t => headRow.appendChild(el('th', null, t)));
+    table.appendChild(el('thead')).appendChild(headRow);
+    const body = el('tbody');
+    const depth = Math.max(...SETTINGS.map(s => card[s] ? card[s].questions.length : 0));
+    for (let k = 0; k < depth; k++) {
+      const row = el('tr');
+      row.appendChild(el('th', null, LEVELS[k] || 'L' + (k + 1)));
+      row.appendChild(questionCell(card, k));
+      const chain = card.base || card.context;
+      row.appendChild(el('td', null, chain.gold[k]));
+      SETTINGS.forEach(s => row.appendChild(replyCell(card[s], k)));
+      body.appendChild(row);
+    }
+    table.appendChild(body);
+    article.appendChild(table);
+    const sources = SETTINGS.filter(s => card[s]).map(s => s + ': ' + card[s].source).join('   ');
+    article.appendChild(el('p', 'sources', sources));
+    return article;
+  }
+
+  function pager(nav, page, pages) {
+    nav.replaceChildren();
+    const go = (target, label, enabled) => {
+      const button = el('button', null, label);
+      button.type = 'button';
+      button.disabled = !enabled;
+      button.addEventListener('click', () => { state.page = String(target); writeHash(); render(); scrollTo(0, 0); });
+      nav.appendChild(button);
+    };
+    go(page - 1, '‹ previous', page > 1);
+    nav.appendChild(el('span', null, 'page ' + page + ' of ' + pages));
+    go(page + 1, 'next ›', page < pages);
+  }
+
+  function render() {
+    const hits = data.cards.filter(matches);
+    const per = Math.max(1, parseInt(state.per, 10) || 50);
+    const pages = Math.max(1, Math.ceil(hits.length / per));
+    const page = Math.min(Math.max(1, parseInt(state.page, 10) || 1), pages);
+    const count = $('count');
+    count.replaceChildren(el('strong', null, String(hits.length)));
+    count.appendChild(document.createTextNode(' of ' + data.cards.length + ' cards shown (one per sample and model)'));
+    $('cards').replaceChildren(...hits.slice((page - 1) * per, page * per).map(cardElement));
+    pager($('pager-top'), page, pages);
+    pager($('pager-bottom'), page, pages);
+  }
+
+  FILTERS.forEach(f => $('f-' + f).addEventListener(f === 'id' ? 'input' : 'change', event => {
+    state[f] = event.target.value;
+    delete state.page;
+    writeHash();
+    render();
+  }));
+  $('clear').addEventListener('click', () => {
+    state = {};
+    FILTERS.forEach(f => { $('f-' + f).value = ''; });
+    writeHash();
+    render();
+  });
+  $('lightbox').addEventListener('click', () => { $('lightbox').hidden = true; });
+  document.addEventListener('keydown', e => { if (e.key === 'Escape') $('lightbox').hidden = true; });
+  window.addEventListener('hashchange', () => { readHash(); render(); });
+  readHash();
+  render();
+})();
+"""

@@ -1,0 +1,103 @@
+"""`hvcu report --format html --out DIR`: the static site (index.html, models/<name>.html, the chain browser)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hvcu_tasks.files import inside, write_atomic
+from hvcu_tasks.report.browser import write_browser
+from hvcu_tasks.report.figures import caption
+from hvcu_tasks.report.html import ModelPage, page_names, render_index, render_model_page
+from hvcu_tasks.report.runs import SMOKE, ModelResult
+from hvcu_tasks.report.tables import (
+    Table,
+    aspect_table,
+    compare_table,
+    error_table,
+    general_table,
+    interval_table,
+    setting_table,
+)
+
+MODELS_DIR = "models"
+
+
+def _board_row(board: Table | None, model: str) -> Table | None:
+    """Return the model's row of the leaderboard as a one-row table (its rank as on the board), None if absent."""
+    if board is None:
+        return None
+    label = board.columns.index("Model")
+    rows = [r for r in board.rows if r[label] == model or str(r[label]).rstrip("*†‡") == model]
+    if not rows:
+        return None
+    return Table("leaderboard", "On the leaderboard", list(board.columns), rows, list(board.notes))
+
+
+def model_tables(
+    model: ModelResult, board: Table | None, pair: tuple[ModelResult, ModelResult] | None = None
+) -> list[Table]:
+    """Return one model's tables: its leaderboard row, per setting its levels, aspects, errors and intervals, and
+    the comparison of `pair` (`--compare`: B against A, e.g. tuned against its base model) when given."""
+    tables = [t for t in [_board_row(board, model.model)] if t is not None]
+    for setting in (s for s in ("base", "context") if s in model.settings):
+        tables.append(setting_table([model], setting, reference=False))
+        tables.append(aspect_table([model], setting))
+        tables.append(error_table([model], setting))
+        if model.chains.get(setting):
+            tables.append(interval_table([model], setting))
+        if pair is not None and all(setting in m.settings for m in pair):
+            tables.append(compare_table(*pair, setting))
+    if model.general:
+        tables.append(general_table([model], reference=False))
+    return tables
+
+
+def _chains_page(runs: Sequence[Path], out: Path) -> str | None:
+    """Write the chain browser and return its path relative to `out`, None when the runs logged no samples."""
+    page = write_browser(list(runs), out)
+    return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
+
+
+def write_site(
+    out: Path,
+    tables: list[Table],
+    models: list[ModelResult],
+    figures: list[Path],
+    runs: Sequence[Path],
+    compare: tuple[ModelResult, ModelResult] | None = None,
+    reference: bool = True,
+    published: Sequence[str] = (),
+) -> list[Path]:
+    """Write index.html and one page per model into `out` (figures already under it); return the written pages.
+
+    `published`: models of a published board (`--base`) not among the runs; their pages are not rewritten, but a
+    page an earlier report left under models/ stays linked.
+    """
+    chains = _chains_page(runs, out)
+    shown = [m for m in models if m.settings or m.general]
+    names = page_names(sorted({m.model for m in shown} | set(published)))  # sorted: a model keeps its file name
+    current = {m.model for m in shown}
+    links = {
+        model: f"{MODELS_DIR}/{name}"
+        for model, name in names.items()
+        if model in current or (out / MODELS_DIR / name).is_file()
+    }
+    svgs = [(p, caption(p.stem, models, reference)) for p in figures if p.suffix == ".svg"]
+    board = next((t for t in tables if t.name == "leaderboard"), None)
+    written = [out / "index.html"]
+    write_atomic(written[0], render_index(tables, svgs, links, chains))
+    (out / MODELS_DIR).mkdir(exist_ok=True)
+    for model in shown:
+        pair = compare if compare is not None and any(model is m for m in compare) else None
+        page = ModelPage(model.model, names[model.model], model_tables(model, board, pair))
+        data = f"Data: {model.data_label()}" + (
+            " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"
+            if model.dataset == {SMOKE}
+            else ""
+        )
+        page.notes = [data, *[f"{s}: {n}" for s, notes in model.notes.items() for n in notes], *model.data_notes]
+        path = inside(out, MODELS_DIR, page.file)
+        write_atomic(path, render_model_page(page, chains))
+        written.append(path)
+    return written

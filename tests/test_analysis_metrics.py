@@ -1,0 +1,194 @@
+"""The pure scores behind the analyses (issue 15): position bias, error propagation, circular evaluation, chance.
+
+Every expected number is worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hvcu_tasks import metrics
+from hvcu_tasks.analysis import rotate_options, rotated_answer
+from hvcu_tasks.metrics import Outcome
+
+
+def _o(sid: str, level: int, gold: str, pred: str | None, family: str = "aesthetic") -> Outcome:
+    return Outcome(sid, family, "color", level, gold, pred, pred or "")
+
+
+def _chain(sid: str, golds: str, preds: str) -> list[Outcome]:
+    """One chain; '-' in `preds` is a reply with no letter."""
+    return [_o(sid, lv, g, None if p == "-" else p) for lv, g, p in zip((1, 2, 3), golds, preds, strict=True)]
+
+
+# --- answer-position bias ------------------------------------------------------------------------------------
+
+
+def test_position_shares_count_parsed_replies_and_all_golds() -> None:
+    # golds A A B C (A 50, B 25, C 25, D 0); letters A A A and one reply with none: A 100 of the parsed
+    outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
+    got = metrics.score_positions(outcomes).as_metrics()
+    assert got["pred_share_A"] == 100.0 and got["pred_share_B"] == 0.0 and got["pred_share_D"] == 0.0
+    assert got["gold_share_A"] == 50.0 and got["gold_share_B"] == 25.0 and got["gold_share_C"] == 25.0
+    assert got["gold_share_D"] == 0.0
+
+
+def test_position_bias_is_half_the_summed_share_differences() -> None:
+    # preds A A A (A 100); golds A A B C (A 50, B 25, C 25): (50 + 25 + 25 + 0) / 2 = 50
+    outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
+    assert metrics.score_positions(outcomes).bias == 50.0
+
+
+def test_replies_spread_like_the_golds_have_no_position_bias() -> None:
+    outcomes = [_o("s1", 1, "A", "B"), _o("s2", 1, "B", "A"), _o("s3", 1, "C", "D"), _o("s4", 1, "D", "C")]
+    assert metrics.score_positions(outcomes).bias == 0.0
+
+
+def test_position_metrics_with_no_parsed_reply_are_not_available() -> None:
+    got = metrics.score_positions([_o("s1", 1, "A", None)]).as_metrics()
+    assert math.isnan(got["pred_share_A"]) and math.isnan(got["position_bias"])
+    assert got["gold_share_A"] == 100.0
+
+
+# --- error propagation ---------------------------------------------------------------------------------------
+
+
+def test_error_propagation_conditions_on_the_level_before() -> None:
+    outcomes = [
+        *_chain("c1", "AAA", "AAA"),  # right right right
+        *_chain("c2", "AAA", "BBA"),  # wrong wrong right
+        *_chain("c3", "AAA", "BAB"),  # wrong right wrong
+        *_chain("c4", "AAA", "ABB"),  # right wrong wrong
+        *_chain("c5", "AAA", "-AA"),  # no letter (wrong) right right
+    ]
+    got = metrics.score_task(outcomes).as_metrics(["color"])
+    # L1 wrong: c2 c3 c5, of which L2 wrong: c2 -> 1/3; L1 right: c1 c4, L2 wrong: c4 -> 1/2
+    assert got["wrong_bridge_after_wrong"] == pytest.approx(100 / 3)
+    assert got["wrong_bridge_after_right"] == 50.0
+    # L2 wrong: c2 c4, L3 wrong: c4 -> 1/2; L2 right: c1 c3 c5, L3 wrong: c3 -> 1/3
+    assert got["wrong_conn_after_wrong"] == 50.0
+    assert got["wrong_conn_after_right"] == pytest.approx(100 / 3)
+
+
+def test_error_propagation_with_no_chain_meeting_the_condition_is_nan_not_zero() -> None:
+    got = metrics.score_task(_chain("c1", "AAA", "AAA")).as_metrics(["color"])
+    assert math.isnan(got["wrong_bridge_after_wrong"]) and math.isnan(got["wrong_conn_after_wrong"])
+    assert got["wrong_bridge_after_right"] == 0.0 and got["wrong_conn_after_right"] == 0.0
+
+
+def test_error_propagation_leaves_out_incomplete_chains() -> None:
+    outcomes = [*_chain("c1", "AAA", "BBB"), *_chain("c2", "AAA", "BB-")[:2]]  # c2 lacks L3
+    got = metrics.score_task(outcomes).as_metrics(["color"])
+    assert got["wrong_bridge_after_wrong"] == 100.0  # c1 only: 1/1
+    assert math.isnan(got["wrong_bridge_after_right"])
+
+
+def test_the_new_metrics_leave_the_existing_values_unchanged() -> None:
+    outcomes = [*_chain("c1", "ABC", "ABC"), *_chain("c2", "ABC", "ABD")]
+    got = metrics.score_task(outcomes).as_metrics(["color"])
+    assert got["acc_perc"] == 100.0 and got["acc_conn"] == 50.0 and got["acc_full"] == 50.0
+    assert got["errors_at_conn"] == 1 and got["n_chains"] == 2 and got["full_color"] == 50.0
+
+
+# --- circular evaluation -------------------------------------------------------------------------------------
+
+KEYS = ("A", "B", "C", "D")
+TEXTS = ("red", "green", "blue", "grey")
+
+
+def _rotated_level(sid: str, level: int, gold_text: str, reply, family: str = "aesthetic") -> list[tuple[int, Outcome]]:
+    """The four rotated outcomes of one level; `reply(options)` gives the letter answered for each rotation."""
+    original = tuple(zip(KEYS, TEXTS, strict=True))
+    gold = KEYS[TEXTS.index(gold_text)]
+    out = []
+    for r in range(4):
+        options = rotate_options(original, r)
+        out.append((r, _o(sid, level, rotated_answer(original, gold, r), reply(dict(options)), family)))
+    return out
+
+
+def _by_text(text: str):
+    return lambda options: next(k for k, t in options.items() if t == text)
+
+
+def test_rotations_keep_the_keys_and_move_every_text_through_every_key() -> None:
+    original = tuple(zip(KEYS, TEXTS, strict=True))
+    orders = [rotate_options(original, r) for r in range(4)]
+    assert all([k for k, _ in o] == list(KEYS) for o in orders)
+    assert all(sorted(t for _, t in o) == sorted(TEXTS) for o in orders)
+    assert len({tuple(t for _, t in o) for o in orders}) == 4
+    assert {dict(o)["A"] for o in orders} == set(TEXTS)  # each text sits at A exactly once
+
+
+def test_the_gold_key_follows_its_text() -> None:
+    original = tuple(zip(KEYS, TEXTS, strict=True))
+    for r in range(4):
+        assert dict(rotate_options(original, r))[rotated_answer(original, "C", r)] == "blue"
+    assert [rotated_answer(original, "C", r) for r in range(4)] == ["C", "B", "A", "D"]
+
+
+def test_a_model_that_always_answers_a_scores_zero_circular() -> None:
+    rotated = [x for sid in ("s1", "s2") for lv in (1, 2, 3) for x in _rotated_level(sid, lv, "blue", lambda _o: "A")]
+    got = metrics.score_circular(rotated).as_metrics()
+    assert got["acc_perc"] == got["acc_bridge"] == got["acc_conn"] == got["acc_full"] == 0.0
+    assert got["plain_acc_perc"] == 25.0  # right in the one rotation that puts the gold at A
+    assert got["pred_share_A"] == 100.0 and got["gold_share_A"] == 25.0 and got["position_bias"] == 75.0
+
+
+def test_circular_levels_and_chains_on_a_hand_computed_mix() -> None:
+    rotated = [
+        # s1: every level answered by its gold text in every rotation -> all circular-right
+        *_rotated_level("s1", 1, "red", _by_text("red")),
+        *_rotated_level("s1", 2, "green", _by_text("green")),
+        *_rotated_level("s1", 3, "blue", _by_text("blue")),
+        # s2: L1 right, L2 always "B" (right once), L3 a wrong text (never right)
+        *_rotated_level("s2", 1, "grey", _by_text("grey")),
+        *_rotated_level("s2", 2, "red", lambda _o: "B"),
+        *_rotated_level("s2", 3, "red", _by_text("blue")),
+    ]
+    got = metrics.score_circular(rotated).as_metrics()
+    assert got["acc_perc"] == 100.0 and got["acc_bridge"] == 50.0 and got["acc_conn"] == 50.0
+    assert got["acc_full"] == 50.0 and got["n_chains"] == 2 and got["n_incomplete"] == 0
+    # every rotation on its own: L2 4 + 1 of 8, L3 4 + 0 of 8
+    assert got["plain_acc_bridge"] == 62.5 and got["plain_acc_conn"] == 50.0
+
+
+def test_a_level_missing_a_rotation_is_left_out_and_its_sample_counted_incomplete() -> None:
+    rotated = [
+        *_rotated_level("s1", 1, "red", _by_text("red")),
+        *_rotated_level("s1", 2, "red", _by_text("red")),
+        *_rotated_level("s1", 3, "red", _by_text("red"))[:3],
+    ]
+    got = metrics.score_circular(rotated).as_metrics()
+    assert got["acc_perc"] == 100.0 and math.isnan(got["acc_conn"]) and math.isnan(got["acc_full"])
+    assert got["n_chains"] == 0 and got["n_incomplete"] == 1
+
+
+def test_a_rotation_given_twice_is_refused() -> None:
+    rotated = _rotated_level("s1", 1, "red", _by_text("red"))
+    with pytest.raises(ValueError, match="sample 's1' level 1 rotation 2"):
+        metrics.score_circular([*rotated, rotated[2]])
+
+
+def test_circular_official_rule_reads_the_reply_the_authors_way() -> None:
+    original = tuple(zip(KEYS, TEXTS, strict=True))
+    rotated = [
+        (r, Outcome("s1", "aesthetic", "color", 1, rotated_answer(original, "A", r), None, "", pred_official=None))
+        for r in range(4)
+    ]
+    rotated[0] = (0, Outcome("s1", "aesthetic", "color", 1, "A", "A", "A"))
+    got = metrics.score_circular(rotated).as_metrics()
+    assert got["acc_perc"] == 0.0 and got["acc_perc_official"] == 0.0 and got["invalid_perc"] == 75.0
+
+
+# --- chance --------------------------------------------------------------------------------------------------
+
+
+def test_chance_values() -> None:
+    assert metrics.CHANCE_LEVEL == 25.0
+    assert metrics.CHANCE_FULL == 100 / 64  # 1.5625
+    assert metrics.CIRCULAR_CHANCE_LEVEL == 100 / 256  # (1/4)^4
+    assert metrics.CIRCULAR_CHANCE_FULL == 100 / 256**3  # (1/256)^3
+    assert metrics.CHANCE_WRONG == 75.0

@@ -1,0 +1,130 @@
+"""A paid lmms-eval run killed with SIGKILL, rerun with the same command, pays only for the requests left unanswered."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI
+
+from hvcu_tasks.models.request_cache import read_replies
+
+pytestmark = pytest.mark.slow
+
+LMMS_EVAL = str(Path(sys.executable).parent / "lmms-eval")
+TASKS = "hvcu_bench_sample,hvcu_bench_context_sample"
+KILL_AFTER = 50
+"""Replies the server gives before it stops answering and the run is killed (45 base requests + 5 context ones)."""
+
+
+def reply(body: dict) -> str:
+    """A reply that depends only on the request's last user text."""
+    text = " ".join(part.get("text", "") for part in body["messages"][-1]["content"])
+    return "Answer: " + "ABCD"[zlib.crc32(text.encode()) % 4]
+
+
+class Freezer:
+    """Answers `reply` until `limit` replies were given, then holds every later request until released."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.answered: list[str] = []
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+
+    def __call__(self, body: dict) -> str:
+        with self.lock:
+            hold = self.limit is not None and len(self.answered) >= self.limit
+            if not hold:
+                self.answered.append(key(body))
+        if hold:
+            self.release.wait(timeout=300)
+        return reply(body)
+
+
+def key(body: dict) -> str:
+    return json.dumps(body, sort_keys=True)
+
+
+def command(server: FakeOpenAI, out: Path) -> list[str]:
+    args = f"inner=openai,model_version=fake-vlm,base_url={server.base_url},api_key=x,num_concurrent=8"
+    return [LMMS_EVAL, "--model", "hvcu_context", "--model_args", args, "--tasks", TASKS]
+
+
+def finish(cmd: list[str], out: Path, cache: Path) -> str:
+    """Run the command to the end; return its output."""
+    env = {**os.environ, "HVCU_CACHE_DIR": str(cache)}
+    proc = subprocess.run(
+        [*cmd, "--output_path", str(out), "--log_samples"], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def stored(cache: Path) -> int:
+    return sum(len(read_replies(folder)) for folder in (cache / "requests-v1").glob("*") if folder.is_dir())
+
+
+def outcome(out: Path) -> dict:
+    """The run's metrics and every logged (task, doc_id, replies)."""
+    (results,) = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
+    replies = set()
+    for path in glob.glob(str(out / "**" / "*_samples_*.jsonl"), recursive=True):
+        task = Path(path).stem.split("_samples_", 1)[1]
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            replies.add((task, row["doc_id"], json.dumps(row["filtered_resps"])))
+    return {"metrics": json.loads(Path(results).read_text())["results"], "replies": replies}
+
+
+def test_a_killed_run_rerun_pays_only_for_what_was_unanswered(tmp_path: Path) -> None:
+    freezer = Freezer()
+    with FakeOpenAI(freezer) as server:
+        server.server.handle_error = lambda *_: None  # the killed run's dropped connections are expected
+        cmd = command(server, tmp_path)
+        printed = finish(cmd, tmp_path / "whole", tmp_path / "cache-whole")
+        uninterrupted = len(server.requests)
+
+        # The killed run: once KILL_AFTER replies are given (and stored), later requests hang; kill -9 the run.
+        server.requests.clear()
+        freezer.limit, freezer.answered = KILL_AFTER, []
+        cache = tmp_path / "cache"
+        env = {**os.environ, "HVCU_CACHE_DIR": str(cache)}
+        proc = subprocess.Popen(
+            [*cmd, "--output_path", str(tmp_path / "killed")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 600
+        while stored(cache) < KILL_AFTER and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)  # let the backend fill its concurrency with requests that will not be answered
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        answered = set(freezer.answered)
+        in_flight = {key(b) for b in server.requests} - answered
+        freezer.release.set()
+
+        server.requests.clear()
+        freezer.limit = None
+        finish(cmd, tmp_path / "rerun", cache)
+        rerun = [key(b) for b in server.requests]
+
+    assert "hvcu_context: request cache " + str(tmp_path / "cache-whole" / "requests-v1") in printed
+    assert uninterrupted == 75  # 45 base + 30 context requests: a context chain's level 1 is the base request
+    assert len(answered) == KILL_AFTER and in_flight
+    assert set(rerun) & answered == set()  # nothing answered before the kill is paid again
+    assert set(rerun) >= in_flight  # the requests in flight at the kill are asked again
+    assert len(rerun) == uninterrupted - KILL_AFTER
+    assert outcome(tmp_path / "rerun") == outcome(tmp_path / "whole")
