@@ -136,7 +136,14 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print the leaderboard and paper-layout tables for the given lmms-eval run folders."""
     from hvcu_tasks.report.analysis import analysis_tables
-    from hvcu_tasks.report.leaderboard import board_entries, leaderboard_json, merge, read_leaderboard, run_entry
+    from hvcu_tasks.report.leaderboard import (
+        board_entries,
+        leaderboard_json,
+        merge,
+        read_leaderboard,
+        run_entry,
+        with_reference,
+    )
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
     from hvcu_tasks.report.runs import CUSTOM, ReportError, read_runs
     from hvcu_tasks.report.tables import compare_table
@@ -149,9 +156,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if published is None:
         entries = board_entries(ranked, reference)
-    else:  # the published board as it is (its [paper] rows included), plus the new runs
-        kept = [e for e in published if reference or e.source == "run"]
-        entries = merge(kept, [run_entry(m) for m in ranked if m.settings], args.base)
+    else:  # the published board as it is (its [paper] rows included, or today's when it has none), plus the new runs
+        entries = merge(with_reference(published, reference), [run_entry(m) for m in ranked if m.settings], args.base)
     tables = report_tables(models, reference=reference, entries=entries) + analysis_tables(args.runs)
     pair = None
     if args.compare:

@@ -10,6 +10,10 @@ becomes `context_doc_to_messages`, the name the YAMLs already use). Every step i
 `symtable`; a construct the bundler cannot rewrite safely (a module name that is also a local variable, a module
 object used other than as `module.name`, two different imports under one name) is an ExportError naming the
 file and line, never a silently wrong file.
+
+Every export also writes `.hvcu-export` (the toolkit version, then every file it wrote): `--force` replaces only an
+empty folder or such an earlier export holding nothing else (its utils.py bytecode cache aside), never the working
+folder or a folder holding it, so `hvcu export-task .../lmms_eval/tasks --force` is refused, not a wiped task tree.
 """
 
 from __future__ import annotations
@@ -687,27 +691,98 @@ def export_files(lmms_range: str) -> dict[str, bytes]:
     return files
 
 
+MARKER = ".hvcu-export"
+"""The file every export writes: a first line naming the toolkit version, then every file it wrote (sorted)."""
+MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
+
+
+def marker_text(files: dict[str, bytes]) -> str:
+    """Return the marker file's text for an export of `files`."""
+    return "".join(f"{line}\n" for line in [MARKER_HEAD + toolkit_version(), *sorted(files)])
+
+
+def exported_files(folder: Path) -> set[str] | None:
+    """Return the files an earlier export wrote into `folder` (its marker's list), or None when it has no marker."""
+    marker = folder / MARKER
+    if not marker.is_file() or marker.is_symlink():
+        return None
+    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not lines or not lines[0].startswith(MARKER_HEAD):
+        return None
+    return {MARKER, *lines[1:]}
+
+
+def foreign_files(folder: Path, limit: int = 3) -> list[str]:
+    """Return up to `limit`+1 files (or linked folders) in `folder` that no export wrote, in a stable order.
+
+    In an earlier export, its own files (its marker lists them) and Python's bytecode cache of its utils.py are not
+    foreign; in a folder with no marker, every file is.
+    """
+    own = exported_files(folder)
+    found: list[str] = []
+    for top, dirs, names in os.walk(folder):
+        dirs.sort()
+        rel_top = Path(top).relative_to(folder)
+        linked = [d for d in dirs if (Path(top) / d).is_symlink()]
+        for name in sorted(names + linked):
+            rel = rel_top / name
+            cache = "__pycache__" in rel.parts and name.endswith(".pyc")
+            if own is not None and (rel.as_posix() in own or cache):
+                continue
+            found.append(rel.as_posix())
+            if len(found) > limit:
+                return found
+    return found
+
+
+def check_target(dest: Path, force: bool) -> None:
+    """Refuse a DIR the export must not replace: the working folder (or one holding it), or files not ours."""
+    where = Path(os.path.abspath(dest))
+    here = Path.cwd().resolve()
+    if where.resolve() == here or where.resolve() in here.parents:
+        raise ExportError(
+            f"DIR {dest}: is the current folder (or holds it); name a folder beside it, e.g. "
+            f"{where.resolve().parent / 'hvcu_bench'}"
+        )
+    if not where.exists() or not any(where.iterdir()):
+        return
+    if not force:
+        raise ExportError(f"{dest}: folder exists and is not empty (--force replaces an earlier export)")
+    foreign = foreign_files(where)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise ExportError(
+            f"{dest}: --force replaces only an empty folder or an earlier export, and this folder holds files no "
+            f"export wrote ({shown}); name a new folder, e.g. {dest / 'hvcu_bench'}"
+        )
+
+
 def export_task(dest: Path, force: bool = False) -> dict[str, bytes]:
-    """Write the task folder to `dest` (all of it or nothing); an existing non-empty `dest` needs `force`."""
+    """Write the task folder to `dest` (all of it or nothing).
+
+    An existing non-empty `dest` is replaced only with `force`, and only when it is an earlier export (every file
+    in it listed in its marker); the working folder, or a folder holding it, is never replaced.
+    """
     from hvcu_tasks.files import check_folder
     from hvcu_tasks.plugin import SUPPORTED_LMMS_EVAL
 
     dest = check_folder(dest, "DIR")
-    if dest.exists() and any(dest.iterdir()) and not force:
-        raise ExportError(f"{dest}: folder exists and is not empty (--force replaces it)")
+    check_target(dest, force)
     files = export_files(SUPPORTED_LMMS_EVAL)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    files[MARKER] = marker_text(files).encode("utf-8")
+    where = Path(os.path.abspath(dest))
+    where.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
     try:
         for rel, data in files.items():
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         old = None
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
-            dest.rename(old)
-        staging.rename(dest)
+        if where.exists():
+            old = where.with_name(f".{where.name}.old.{os.getpid()}")
+            where.rename(old)
+        staging.rename(where)
         if old is not None:
             shutil.rmtree(old)
     finally:
@@ -735,6 +810,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "(prompts, parsing, data loading, metrics), for `lmms-eval --include_path DIR` or lmms-eval's tasks folder."
         ),
     )
-    p.add_argument("dir", type=Path, metavar="DIR", help="the folder to write (must be empty or absent)")
-    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    p.add_argument(
+        "dir", type=Path, metavar="DIR", help="the folder to write (absent, empty, or an earlier export with --force)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace DIR when it is an earlier export (its {MARKER} lists every file in it); never other files",
+    )
     p.set_defaults(func=_cmd_export_task)

@@ -203,12 +203,12 @@ def pred_share_metric(key: str) -> str:
 
 
 def gold_share_metric(key: str) -> str:
-    """Return the name of the share (percent of asked questions) whose gold answer is this option key."""
+    """Return the name of the share (percent of the replies with a parsed letter) whose gold answer is this key."""
     return f"gold_share_{key}"
 
 
 POSITION_BIAS_METRIC = "position_bias"
-"""Total variation distance (percent) between the predicted letters' distribution and the gold letters'."""
+"""Total variation distance (percent) between the parsed letters' distribution and their questions' gold letters'."""
 
 
 def wrong_after_metric(level_name: str, previous: str) -> str:
@@ -218,12 +218,18 @@ def wrong_after_metric(level_name: str, previous: str) -> str:
 
 @dataclass(frozen=True)
 class PositionScores:
-    """Answer-position bias: where the parsed replies and the gold answers fall among the option keys (percent)."""
+    """Answer-position bias over the replies with a parsed letter: where their letters and their golds fall (percent).
+
+    Both distributions are taken over the same questions (those whose reply named a letter), so a reply
+    that names none moves neither; with no such reply every value is NA.
+    """
 
     pred_share: dict[str, float]
+    """Per key: replies choosing it / replies with a parsed letter."""
     gold_share: dict[str, float]
+    """Per key: of those same replies' questions, the ones whose gold is this key."""
     bias: float
-    """Half the summed absolute differences of the two distributions (0: replies spread like the golds; NA: none)."""
+    """Their total variation distance: half the summed absolute share differences, 0-100 (0: spread like the golds)."""
 
     def as_metrics(self) -> dict[str, float]:
         """Return the position metrics by name: pred_share_A-D, gold_share_A-D, position_bias."""
@@ -235,14 +241,14 @@ class PositionScores:
 
 
 def score_positions(outcomes: Iterable[Outcome]) -> PositionScores:
-    """Return the distribution of parsed letters (over replies with a letter) against the gold letters (over all)."""
-    outcomes = list(outcomes)
-    preds = [o.pred for o in outcomes if o.pred is not None]
-    golds = [o.gold for o in outcomes]
-    pred_share = {k: _pct(preds.count(k), len(preds)) for k in OPTION_KEYS}
-    gold_share = {k: _pct(golds.count(k), len(golds)) for k in OPTION_KEYS}
-    bias = 0.5 * sum(abs(pred_share[k] - gold_share[k]) for k in OPTION_KEYS) if preds else NA
-    return PositionScores(pred_share, gold_share, bias)
+    """Return the parsed letters' distribution against their questions' gold letters, and its distance (percent)."""
+    parsed = [o for o in outcomes if o.pred is not None]
+    n = len(parsed)
+    preds = {k: sum(o.pred == k for o in parsed) for k in OPTION_KEYS}
+    golds = {k: sum(o.gold == k for o in parsed) for k in OPTION_KEYS}
+    # One division of exact integer counts: the distance is never above 100 by a rounding step.
+    bias = 100.0 * sum(abs(preds[k] - golds[k]) for k in OPTION_KEYS) / (2 * n) if n else NA
+    return PositionScores({k: _pct(v, n) for k, v in preds.items()}, {k: _pct(v, n) for k, v in golds.items()}, bias)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ When lmms-eval loads this entry point while `lmms_eval.protocol` is still import
 `images.document_image` call installs that hook instead.
 
 Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
-method whose signature changed, is logged as an error that names the supported range and the installed release.
+method whose signature changed, is logged as an error that names the supported range and the installed release; a
+release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.
 """
 
 from __future__ import annotations
@@ -83,6 +84,35 @@ def version_problem(installed: str) -> str | None:
         f"resolve task data paths from the working folder and cannot run the context setting's chat rounds); "
         f"{supported_line(installed)}. Install a supported release: pip install 'lmms-eval{SUPPORTED_LMMS_EVAL}'"
     )
+
+
+def untested_release(installed: str) -> str | None:
+    """Return a warning when lmms-eval `installed` is newer than every CI-tested release, else None."""
+    from packaging.version import InvalidVersion, Version
+
+    newest = TESTED_LMMS_EVAL[-1]
+    try:
+        if Version(installed) <= Version(newest):
+            return None
+    except InvalidVersion:
+        return None
+    return (
+        f"lmms-eval {installed} is newer than the newest release hvcu-toolkit was tested with ({newest}); it is "
+        f"expected to work. If an HVCU task fails or its numbers differ from a run on {newest}, pin the tested "
+        f"release (pip install 'lmms-eval=={newest}') and report it as an hvcu-toolkit issue naming lmms-eval "
+        f"{installed} (README, 'Supported lmms-eval releases', says how to run the release checks on it)"
+    )
+
+
+_warned: set[str] = set()
+"""Warnings this process has logged already (the entry point may load more than once)."""
+
+
+def warn_once(message: str) -> None:
+    """Log `message` as a warning the first time this process sees it."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
 
 
 def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
@@ -191,9 +221,12 @@ def manifests() -> list:
     """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
     from lmms_eval.models.registry_v2 import ModelManifest
 
-    problem = version_problem(installed_lmms_eval())
+    installed = installed_lmms_eval()
+    problem = version_problem(installed)
     if problem:
         log.error("%s", problem)
+    elif note := untested_release(installed):
+        warn_once(note)
     if os.environ.get(OPT_OUT_ENV, "").strip() not in {"1", "true", "yes"}:
         try:
             install_task_hook()

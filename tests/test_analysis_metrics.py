@@ -26,19 +26,19 @@ def _chain(sid: str, golds: str, preds: str) -> list[Outcome]:
 # --- answer-position bias ------------------------------------------------------------------------------------
 
 
-def test_position_shares_count_parsed_replies_and_all_golds() -> None:
-    # golds A A B C (A 50, B 25, C 25, D 0); letters A A A and one reply with none: A 100 of the parsed
+def test_position_shares_count_the_replies_with_a_parsed_letter() -> None:
+    # golds A A B C; letters A A A and one reply with none (gold C): 3 parsed replies, golds A A B among them
     outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
     got = metrics.score_positions(outcomes).as_metrics()
     assert got["pred_share_A"] == 100.0 and got["pred_share_B"] == 0.0 and got["pred_share_D"] == 0.0
-    assert got["gold_share_A"] == 50.0 and got["gold_share_B"] == 25.0 and got["gold_share_C"] == 25.0
-    assert got["gold_share_D"] == 0.0
+    assert got["gold_share_A"] == pytest.approx(200 / 3) and got["gold_share_B"] == pytest.approx(100 / 3)
+    assert got["gold_share_C"] == 0.0 and got["gold_share_D"] == 0.0
 
 
 def test_position_bias_is_half_the_summed_share_differences() -> None:
-    # preds A A A (A 100); golds A A B C (A 50, B 25, C 25): (50 + 25 + 25 + 0) / 2 = 50
+    # preds A A A (A 100); golds of those replies A A B (A 66.7, B 33.3): (33.3 + 33.3) / 2 = 33.3
     outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
-    assert metrics.score_positions(outcomes).bias == 50.0
+    assert metrics.score_positions(outcomes).bias == pytest.approx(100 / 3)
 
 
 def test_replies_spread_like_the_golds_have_no_position_bias() -> None:
@@ -46,10 +46,26 @@ def test_replies_spread_like_the_golds_have_no_position_bias() -> None:
     assert metrics.score_positions(outcomes).bias == 0.0
 
 
+def test_unparsable_replies_do_not_make_a_model_without_a_letter_preference_look_biased() -> None:
+    # golds A B C D C D; the replies to the last two (golds C, D) name no letter, the others are right:
+    # parsed A B C D against golds A B C D -> no preference at all
+    preds = ["A", "B", "C", "D", None, None]
+    outcomes = [_o(f"s{i}", 1, g, p) for i, (g, p) in enumerate(zip("ABCDCD", preds, strict=True))]
+    got = metrics.score_positions(outcomes).as_metrics()
+    assert got["position_bias"] == 0.0
+    assert [got[f"gold_share_{k}"] for k in "ABCD"] == [25.0, 25.0, 25.0, 25.0]
+
+
+def test_position_bias_of_a_fully_one_sided_run_is_exactly_100() -> None:
+    # one chain, golds B C D, always answering A: pred A 100, golds B C D a third each -> (100 + 3 x 33.3) / 2 = 100
+    got = metrics.score_task(_chain("c1", "BCD", "AAA")).as_metrics(["color"])
+    assert got["position_bias"] == 100.0
+
+
 def test_position_metrics_with_no_parsed_reply_are_not_available() -> None:
     got = metrics.score_positions([_o("s1", 1, "A", None)]).as_metrics()
     assert math.isnan(got["pred_share_A"]) and math.isnan(got["position_bias"])
-    assert got["gold_share_A"] == 100.0
+    assert math.isnan(got["gold_share_A"])
 
 
 # --- error propagation ---------------------------------------------------------------------------------------
@@ -173,14 +189,15 @@ def test_a_rotation_given_twice_is_refused() -> None:
 
 
 def test_circular_official_rule_reads_the_reply_the_authors_way() -> None:
+    # every rotation: our parser finds no letter, the authors' finds the gold -> circular-right only officially
     original = tuple(zip(KEYS, TEXTS, strict=True))
     rotated = [
-        (r, Outcome("s1", "aesthetic", "color", 1, rotated_answer(original, "A", r), None, "", pred_official=None))
+        (r, Outcome("s1", "aesthetic", "color", 1, gold, None, "", pred_official=gold))
         for r in range(4)
+        for gold in [rotated_answer(original, "A", r)]
     ]
-    rotated[0] = (0, Outcome("s1", "aesthetic", "color", 1, "A", "A", "A"))
     got = metrics.score_circular(rotated).as_metrics()
-    assert got["acc_perc"] == 0.0 and got["acc_perc_official"] == 0.0 and got["invalid_perc"] == 75.0
+    assert got["acc_perc"] == 0.0 and got["acc_perc_official"] == 100.0 and got["invalid_perc"] == 100.0
 
 
 # --- chance --------------------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from hvcu_tasks.families import ASPECTS
 from hvcu_tasks.report.analysis import analysis_tables
+from hvcu_tasks.report.render import to_markdown
 from hvcu_tasks.report.runs import ReportError
 
 SHORTS = ("impl", "aesth", "affect")
@@ -19,15 +21,46 @@ def family_values(perc: float, bridge: float, conn: float, full: float, **extra:
     return {f"{k},none": v for k, v in {**values, **extra}.items()}
 
 
-def write_run(folder: Path, model: str, tasks: dict[str, dict], stamp: str = "20260101_000000", limit=None) -> Path:
+def write_run(
+    folder: Path,
+    model: str,
+    tasks: dict[str, dict],
+    stamp: str = "20260101_000000",
+    limit=None,
+    identities: dict[str, dict] | None = None,
+) -> Path:
+    """Write an lmms-eval results file; `identities`: task -> the data identity its config records."""
     folder.mkdir(parents=True, exist_ok=True)
     document = {
         "results": {task: {"alias": task, **values} for task, values in tasks.items()},
+        "configs": {
+            task: {"task": task, "metadata": {"hvcu_data_identity": identity}}
+            for task, identity in (identities or {}).items()
+        },
         "config": {"model": "openai", "model_args": f"model_version={model}", "limit": limit},
     }
     path = folder / f"{stamp}_results.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     return path
+
+
+def hub_identity(family: str, fingerprint: str) -> dict:
+    """A hub load with the dataset card's counts (so taken for HVCU-Bench) and the given fingerprint."""
+    counts = dict(ASPECTS[family])
+    return {
+        "scheme": "hvcu-data/1",
+        "family": family,
+        "kind": "hub",
+        "location": "Chime316/HVCU-Bench",
+        "samples": sum(counts.values()),
+        "aspects": counts,
+        "fingerprint": fingerprint,
+    }
+
+
+def scored(prefix: str, fulls: tuple[float, float, float], perc: float = 80) -> dict[str, dict]:
+    """The three family tasks `<prefix>_<short>` with these acc_full values."""
+    return {f"{prefix}_{s}": family_values(perc, 70, 60, full) for s, full in zip(SHORTS, fulls, strict=True)}
 
 
 def by_name(tables) -> dict:
@@ -73,9 +106,17 @@ def test_circular_table_shows_score_bias_and_its_chance(tmp_path: Path) -> None:
     }
     write_run(tmp_path, "m1", tasks)
     table = by_name(analysis_tables([tmp_path]))["analysis_circular"]
-    chance, row = table.rows
-    assert chance[1:5] == [100 / 256, 100 / 256, 100 / 256, 100 / 256**3] and chance[-2:] == [100 / 256**3, None]
+    _chance, row = table.rows
     assert row[0] == "m1" and row[-2] == round((20 + 25 + 50) / 3, 2) and row[-1] == pytest.approx(30.5 / 3)
+
+
+def test_circular_chance_values_stay_readable_at_two_decimals(tmp_path: Path) -> None:
+    # 100/256 = 0.390625 -> "0.39"; 100/256^3 = 5.96e-06 would round to 0.00, so it is written as "6.0e-06"
+    write_run(tmp_path, "m1", {f"hvcu_bench_circular_{s}": family_values(60, 50, 40, 20) for s in SHORTS})
+    table = by_name(analysis_tables([tmp_path]))["analysis_circular"]
+    chance = table.rows[0]
+    assert chance[1:5] == ["0.39", "0.39", "0.39", "6.0e-06"] and chance[-2:] == ["6.0e-06", None]
+    assert "| 0.39 | 0.39 | 0.39 | 6.0e-06 |" in to_markdown(table)
 
 
 def test_position_bias_is_listed_for_every_run_setting_and_family(tmp_path: Path) -> None:
@@ -166,3 +207,99 @@ def test_hvcu_report_puts_the_multi_modal_gain_beside_the_paper_tables(tmp_path:
     assert "table2_base" in tables
     row = next(r for r in tables["analysis_blind"]["rows"] if r[0] == "m1")
     assert row[-3:] == [22.0, 40.0, 18.0]
+
+
+def test_base_on_the_hub_and_blind_on_the_smoke_sample_give_no_gain(tmp_path: Path) -> None:
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000")
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind_sample", (10, 20, 36)), "20260101_000001")
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    row = table.rows[-1]
+    assert row[0] == "m1†" and row[-3:] == [22.0, None, None]  # Score (image) of other data is not shown either
+    assert any(
+        n.startswith("m1†: no multi-modal gain: blind ran on the smoke sample, base on HVCU-Bench") for n in table.notes
+    )
+
+
+def test_smoke_and_partial_marks_follow_each_setting(tmp_path: Path) -> None:
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", limit=4)
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind_sample", (10, 20, 36)), "20260101_000001")
+    rows = by_name(analysis_tables([tmp_path]))["analysis_position"].rows[1:]
+    assert [r[:2] for r in rows] == [["m1*", "base"]] * 3 + [["m1†", "blind"]] * 3
+
+
+def test_a_partial_base_run_gives_no_gain(tmp_path: Path) -> None:
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", limit=4)
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001")
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    row = table.rows[-1]
+    assert row[0] == "m1" and row[-1] is None
+    assert "m1: no multi-modal gain: base is partial (a family missing, --limit or incomplete chains)" in table.notes
+
+
+def test_a_partial_blind_run_gives_no_gain(tmp_path: Path) -> None:
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000")
+    blind = scored("hvcu_bench_blind", (10, 20, 36))
+    blind["hvcu_bench_blind_aesth"]["n_incomplete,none"] = 2
+    write_run(tmp_path / "b", "m1", blind, "20260101_000001")
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    assert table.rows[-1][0] == "m1*" and table.rows[-1][-1] is None
+    assert "m1*: no multi-modal gain: blind is partial (a family missing, --limit or incomplete chains)" in table.notes
+
+
+def test_base_and_blind_on_different_data_give_no_gain(tmp_path: Path) -> None:
+    base_ids = {f"hvcu_bench_{s}": hub_identity(f, "sha256:old") for s, f in zip(SHORTS, ASPECTS, strict=True)}
+    blind_ids = {f"hvcu_bench_blind_{s}": hub_identity(f, "sha256:old") for s, f in zip(SHORTS, ASPECTS, strict=True)}
+    blind_ids["hvcu_bench_blind_aesth"] = hub_identity("aesthetic", "sha256:new")  # e.g. a later hub revision
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", identities=base_ids)
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=blind_ids)
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    assert table.rows[-1][-1] is None
+    assert "m1: no multi-modal gain: base and blind read different aesthetic data (fingerprints differ)" in table.notes
+
+
+def test_base_and_blind_on_the_same_recorded_data_give_the_gain(tmp_path: Path) -> None:
+    # base Score (30 + 40 + 50) / 3 = 40, blind (10 + 20 + 36) / 3 = 22: gain 18
+    base_ids = {f"hvcu_bench_{s}": hub_identity(f, f"sha256:{f}") for s, f in zip(SHORTS, ASPECTS, strict=True)}
+    blind_ids = {f"hvcu_bench_blind_{s}": hub_identity(f, f"sha256:{f}") for s, f in zip(SHORTS, ASPECTS, strict=True)}
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", identities=base_ids)
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=blind_ids)
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    assert table.rows[-1][0] == "m1" and table.rows[-1][-3:] == [22.0, 40.0, 18.0]
+    assert not any("no multi-modal gain" in n for n in table.notes)
+
+
+def test_a_setting_mixing_the_smoke_sample_and_the_benchmark_is_split_into_partial_rows(tmp_path: Path) -> None:
+    tasks = scored("hvcu_bench_blind", (10, 20, 36))
+    tasks["hvcu_bench_blind_sample_aesth"] = tasks.pop("hvcu_bench_blind_aesth")
+    write_run(tmp_path, "m1", tasks)
+    rows = by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[1:]
+    assert [(r[0], r[-3]) for r in rows] == [("m1*", None), ("m1†*", None)]  # no Score from mixed data
+
+
+def test_blind_on_custom_data_is_its_own_row_without_a_gain(tmp_path: Path) -> None:
+    # a local copy with 3 samples per family is not the published benchmark (the card's counts differ)
+    local = {
+        f"hvcu_bench_blind_{s}": {
+            **hub_identity(f, "sha256:x"),
+            "kind": "local",
+            "location": "/data/copy",
+            "samples": 3,
+        }
+        for s, f in zip(SHORTS, ASPECTS, strict=True)
+    }
+    write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000")
+    write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=local)
+    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    assert table.rows[-1][0] == "m1 (custom data)" and table.rows[-1][-3:] == [22.0, None, None]
+    assert "m1 (custom data): no multi-modal gain: blind ran on custom data, base on HVCU-Bench" in table.notes
+
+
+def test_a_damaged_data_identity_names_the_file_and_task(tmp_path: Path) -> None:
+    path = write_run(
+        tmp_path,
+        "m1",
+        {"hvcu_bench_blind_impl": family_values(25, 25, 25, 2)},
+        identities={"hvcu_bench_blind_impl": {"kind": "hub"}},
+    )
+    with pytest.raises(ReportError, match=f"{path}: hvcu_bench_blind_impl: configs metadata hvcu_data_identity"):
+        analysis_tables([tmp_path])

@@ -476,3 +476,61 @@ def test_samples_files_of_other_hvcu_variants_are_left_out(tmp_path: Path) -> No
     for task in ("hvcu_bench_context_gold_sample_aesth", "hvcu_bench_blind_aesth", "hvcu_bench_circular_sample_impl"):
         (folder / f"20260101_samples_{task}.jsonl").write_text("not read\n", encoding="utf-8")
     assert write_browser([tmp_path / "run"], tmp_path / "site") is None
+
+
+# ---- logged image files: only inside the run folder or the data the run read -------------------------------
+
+
+def hand_run(root: Path, media: Path) -> tuple[Path, Path]:
+    """A base-setting samples file of one sample (color_001, all levels right) whose run read local data at
+    root/data that can no longer be loaded (its JSON is gone), and that logged `media` as its image file.
+    Return (run folder, samples file)."""
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    identity = {"family": "aesthetic", "kind": "local", "location": str(data.resolve()), "fingerprint": "sha256:0"}
+    folder = root / "run" / "m"
+    folder.mkdir(parents=True)
+    path = folder / "20260101_samples_hvcu_bench_aesth.jsonl"
+    lines = []
+    for level, gold in enumerate("DBA", start=1):
+        outcome = {"sample_id": "color_001", "family": "aesthetic", "aspect": "color", "level": level}
+        outcome |= {"gold": gold, "pred": gold, "pred_official": gold}
+        entry = {"outcomes": [outcome], "question": f"Level {level}?", "data_identity": identity}
+        line = {"doc_id": level - 1, "filtered_resps": [gold], "input_media": [str(media)], "acc_full": entry}
+        lines.append(json.dumps(line))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root / "run", path
+
+
+def picture(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (32, 24), "red").save(path)
+    return path
+
+
+def test_a_logged_image_file_outside_the_run_and_its_data_is_not_published(tmp_path: Path, capsys) -> None:
+    secret = picture(tmp_path / "home" / "private.png")
+    run, samples = hand_run(tmp_path, secret)
+    page = write_browser([run], tmp_path / "site")
+    card = cards(page_data(page))[("m", "color_001")]
+    assert card["image"] is None and "outside the run folder and the data it read" in card["note"]
+    assert list((tmp_path / "site" / "thumbs").iterdir()) == []
+    err = capsys.readouterr().err
+    assert f"warning: {samples}: aesthetic/color_001: image not shown (" in err and str(secret) in err
+
+
+def test_a_logged_image_file_linked_from_inside_the_run_to_outside_is_not_published(tmp_path: Path) -> None:
+    secret = picture(tmp_path / "home" / "private.png")
+    link = tmp_path / "run" / "m" / "image.png"
+    run, _samples = hand_run(tmp_path, link)
+    link.symlink_to(secret)
+    card = cards(page_data(write_browser([run], tmp_path / "site")))[("m", "color_001")]
+    assert card["image"] is None and "outside the run folder and the data it read" in card["note"]
+
+
+@pytest.mark.parametrize("where", ["data/Image/Aesthetic-Appreciation/color_001.png", "run/m/color_001.png"])
+def test_a_logged_image_file_in_the_data_or_the_run_folder_is_shown(tmp_path: Path, where: str) -> None:
+    run, _samples = hand_run(tmp_path, tmp_path / where)
+    picture(tmp_path / where)
+    card = cards(page_data(write_browser([run], tmp_path / "site")))[("m", "color_001")]
+    assert card["image"] is not None and card["note"] is None

@@ -259,12 +259,54 @@ def test_a_cpu_config_offers_train_run_on_a_machine_without_a_gpu(tmp_path: Path
     assert code == 0 and out.splitlines()[-1].startswith("or, on this machine: hvcu train run ")
 
 
-def test_no_gpu_is_seen_when_cuda_visible_devices_hides_them_all(monkeypatch) -> None:
+def fresh_process_with_devices(monkeypatch, tmp_path: Path, *nodes: str) -> None:
+    """Pose as a fresh `hvcu` process (torch not loaded) on a machine whose /dev holds `nodes`."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for node in nodes:
+        (dev / node).touch()
+    monkeypatch.setattr("training.run.DEV_DIR", dev)
+
+
+@pytest.mark.parametrize("value", ["", "-1", "NoDevFiles", "none", "gpu0", " ", "-1,0", "NoDevFiles,0"])
+def test_no_gpu_is_seen_when_cuda_visible_devices_names_no_device(value: str, tmp_path: Path, monkeypatch) -> None:
     from training.run import machine_has_gpu
 
-    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as in a fresh `hvcu` process: torch not loaded
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    fresh_process_with_devices(monkeypatch, tmp_path, "nvidia0", "nvidiactl")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
     assert machine_has_gpu() is False
+
+
+@pytest.mark.parametrize(
+    "value", [None, "0", "1,0", "0, 1", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", "MIG-GPU-8932f937/1/0"]
+)
+def test_a_gpu_is_seen_when_cuda_visible_devices_names_devices(value, tmp_path: Path, monkeypatch) -> None:
+    from training.run import machine_has_gpu
+
+    fresh_process_with_devices(monkeypatch, tmp_path, "nvidia0", "nvidiactl")
+    if value is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    assert machine_has_gpu() is True
+
+
+def test_no_gpu_is_seen_without_a_numbered_nvidia_device_node(tmp_path: Path, monkeypatch) -> None:
+    from training.run import machine_has_gpu
+
+    # A CPU-only container on a GPU host: driver files, control nodes, no /dev/nvidiaN.
+    fresh_process_with_devices(monkeypatch, tmp_path, "nvidiactl", "nvidia-uvm", "nvidia-caps")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert machine_has_gpu() is False
+
+
+def test_a_rocm_device_counts_as_a_gpu(tmp_path: Path, monkeypatch) -> None:
+    from training.run import machine_has_gpu
+
+    fresh_process_with_devices(monkeypatch, tmp_path, "kfd")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert machine_has_gpu() is True
 
 
 @pytest.mark.parametrize("available", [True, False])
@@ -312,5 +354,39 @@ def test_llamafactory_arguments_are_read_once_then_from_the_cache(tmp_path: Path
         monkeypatch.setattr(render, "_import_keys", no_import)
         render.known_keys.cache_clear()
         assert render.known_keys() == first and {"lora_rank", "learning_rate", "max_steps"} <= first
+    finally:
+        render.known_keys.cache_clear()
+
+
+def test_a_stale_cached_argument_list_never_rejects_a_real_argument(tmp_path: Path, capsys, monkeypatch) -> None:
+    import training.render as render
+
+    monkeypatch.setenv("HVCU_CACHE_DIR", str(tmp_path / "cache"))
+    stale = tmp_path / "cache" / render.KEYS_FOLDER / f"{render.keys_tag()}.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps(["learning_rate", "max_steps"]))  # remembered before lora_rank existed
+    render.known_keys.cache_clear()
+    try:
+        code, _out, err = train_config(tmp_path, capsys, "--set", "lora_rank=8")
+        assert code == 0, err
+        assert "lora_rank: 8" in (tmp_path / "out" / "train.yaml").read_text()
+        assert "lora_rank" in json.loads(stale.read_text())  # the list is read again from LLaMA-Factory and kept
+    finally:
+        render.known_keys.cache_clear()
+
+
+def test_an_unknown_argument_is_refused_after_the_cached_list_is_read_again(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import training.render as render
+
+    monkeypatch.setenv("HVCU_CACHE_DIR", str(tmp_path / "cache"))
+    stale = tmp_path / "cache" / render.KEYS_FOLDER / f"{render.keys_tag()}.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps(["learning_rate"]))
+    render.known_keys.cache_clear()
+    try:
+        code, _out, err = train_config(tmp_path, capsys, "--set", "lora_rnak=8")
+        assert code == 2 and one_line_error(err).endswith("['lora_rnak']; did you mean lora_rank?")
     finally:
         render.known_keys.cache_clear()

@@ -3,7 +3,9 @@
 The exported `utils.py` must need nothing but lmms-eval (and what lmms-eval itself installs), define every hook the
 YAMLs name, and score exactly as the package does: checked hook by hook here against the hand-computed numbers of
 tests/test_harness_scores.py, and end to end (slow) through the real CLI in a process where `import hvcu_tasks`
-fails, against a run of the package's own tasks on the same replies.
+fails, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
+and each context round (earlier replies shown), must be the package's, message by message (text and image pixels):
+built through both hook sets here, and recorded by the replay model in both end-to-end runs and compared.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from types import ModuleType
 
 import datasets
 import pytest
-from conftest import REPO, one_line_error, run, run_lmms_eval
+from conftest import REPO, one_line_error, run
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import main
@@ -31,6 +33,8 @@ from hvcu_tasks.smoke import SMOKE_DIR
 
 FAMILIES = ("implication", "aesthetic", "affective")
 SHORT = {"implication": "impl", "aesthetic": "aesth", "affective": "affect"}
+CHAINS = {"implication": 5, "aesthetic": 4, "affective": 6}
+"""Chains of each family in the bundled smoke sample (3 levels each)."""
 PLAIN = REPO / "tests" / "tools" / "plain_lmms_eval.py"
 
 
@@ -112,28 +116,85 @@ def test_context_hooks_give_the_hand_computed_metrics(exported: Path, family: st
         assert getattr(utils, f"agg_{metric}")(items) == pytest.approx(value), metric
 
 
-def test_prompts_are_the_packages(exported: Path) -> None:
-    from hvcu_tasks import context, harness
+def load_plain_tool() -> ModuleType:
+    """Import tests/tools/plain_lmms_eval.py (its request recorder) without running lmms-eval."""
+    spec = importlib.util.spec_from_file_location("plain_lmms_eval", PLAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def test_the_recorder_keeps_text_and_digests_pixels() -> None:
+    from PIL import Image
+
+    plain = load_plain_tool().plain
+    image = Image.new("RGB", (2, 1), (255, 0, 0))
+    message = {"role": "user", "content": [{"type": "text", "text": "Q?"}, {"type": "image", "url": image}]}
+    assert plain([message]) == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Q?"},
+                # two red pixels: bytes ff0000 ff0000
+                {
+                    "type": "image",
+                    "url": {"image": "RGB 2x1 sha256:1cf3d97018bf4d851c423e02d2eb48ea3b1eab851bfa275c0a7a86f0cc110e31"},
+                },
+            ],
+        }
+    ]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_base_prompts_are_the_packages(exported: Path, family: str) -> None:
+    from hvcu_tasks import harness
+
+    plain = load_plain_tool().plain
     utils = load_utils(exported)
-    base = utils.process_docs(stub("aesthetic"))
-    rows = harness.process_docs(stub("aesthetic")).to_list()
-    assert [Path(r["image_path"]).relative_to(exported / "data") for r in base] == [
-        Path(r["image_path"]).relative_to(SMOKE_DIR) for r in rows
+    ours = utils.process_docs(stub(family))
+    theirs = harness.process_docs(stub(family))
+    assert [Path(r["image_path"]).relative_to(exported / "data") for r in ours] == [
+        Path(r["image_path"]).relative_to(SMOKE_DIR) for r in theirs
     ]
     drop_path = lambda rs: [{k: v for k, v in r.items() if k != "image_path"} for r in rs]  # noqa: E731
-    assert drop_path(base.to_list()) == drop_path(rows)  # same data identity (content fingerprint) too
-    assert [utils.doc_to_text(d) for d in base] == [harness.doc_to_text(d) for d in base]
-    chains = utils.context_process_docs(stub("aesthetic"))
-    replies = ["C", "B"]
-    ours = utils.context_doc_to_messages(chains[0], {"multi_round": "native"}, 2, replies, None)[0]
-    theirs = context.doc_to_messages(chains[0], {"multi_round": "native"}, 2, replies, None)[0]
-    # Round 2 (asking L3): system prompt, then L1 and L2 as user/assistant turns, then L3 with the image.
-    assert [m["role"] for m in ours] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert [[c.get("text") for c in m["content"]] for m in ours] == [
-        [c.get("text") for c in m["content"]] for m in theirs
-    ]
-    assert ours[-1]["content"][-1]["url"].tobytes() == theirs[-1]["content"][-1]["url"].tobytes()
+    assert drop_path(ours.to_list()) == drop_path(theirs.to_list())  # same data identity (content fingerprint) too
+    sent = [plain(utils.doc_to_messages(d)) for d in ours]
+    assert len(sent) == 3 * CHAINS[family]
+    assert sent == [plain(harness.doc_to_messages(d)) for d in theirs]
+
+
+def chain_requests(doc_to_messages, chain: dict, replies: tuple[str, ...]) -> list:
+    """Return every round's messages of one chain, answered with `replies`, as the multi-round protocol asks them."""
+    rounds = [doc_to_messages(chain, {"multi_round": "native"})]
+    while True:
+        step = doc_to_messages(chain, {"multi_round": "native"}, len(rounds), list(replies[: len(rounds)]), None)
+        messages, done, _previous, _info = step
+        if done:
+            return rounds
+        rounds.append(messages)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_context_round_is_the_packages(exported: Path, family: str) -> None:
+    from hvcu_tasks import context
+
+    plain = load_plain_tool().plain
+    utils = load_utils(exported)
+    ours = utils.context_process_docs(stub(family))
+    theirs = context.process_docs(stub(family))
+    assert [c["sample_id"] for c in ours] == [c["sample_id"] for c in theirs] and len(ours) == CHAINS[family]
+    for mine, package in zip(ours, theirs, strict=True):
+        replies = MIX[(family, mine["sample_id"])]  # right, wrong, empty and prose replies shown to later rounds
+        sent = [plain(m) for m in chain_requests(utils.context_doc_to_messages, mine, replies)]
+        assert len(sent) == 3 and [m["role"] for m in sent[2]] == [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+        ]
+        assert sent == [plain(m) for m in chain_requests(context.doc_to_messages, package, replies)], mine["sample_id"]
 
 
 def test_every_load_by_lmms_eval_shares_one_instance(exported: Path) -> None:
@@ -169,13 +230,79 @@ def test_a_local_variable_named_like_a_renamed_global_stops_the_export() -> None
         check_scopes(module, {"log"})
 
 
-def test_force_replaces_the_folder(tmp_path: Path, capsys) -> None:
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "stale.yaml").write_text("task: old\n")
+def test_force_replaces_an_earlier_export(tmp_path: Path, capsys) -> None:
+    assert main(["export-task", str(tmp_path / "out")]) == 0
+    (tmp_path / "out" / "utils.py").write_text("# edited by hand\n")
+    (tmp_path / "out" / "__pycache__").mkdir()
+    (tmp_path / "out" / "__pycache__" / "utils.cpython-311.pyc").write_bytes(b"\0")  # left by lmms-eval's load
     code, out, _err = run("export-task", str(tmp_path / "out"), "--force", capsys=capsys)
     assert code == 0 and "utils.py" in out
-    assert not (tmp_path / "out" / "stale.yaml").exists() and (tmp_path / "out" / "utils.py").is_file()
-    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left behind
+    assert (tmp_path / "out" / "utils.py").read_text().startswith('"""HVCU-Bench task hooks for lmms-eval')
+    assert not (tmp_path / "out" / "__pycache__").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging or old folder left behind
+
+
+def test_an_export_is_marked_with_its_files(exported: Path) -> None:
+    marker = (exported / ".hvcu-export").read_text(encoding="utf-8").splitlines()
+    assert marker[0].startswith("hvcu export-task: written by hvcu-toolkit ")
+    written = sorted(str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file())
+    assert marker[1:] == [f for f in written if f != ".hvcu-export" and "__pycache__" not in f]
+
+
+def test_force_replaces_an_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    assert main(["export-task", str(tmp_path / "out"), "--force"]) == 0
+    assert (tmp_path / "out" / "utils.py").is_file()
+
+
+def test_force_refuses_a_folder_that_is_not_an_export(tmp_path: Path, capsys) -> None:
+    tasks = tmp_path / "lmms_eval" / "tasks"  # `hvcu export-task .../lmms_eval/tasks --force`: every task in it
+    (tasks / "mmmu").mkdir(parents=True)
+    (tasks / "mmmu" / "mmmu.yaml").write_text("task: mmmu\n")
+    code, _out, err = run("export-task", str(tasks), "--force", capsys=capsys)
+    assert code == 2
+    assert one_line_error(err) == (
+        f"error: {tasks}: --force replaces only an empty folder or an earlier export, and this folder holds "
+        "files no export wrote (mmmu/mmmu.yaml); name a new folder, e.g. "
+        f"{tasks / 'hvcu_bench'}"
+    )
+    assert (tasks / "mmmu" / "mmmu.yaml").read_text() == "task: mmmu\n"
+
+
+def test_force_refuses_an_earlier_export_holding_files_of_the_user(tmp_path: Path, capsys) -> None:
+    assert main(["export-task", str(tmp_path / "out")]) == 0
+    (tmp_path / "out" / "my_notes.md").write_text("mine")
+    code, _out, err = run("export-task", str(tmp_path / "out"), "--force", capsys=capsys)
+    assert code == 2
+    assert "holds files no export wrote (my_notes.md)" in one_line_error(err)
+    assert (tmp_path / "out" / "my_notes.md").read_text() == "mine"
+
+
+def test_force_refuses_bytecode_without_an_export_marker(tmp_path: Path, capsys) -> None:
+    (tmp_path / "out" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "out" / "__pycache__" / "mine.cpython-311.pyc").write_bytes(b"\0")
+    code, _out, err = run("export-task", str(tmp_path / "out"), "--force", capsys=capsys)
+    assert code == 2 and "holds files no export wrote (__pycache__/mine.cpython-311.pyc)" in one_line_error(err)
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_the_current_folder_is_refused(force: tuple, tmp_path: Path, capsys, monkeypatch) -> None:
+    assert main(["export-task", str(tmp_path / "here")]) == 0  # even an earlier export: it is where we stand
+    monkeypatch.chdir(tmp_path / "here")
+    code, _out, err = run("export-task", ".", *force, capsys=capsys)
+    assert code == 2
+    assert one_line_error(err) == (
+        f"error: DIR .: is the current folder (or holds it); name a folder beside it, e.g. {tmp_path / 'hvcu_bench'}"
+    )
+    assert (tmp_path / "here" / "utils.py").is_file()
+
+
+def test_a_folder_holding_the_current_folder_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    code, _out, err = run("export-task", str(tmp_path / "a"), "--force", capsys=capsys)
+    assert code == 2 and "is the current folder (or holds it)" in one_line_error(err)
+    assert (tmp_path / "a" / "b").is_dir()
 
 
 def test_two_exports_are_byte_identical(exported: Path, tmp_path: Path) -> None:
@@ -189,27 +316,43 @@ def test_two_exports_are_byte_identical(exported: Path, tmp_path: Path) -> None:
     assert all((exported / f).read_bytes() == (tmp_path / "again" / f).read_bytes() for f in files)
 
 
-def results_of(out: Path) -> dict:
+def recorded(path: Path) -> list[dict]:
+    """Read a plain replay's request record, in a stable order (task, document, level)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return sorted(lines, key=lambda r: (r["task"], r["doc_id"], r["level"]))
+
+
+def run_plain(out: Path, *argv: str) -> tuple[dict, str]:
+    """Run tests/tools/plain_lmms_eval.py with `argv`, writing to `out`; return the results and the output."""
+    cmd = [sys.executable, str(PLAIN), *argv, "--output_path", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent, env=dict(os.environ))
+    log = proc.stdout + proc.stderr
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
-    assert found, f"no results under {out}"
-    return json.loads(Path(found[0]).read_text())["results"]
+    assert found, f"no results under {out} (rc={proc.returncode}):\n{log[-4000:]}"
+    return json.loads(Path(found[0]).read_text())["results"], log
 
 
 @pytest.mark.slow
-def test_plain_lmms_eval_runs_the_export_with_the_packages_numbers(exported: Path, tmp_path: Path) -> None:
+def test_plain_lmms_eval_runs_the_export_with_the_packages_requests_and_numbers(exported: Path, tmp_path: Path) -> None:
     predictions = write_mix_predictions(tmp_path / "mix.jsonl")
-    tasks = "hvcu_bench_sample,hvcu_bench_context_sample"
-    package = run_lmms_eval(
-        ["--model", "hvcu_context", "--model_args", f"inner=hvcu_replay,predictions={predictions}", "--tasks", tasks],
-        tmp_path / "package",
-    )["results"]
-    plain_out = tmp_path / "plain"
-    cmd = [sys.executable, str(PLAIN), "--model", "hvcu_context", "--model_args", f"predictions={predictions}"]
-    cmd += ["--include_path", str(exported), "--tasks", tasks, "--output_path", str(plain_out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=dict(os.environ))
-    log = proc.stdout + proc.stderr
+    tasks = ["--tasks", "hvcu_bench_sample,hvcu_bench_context_sample"]
+    # The package's own tasks behind its hvcu_context wrapper, with the recording replay as the inner model.
+    args = f"inner=plain_record,predictions={predictions},record={tmp_path / 'package.jsonl'}"
+    package, log = run_plain(
+        tmp_path / "package", "--with-toolkit", "--model", "hvcu_context", "--model_args", args, *tasks
+    )
+    assert "hvcu_tasks is not importable" not in log
+    args = f"predictions={predictions},record={tmp_path / 'plain.jsonl'}"
+    include = ["--include_path", str(exported)]
+    plain, log = run_plain(tmp_path / "plain", "--model", "hvcu_context", "--model_args", args, *include, *tasks)
     assert "hvcu_tasks is not importable" in log and "Failed to load model entry-point manifests" in log, log[-3000:]
-    plain = results_of(plain_out)
     assert plain == package
     for group in ("hvcu_bench_sample", "hvcu_bench_context_sample"):
         assert plain[group]["acc_full,none"] == OVERALL and plain[group]["acc_full_official,none"] == OVERALL_OFFICIAL
+    sent, expected = recorded(tmp_path / "plain.jsonl"), recorded(tmp_path / "package.jsonl")
+    # 15 chains: 45 base requests and 45 context rounds, each recorded once, every family and level asked.
+    assert len(sent) == 90 and len({(r["task"], r["doc_id"], r["level"]) for r in sent}) == 90
+    for setting in ("hvcu_bench_sample_", "hvcu_bench_context_sample_"):
+        asked = {(r["family"], r["level"]) for r in sent if r["task"].startswith(setting)}
+        assert asked == {(f, level) for f in FAMILIES for level in (1, 2, 3)}, setting
+    assert sent == expected  # the same messages (text and image pixels) and generation settings, request by request

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from test_report import families, write_results
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.report.html import page_names
+from hvcu_tasks.report.leaderboard import Entry, ranked
 from hvcu_tasks.report.runs import read_runs
 from hvcu_tasks.report.tables import base_vs_context_table, setting_table
 
@@ -108,6 +111,40 @@ def test_a_limited_run_is_listed_without_a_rank(tmp_path: Path) -> None:
     assert table["rows"][0][:2] == ["–", "Qwen/X*"]
 
 
+def test_a_limited_run_says_partial_in_its_source(tmp_path: Path) -> None:
+    write_results(tmp_path / "l", families("hvcu_bench", acc_full=99.0, acc_full_official=99.0), limit=5)
+    table = report_json(tmp_path / "o", str(tmp_path / "l"))
+    assert rows_by_model(table)["Qwen/X*"]["Source"] == "run (partial)"
+
+
+def test_a_limited_context_run_is_marked_and_shows_no_context_score(runs, tmp_path: Path) -> None:
+    write_results(
+        tmp_path / "c", families("hvcu_bench_context", acc_full=70.0, acc_full_official=70.0), "model=Qwen/X", limit=5
+    )
+    table = report_json(tmp_path / "o", str(runs["x_base"]), str(tmp_path / "c"))
+    ours = rows_by_model(table)["Qwen/X*"]
+    assert (ours["Rank"], ours["Score (official)"]) == (3, 45.0)  # the base setting is whole: ranked by it
+    assert (ours["Context (official)"], ours["Δ"], ours["Source"]) == (None, None, "run (partial)")
+    assert any(n.startswith("Qwen/X*: context: implication ran on a subset (--limit 5)") for n in table["notes"])
+
+
+def test_a_model_whose_two_parsers_disagree_carries_the_mark(tmp_path: Path) -> None:
+    write_results(tmp_path / "r", families("hvcu_bench", acc_full=50.0, acc_full_official=45.0))
+    table = report_json(tmp_path / "o", str(tmp_path / "r"))
+    ours = rows_by_model(table)["Qwen/X‡"]  # 50 with this toolkit's parser, 45 with the authors': 5 points apart
+    assert (ours["Rank"], ours["Score (official)"], ours["Score"]) == (3, 45.0, 50.0)
+
+
+def test_a_model_within_one_point_under_both_parsers_has_no_mark(runs, tmp_path: Path) -> None:
+    table = report_json(tmp_path / "o", str(runs["x_base"]))  # 46 and 45: exactly 1 point apart
+    assert "Qwen/X" in rows_by_model(table)
+
+
+def test_an_unrankable_entry_gets_no_rank_even_when_marked_rankable() -> None:
+    entry = Entry("M", "M", "run", "HVCU-Bench", True, None, None, None, None)
+    assert ranked([entry]) == [(None, entry)]
+
+
 def test_csv_rounds_to_two_decimals_and_json_keeps_full_precision(tmp_path: Path) -> None:
     write_results(tmp_path / "r", families("hvcu_bench", acc_full=100 / 3, acc_full_official=100 / 3))
     assert main(["report", str(tmp_path / "r"), "--format", "csv", "--out", str(tmp_path / "csv")]) == 0
@@ -199,6 +236,20 @@ def _entry() -> dict:
             json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [_entry(), {"model": "N"}]}),
             "entries[1].label: missing",
         ),
+        (
+            json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "score_base": None}]}),
+            "entries[0].rankable: true, but score_base is null",
+        ),
+        (
+            json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "source": "human"}]}),
+            "entries[0].rankable: true, but source is 'human'",
+        ),
+        (
+            json.dumps(
+                {"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "interval_base": [50, 40]}]}
+            ),
+            "entries[0].interval_base: low 50.0 is above high 40.0",
+        ),
     ],
 )
 def test_a_bad_published_board_stops_naming_file_and_field(
@@ -251,7 +302,7 @@ def test_a_site_grown_with_base_keeps_the_pages_of_the_published_runs(runs, tmp_
 
 
 def test_a_run_named_like_a_paper_model_links_only_its_own_row(tmp_path: Path) -> None:
-    write_results(tmp_path / "r", families("hvcu_bench", acc_full_official=30.0), "model=GPT-4o")
+    write_results(tmp_path / "r", families("hvcu_bench", acc_full=30.0, acc_full_official=30.0), "model=GPT-4o")
     assert main(["report", str(tmp_path / "r"), "--format", "html", "--out", str(tmp_path / "site")]) == 0
     index = (tmp_path / "site" / "index.html").read_text()
     board = index[index.index("id='leaderboard'") : index.index("</table>")]
@@ -259,3 +310,73 @@ def test_a_run_named_like_a_paper_model_links_only_its_own_row(tmp_path: Path) -
     assert len(rows) == 2
     paper, run = sorted(rows, key=lambda r: "[paper]" not in r)
     assert "<a " not in paper and "<a href='models/GPT-4o.html'>GPT-4o</a>" in run
+
+
+def test_a_board_written_without_the_paper_rows_gains_them_when_grown_with_them(runs, tmp_path: Path) -> None:
+    report_json(tmp_path / "first", str(runs["x_base"]), str(runs["x_ctx"]), "--no-reference")
+    published = tmp_path / "first" / "leaderboard.json"
+    added = report_json(tmp_path / "added", "--base", str(published), str(runs["y_base"]))
+    everything = report_json(tmp_path / "all", str(runs["x_base"]), str(runs["x_ctx"]), str(runs["y_base"]))
+    assert added["rows"] == everything["rows"]  # GPT-4o [paper], human and chance included
+
+
+def html_report(site: Path, *args: str) -> None:
+    assert main(["report", *args, "--format", "html", "--out", str(site)]) == 0
+
+
+def page_title(page: Path) -> str:
+    found = re.search(r"<title>(.*?)</title>", page.read_text())
+    assert found
+    return html.unescape(found.group(1))
+
+
+def test_a_new_model_whose_page_name_is_taken_by_a_published_model_gets_another(runs, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    html_report(site, str(runs["x_base"]))
+    published = tmp_path / "published.json"
+    published.write_bytes((site / "leaderboard.json").read_bytes())
+    clash = write_results(tmp_path / "clash", families("hvcu_bench", acc_full_official=30.0), "model=Qwen X")
+    html_report(site, "--base", str(published), str(clash))
+    assert page_title(site / "models" / "Qwen-X.html") == "Qwen/X"  # the published model keeps its page
+    assert page_title(site / "models" / "Qwen-X-2.html") == "Qwen X"
+    index = (site / "index.html").read_text()
+    assert "<a href='models/Qwen-X-2.html'>Qwen X</a>" in index and "<a href='models/Qwen-X.html'>Qwen/X</a>" in index
+
+
+def board_ranks(page: Path) -> list[str]:
+    text = page.read_text()
+    board = text[text.index("id='leaderboard'") : text.index("</table>")]
+    return re.findall(r"<td class='rank'>(.*?)</td>", board)
+
+
+def test_a_kept_model_page_shows_its_row_on_the_grown_board(runs, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    html_report(site, str(runs["x_base"]))
+    assert board_ranks(site / "models" / "Qwen-X.html") == ["3"]
+    published = tmp_path / "published.json"
+    published.write_bytes((site / "leaderboard.json").read_bytes())
+    better = write_results(tmp_path / "z", families("hvcu_bench", acc_full_official=50.0), "model=Better/Z")
+    html_report(site, "--base", str(published), str(better))
+    assert board_ranks(site / "models" / "Qwen-X.html") == ["4"]  # 52.24, 50 (Better/Z), 47.58, then 45
+    assert "Acc_full per aspect, base setting" in (site / "models" / "Qwen-X.html").read_text()  # the rest kept
+
+
+def test_a_run_named_like_a_paper_model_shows_only_its_own_row_on_its_page(tmp_path: Path) -> None:
+    write_results(tmp_path / "r", families("hvcu_bench", acc_full=30.0, acc_full_official=30.0), "model=GPT-4o")
+    html_report(tmp_path / "site", str(tmp_path / "r"))
+    page = (tmp_path / "site" / "models" / "GPT-4o.html").read_text()
+    board = page[page.index("id='leaderboard'") : page.index("</table>")]
+    (row,) = re.findall(r"<tr class='[^']*'>.*?</tr>", board)
+    assert "<td class='text'>run</td>" in row and "30.00" in row
+
+
+def test_a_kept_page_without_a_board_row_is_left_as_it_is_with_a_warning(runs, tmp_path: Path, capsys) -> None:
+    site = tmp_path / "site"
+    html_report(site, str(runs["x_base"]))
+    page = site / "models" / "Qwen-X.html"
+    page.write_text("<html><head><title>Qwen/X</title></head><body>older page</body></html>")
+    published = tmp_path / "published.json"
+    published.write_bytes((site / "leaderboard.json").read_bytes())
+    html_report(site, "--base", str(published), str(runs["y_base"]))
+    assert page.read_text() == "<html><head><title>Qwen/X</title></head><body>older page</body></html>"
+    assert f"warning: {page}: no leaderboard row on it to update" in capsys.readouterr().err

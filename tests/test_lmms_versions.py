@@ -24,9 +24,10 @@ import pytest
 from conftest import REPO
 from test_harness_scores import EXPECTED, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
+from hvcu_tasks import plugin
 from hvcu_tasks.cli import main
 from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.plugin import TESTED_LMMS_EVAL, IncompatibleLmmsEval, version_problem
+from hvcu_tasks.plugin import TESTED_LMMS_EVAL, IncompatibleLmmsEval, untested_release, version_problem
 
 VERSIONS = os.environ.get("HVCU_LMMS_VERSIONS", "").split() or sorted({TESTED_LMMS_EVAL[0], TESTED_LMMS_EVAL[-1]})
 
@@ -100,6 +101,42 @@ def test_an_older_release_is_refused_naming_the_supported_range(installed: str) 
 @pytest.mark.parametrize("installed", ["0.7.3", "0.7.4", "0.8.0", "0.7.4.dev0", "1.0"])
 def test_the_lowest_and_newer_releases_and_git_checkouts_pass(installed: str) -> None:
     assert version_problem(installed) is None
+
+
+@pytest.mark.parametrize("installed", ["0.7.4", "0.8.0", "0.7.4.dev0", "1.0"])
+def test_a_release_newer_than_the_tested_one_is_named_with_the_tested_release(installed: str) -> None:
+    note = untested_release(installed)
+    assert note is not None
+    assert note.startswith(
+        f"lmms-eval {installed} is newer than the newest release hvcu-toolkit was tested with (0.7.3)"
+    )
+    assert "pip install 'lmms-eval==0.7.3'" in note and "report it as an hvcu-toolkit issue" in note
+
+
+@pytest.mark.parametrize("installed", ["0.7.3", "0.7.2", "unknown"])
+def test_the_tested_an_older_or_an_unreadable_release_gets_no_untested_warning(installed: str) -> None:
+    assert untested_release(installed) is None
+
+
+def entry_point_records(monkeypatch, caplog, installed: str, loads: int) -> list:
+    """Load the entry point `loads` times with lmms-eval `installed`; return the hvcu_tasks log records."""
+    monkeypatch.setattr(plugin, "installed_lmms_eval", lambda: installed)
+    monkeypatch.setattr(plugin, "_warned", set())
+    with caplog.at_level("WARNING", logger="hvcu_tasks"):
+        for _ in range(loads):
+            plugin.manifests()
+    return [r for r in caplog.records if r.name == "hvcu_tasks"]
+
+
+def test_a_newer_release_is_one_warning_not_an_error(monkeypatch, caplog) -> None:
+    records = entry_point_records(monkeypatch, caplog, "0.9.0", loads=2)
+    assert [(r.levelname, r.getMessage().split(";")[0]) for r in records] == [
+        ("WARNING", "lmms-eval 0.9.0 is newer than the newest release hvcu-toolkit was tested with (0.7.3)")
+    ]
+
+
+def test_the_tested_release_loads_without_a_warning(monkeypatch, caplog) -> None:
+    assert entry_point_records(monkeypatch, caplog, "0.7.3", loads=1) == []
 
 
 def test_a_changed_lmms_eval_internal_names_the_supported_range_and_the_installed_release() -> None:

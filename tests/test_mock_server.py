@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from conftest import BIN, item, one_line_error, run
 
 from generation.bench.stages import Draft, parse_draft, parse_verdict, stage_prompt, validate_prompt
 from generation.mcts import Node
-from generation.mock.answers import GoldIndex, MockSettings, load_gold
+from generation.mock.answers import GoldIndex, MockSettings, load_gold, reply_to
 from generation.mock.server import base_url, make_server
 from generation.policy import candidate_fields, chain_text, feedback_text, judge_score, prompt
 from generation.runner import direct_levels
@@ -138,6 +139,32 @@ def test_every_toolkit_prompt_gets_a_reply_its_own_parser_accepts() -> None:
         assert parse_draft(text, level).level == level
     assert parse_verdict(replies[8], top=True).reason
     assert parse_verdict(replies[9]).reason
+
+
+def validator_verdicts(count: int) -> list[dict]:
+    """Return the mock's verdicts on `count` lower-level validator requests (request seeds 0..count-1)."""
+    l3 = Draft(3, "What does it mean?", "Hope", ("Fear", "Anger", "Boredom"))
+    l2 = Draft(2, "How is hope shown?", "By light", ("By shadow", "By text", "By size"))
+    body = user(validate_prompt(l3, l2))
+    return [json.loads(reply_to({**body, "seed": n}, MockSettings(), GoldIndex()).text) for n in range(count)]
+
+
+CHECKS = ("dependency", "progression", "single_answer")
+
+
+def test_a_validator_verdict_passes_whole_with_probability_085() -> None:
+    # n = 800, p = 0.85 (README): sd = sqrt(0.85 * 0.15 / 800) = 0.0126; +-4 sd = +-0.05 fails a correct mock with
+    # probability 6e-5 and catches every check passing with 0.85 on its own (whole verdict 0.85^3 = 0.61).
+    passed = sum(all(v[name] for name in CHECKS) for v in validator_verdicts(800))
+    assert 0.85 - 0.05 <= passed / 800 <= 0.85 + 0.05
+
+
+def test_a_failing_validator_verdict_fails_exactly_one_named_check() -> None:
+    failing = [v for v in validator_verdicts(200) if not all(v[name] for name in CHECKS)]
+    assert failing
+    for verdict in failing:
+        assert sum(not verdict[name] for name in CHECKS) == 1
+        assert verdict["reason"].startswith("mock validator: ")
 
 
 def test_an_anchored_connotation_stage_makes_the_anchor_the_correct_option() -> None:
@@ -286,6 +313,54 @@ def test_gold_comes_from_a_dataset_folder_holding_one_family(write_dataset) -> N
     root = write_dataset({"affective": [item("joy_1", "DCB", aspect="joy")]})
     index = load_gold([str(root)])
     assert index.gold[level_text("Question at level 2?", [(k, f"option {k} of level 2") for k in "ABCD"])] == "C"
+
+
+def with_options(sid: str, answers: str, option_text: str) -> dict:
+    """Return an authors'-format item whose option texts at every level are `option_text` + key."""
+    sample = item(sid, answers, aspect="joy")
+    for lv in sample["qa_levels"]:
+        lv["options"] = [{"option_key": k, "option_text": f"{option_text} {k}"} for k in "ABCD"]
+    return sample
+
+
+def test_one_question_text_with_other_options_keeps_a_gold_for_each(write_dataset) -> None:
+    root = write_dataset({"affective": [with_options("joy_1", "ABC", "first"), with_options("joy_2", "DDD", "second")]})
+    index = load_gold([str(root)])
+    assert index.gold[level_text("Question at level 3?", [(k, f"first {k}") for k in "ABCD"])] == "C"
+    assert index.gold[level_text("Question at level 3?", [(k, f"second {k}") for k in "ABCD"])] == "D"
+
+
+def test_one_question_with_the_same_options_and_gold_in_two_samples_is_accepted(write_dataset) -> None:
+    root = write_dataset({"affective": [item("joy_1", "ABC", aspect="joy"), item("joy_2", "ABC", aspect="joy")]})
+    assert len(load_gold([str(root)]).gold) == 3
+
+
+def test_one_question_with_the_same_options_and_two_golds_in_one_source_is_one_error_naming_both(
+    write_dataset, capsys
+) -> None:
+    root = write_dataset({"affective": [item("joy_1", "ABC", aspect="joy"), item("joy_2", "ABD", aspect="joy")]})
+    code, _out, err = run("mock", "serve", "--port", "0", "--gold", str(root), capsys=capsys)
+    line = one_line_error(err)
+    assert code == 2
+    assert f"{root}: affective/joy_1 L3" in line and f"{root}: affective/joy_2 L3" in line
+    assert "gold C" in line and "D" in line and "Question at level 3?" in line
+    assert "earlier source" not in line
+
+
+def test_one_question_with_the_same_options_and_two_golds_in_two_sources_names_both_sources(
+    write_dataset, tmp_path: Path, capsys
+) -> None:
+    first = write_dataset({"affective": [item("joy_1", "ABC", aspect="joy")]})
+    second = tmp_path / "second"
+    shutil.copytree(first, second)
+    (second / "Affective-Reasoning.json").write_text(json.dumps([item("joy_9", "ABD", aspect="joy")]))
+    (second / "Image" / "Affective-Reasoning" / "joy_1.png").rename(
+        second / "Image" / "Affective-Reasoning" / "joy_9.png"
+    )
+    code, _out, err = run("mock", "serve", "--port", "0", "--gold", str(first), "--gold", str(second), capsys=capsys)
+    line = one_line_error(err)
+    assert code == 2
+    assert f"{first}: affective/joy_1 L3" in line and f"{second}: affective/joy_9 L3" in line
 
 
 def test_the_smoke_sample_is_the_default_gold_with_45_questions() -> None:

@@ -3,6 +3,9 @@
 Each block marked `<!-- recipe: NAME [slow] -->` is run as it stands with `bash -e`, in a temporary folder laid
 out as the README assumes (a set-up clone: `.venv`, `hvcu_tasks/`, `Makefile`), `.venv/bin` first on PATH. A
 recipe that leaves a process behind (the mock started with `&`) is cleaned up with its whole process group.
+
+What a recipe promises is read from the README's own sentences below its block (the paths, counts and scores
+they state), never typed in here, so a README that says something the recipe does not do fails.
 """
 
 from __future__ import annotations
@@ -14,20 +17,60 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 
+from hvcu_tasks.families import FAMILIES
+
 README = REPO / "README.md"
-RECIPE = re.compile(r"<!-- recipe: ([\w-]+)( slow)? -->\n```bash\n(.*?)```", re.S)
+SECTION = "## Offline recipes (mock endpoint)\n"
+RECIPE = re.compile(r"<!-- recipe: ([\w-]+)( slow)? -->\n```bash\n(.*?)```\n(.*?)(?=\n\*\*\d+\. |\Z)", re.S)
 PORT = 8765  # the port the recipes name
 NEEDS = {"train-loop": ["synthesis"], "report": ["evaluate"]}
+NAMES = ["synthesis", "train-loop", "build-bench", "evaluate", "report"]
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def section() -> str:
+    """Return the README's offline-recipes section."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    return text[start : end if end >= 0 else len(text)]
 
 
 def recipes() -> dict[str, str]:
-    """Return the README's recipe blocks by name."""
-    return {m.group(1): m.group(3) for m in RECIPE.finditer(README.read_text(encoding="utf-8"))}
+    """Return the section's recipe blocks by name."""
+    return {m.group(1): m.group(3) for m in RECIPE.finditer(section())}
+
+
+def prose(name: str) -> str:
+    """Return the sentences below a recipe's block (up to the next recipe), whitespace collapsed."""
+    found = {m.group(1): m.group(4) for m in RECIPE.finditer(section())}
+    return " ".join(found[name].split())
+
+
+def stated(name: str, pattern: str) -> re.Match[str]:
+    """Return the one match of pattern in the sentences below a recipe; fail when the README no longer says it."""
+    matches = list(re.finditer(pattern, prose(name)))
+    assert len(matches) == 1, f"the README's text below recipe {name} should say {pattern!r} once: {prose(name)!r}"
+    return matches[0]
+
+
+def stated_paths(name: str) -> list[str]:
+    """Return every `runs/...` path the README's "It writes ..." sentence below a recipe names, `{a,b}` expanded."""
+    paths = []
+    for quoted in re.findall(r"`([^`]+)`", stated(name, r"It writes (.*?)\.(?= [A-Z]|$)").group(1)):
+        for token in quoted.split():
+            if token.startswith("runs/"):
+                if m := re.search(r"\{([^}]+)\}", token):
+                    paths += [token[: m.start()] + part + token[m.end() :] for part in m.group(1).split(",")]
+                else:
+                    paths.append(token)
+    return paths
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +87,35 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 DONE: dict[str, subprocess.CompletedProcess] = {}
+STRAY: dict[str, list[str]] = {}  # recipe -> paths it created or changed outside runs/recipes/<recipe>/
 
 
-def run_recipe(name: str, root: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run a recipe (after the ones it needs) once per module; fail with its output when it fails."""
-    if name in DONE:
+def snapshot(root: Path) -> dict[str, tuple[int, int] | None]:
+    """Return every path below root (links not followed): files with (mtime, size), folders with None."""
+    found: dict[str, tuple[int, int] | None] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(folder, name), root)] = None
+        for name in files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            found[os.path.relpath(path, root)] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+def strays(name: str, before: dict, after: dict) -> list[str]:
+    """Return the paths created or changed outside the recipe's own folder (its parent folders excepted)."""
+    own = Path("runs", "recipes", name)
+
+    def allowed(path: Path) -> bool:
+        return path == own or own in path.parents or path in own.parents
+
+    return sorted(path for path, stamp in after.items() if before.get(path, "new") != stamp and not allowed(Path(path)))
+
+
+def run_recipe(name: str, root: Path, timeout: int = 600, again: bool = False) -> subprocess.CompletedProcess:
+    """Run a recipe (after the ones it needs) once per module, or once more with again=True; fail with its output."""
+    if name in DONE and not again:
         return DONE[name]
     for before in NEEDS.get(name, []):
         run_recipe(before, root, timeout)
@@ -56,9 +123,10 @@ def run_recipe(name: str, root: Path, timeout: int = 600) -> subprocess.Complete
         assert probe.connect_ex(("127.0.0.1", PORT)) != 0, (
             f"port {PORT} is in use: the README recipes serve the mock there"
         )
-    script = root / f"recipe-{name}.sh"
+    script = root.parent / f"{root.name}-recipe-{name}.sh"  # beside the clone: the recipe's writes are all in it
     script.write_text(recipes()[name], encoding="utf-8")
     env = {**os.environ, "PATH": f"{root / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    before = snapshot(root)
     proc = subprocess.Popen(
         ["bash", "-e", str(script)],
         cwd=root,
@@ -77,7 +145,8 @@ def run_recipe(name: str, root: Path, timeout: int = 600) -> subprocess.Complete
             pass
         proc.wait()
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out)
-    assert done.returncode == 0, f"recipe {name} failed ({done.returncode}):\n{out[-6000:]}"
+    assert done.returncode == 0, f"recipe {name} failed ({done.returncode}){' on a rerun' * again}:\n{out[-6000:]}"
+    STRAY.setdefault(name, []).extend(strays(name, before, snapshot(root)))
     DONE[name] = done
     return done
 
@@ -90,62 +159,197 @@ def lines(path: Path) -> list[str]:
 def results(folder: Path) -> dict[str, dict]:
     """Return lmms-eval's results by task from every results file below folder."""
     found: dict[str, dict] = {}
-    for path in sorted(folder.rglob("*_results.json")):  # rglob, not glob: the model folder may be hidden (.tiny__q3)
+    for path in sorted(folder.rglob("*_results.json")):  # rglob, not glob: the model folder may be hidden
         found.update(json.loads(path.read_text())["results"])
     return found
 
 
+def items(folder: Path) -> dict[str, list]:
+    """Return an authors'-layout benchmark's items by family (a family without a file: none)."""
+    files = {family: folder / f"{stem}.json" for family, (_split, stem, *_rest) in FAMILIES.items()}
+    return {
+        family: json.loads(path.read_text(encoding="utf-8")) if path.is_file() else [] for family, path in files.items()
+    }
+
+
+def scores(root: Path) -> tuple[float, float]:
+    """Return the Overall Score (acc_full) of recipe 4's base and context runs, from the folder the README names."""
+    folder = root / stated("evaluate", r"`(runs/\S+/)\*_results\.json`").group(1)
+    got = results(folder)
+    return got["hvcu_bench_sample"]["acc_full,none"], got["hvcu_bench_context_sample"]["acc_full,none"]
+
+
 def test_the_readme_has_the_five_recipes_in_order() -> None:
-    assert list(recipes()) == ["synthesis", "train-loop", "build-bench", "evaluate", "report"]
+    assert list(recipes()) == NAMES
 
 
 def test_only_the_training_loop_is_marked_slow() -> None:
-    slow = [m.group(1) for m in RECIPE.finditer(README.read_text(encoding="utf-8")) if m.group(2)]
+    slow = [m.group(1) for m in RECIPE.finditer(section()) if m.group(2)]
     assert slow == ["train-loop"]
 
 
+def test_the_readme_names_output_paths_below_each_recipe() -> None:
+    assert all(stated_paths(name) for name in NAMES)
+
+
 @pytest.mark.slow
-def test_synthesis_recipe_writes_chains_and_training_data(workdir: Path) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_a_recipe_writes_nothing_outside_its_own_runs_recipes_folder(workdir: Path, name: str) -> None:
+    run_recipe(name, workdir, timeout=1800)
+    assert STRAY[name] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_every_path_the_readme_says_a_recipe_writes_exists(workdir: Path, name: str) -> None:
+    run_recipe(name, workdir, timeout=1800)
+    for path in stated_paths(name):
+        assert list(workdir.glob(path)), f"recipe {name}: the README names {path}, which it did not write"
+
+
+@pytest.mark.slow
+def test_synthesis_recipe_writes_the_chains_the_readme_states(workdir: Path) -> None:
     done = run_recipe("synthesis", workdir)
-    assert len(lines(workdir / "runs" / "mcts" / "chains.jsonl")) == 150
-    assert len(lines(workdir / "runs" / "direct" / "chains.jsonl")) == 15
-    data = workdir / "runs" / "train-data"
-    assert len(json.loads((data / "hvcu_mcts_full_data.json").read_text())) == 150
-    assert set(json.loads((data / "dataset_info.json").read_text())) == {"hvcu_mcts_full_data", "hvcu_mcts_l3_only"}
+    said = stated("synthesis", r"`(\S+/mcts/chains\.jsonl)` \((\d+) chains, (\d+) per image of the (\d+) smoke images")
+    chains = [json.loads(line) for line in lines(workdir / said.group(1))]
+    per_image = Counter(chain["image"] for chain in chains)
+    assert len(chains) == int(said.group(2))
+    assert set(per_image.values()) == {int(said.group(3))}
+    assert len(per_image) == int(said.group(4))
     assert "mock: stopped" in done.stdout  # the block's `kill` stopped the mock
 
 
 @pytest.mark.slow
-def test_build_bench_recipe_ends_with_an_audited_benchmark_and_human_sheets(workdir: Path) -> None:
+def test_synthesis_recipe_writes_the_direct_chains_the_readme_states(workdir: Path) -> None:
+    run_recipe("synthesis", workdir)
+    said = stated("synthesis", r"`(\S+/direct/chains\.jsonl)` \((\d+) chains\)")
+    assert len(lines(workdir / said.group(1))) == int(said.group(2))
+
+
+@pytest.mark.slow
+def test_synthesis_recipe_writes_the_training_samples_the_readme_states(workdir: Path) -> None:
+    run_recipe("synthesis", workdir)
+    folder = stated("synthesis", r"`(\S+/train-data/)`").group(1)
+    said = stated("synthesis", r"`(hvcu_mcts_full_data\.json)` with (\d+) samples")
+    assert len(json.loads((workdir / folder / said.group(1)).read_text())) == int(said.group(2))
+    assert set(json.loads((workdir / folder / "dataset_info.json").read_text())) == {
+        "hvcu_mcts_full_data",
+        "hvcu_mcts_l3_only",
+    }
+
+
+@pytest.mark.slow
+def test_synthesis_recipe_reruns_in_the_same_folder_with_the_same_chains(workdir: Path) -> None:
+    run_recipe("synthesis", workdir)
+    paths = [
+        workdir / stated("synthesis", rf"`(\S+/{method}/chains\.jsonl)`").group(1) for method in ("mcts", "direct")
+    ]
+    first = [path.read_text(encoding="utf-8") for path in paths]
+    run_recipe("synthesis", workdir, again=True)
+    assert [path.read_text(encoding="utf-8") for path in paths] == first
+
+
+@pytest.mark.slow
+def test_build_bench_recipe_builds_the_items_the_readme_states(workdir: Path) -> None:
     run_recipe("build-bench", workdir)
-    for stem in ("Implication-Understanding", "Aesthetic-Appreciation", "Affective-Reasoning"):
-        assert len(json.loads((workdir / "bench" / f"{stem}.json").read_text())) == 2
-        assert len(json.loads((workdir / "audit" / "final" / f"{stem}.json").read_text())) == 2
-    assert len(list((workdir / "sheets" / "sheets").iterdir())) == 18
-    assert (workdir / "sheets" / "assignment.json").is_file()
+    said = stated("build-bench", r"`(\S+/bench/)` \((\d+) items, (\d+) per family;")
+    built = items(workdir / said.group(1))
+    assert sum(len(family) for family in built.values()) == int(said.group(2))
+    assert {len(family) for family in built.values()} == {int(said.group(3))}
+
+
+@pytest.mark.slow
+def test_build_bench_recipe_benchmark_passes_validation_as_the_readme_says(workdir: Path) -> None:
+    run_recipe("build-bench", workdir)
+    command = stated("build-bench", r"`(hvcu data validate \S+)` prints `OK`").group(1)
+    done = subprocess.run(
+        [str(workdir / ".venv" / "bin" / "hvcu"), *command.split()[1:]],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "OK"
+
+
+@pytest.mark.slow
+def test_build_bench_recipe_audit_accepts_the_items_the_readme_states(workdir: Path) -> None:
+    run_recipe("build-bench", workdir)
+    said = stated("build-bench", r"`(\S+/audit/final/)` \(the (\d+) accepted items")
+    assert sum(len(family) for family in items(workdir / said.group(1)).values()) == int(said.group(2))
+
+
+@pytest.mark.slow
+def test_build_bench_recipe_writes_the_human_sheets_the_readme_states(workdir: Path) -> None:
+    run_recipe("build-bench", workdir)
+    said = stated(
+        "build-bench", r"`(\S+/sheets/)` \(`assignment\.json` and (\d+) sheet files: (\d+) annotators × HTML \+ CSV"
+    )
+    sheets = workdir / said.group(1)
+    files = list((sheets / "sheets").iterdir())
+    assert (sheets / "assignment.json").is_file()
+    assert len(files) == int(said.group(2))
+    assert Counter(path.suffix for path in files) == {".html": int(said.group(3)), ".csv": int(said.group(3))}
+
+
+@pytest.mark.slow
+def test_build_bench_recipe_reruns_in_the_same_folder_with_the_same_benchmark(workdir: Path) -> None:
+    run_recipe("build-bench", workdir)
+    folders = [stated("build-bench", rf"`(\S+/{part}/)`").group(1) for part in ("bench", "audit/final")]
+    first = [items(workdir / folder) for folder in folders]
+    sheets = workdir / stated("build-bench", r"`(\S+/sheets/)`").group(1)
+    first_sheets = sorted(path.name for path in (sheets / "sheets").iterdir())
+    run_recipe("build-bench", workdir, again=True)
+    assert [items(workdir / folder) for folder in folders] == first
+    assert sorted(path.name for path in (sheets / "sheets").iterdir()) == first_sheets
+
+
+@pytest.mark.slow
+def test_evaluate_recipe_writes_the_results_files_the_readme_states(workdir: Path) -> None:
+    run_recipe("evaluate", workdir)
+    said = stated("evaluate", r"(\w+) results files, `(runs/\S+/)\*_results\.json`")
+    assert len(list((workdir / said.group(2)).glob("*_results.json"))) == NUMBERS[said.group(1)]
 
 
 @pytest.mark.slow
 def test_evaluate_recipe_gives_the_scores_the_readme_states(workdir: Path) -> None:
     run_recipe("evaluate", workdir)
-    got = results(workdir / "runs" / "mock-eval")
-    assert got["hvcu_bench_sample"]["acc_full,none"] == 13.33
-    assert got["hvcu_bench_context_sample"]["acc_full,none"] == 26.11
+    said = stated("evaluate", r"is ([\d.]+) in the base setting and ([\d.]+) in the context setting")
+    assert scores(workdir) == (float(said.group(1)), float(said.group(2)))
+
+
+@pytest.mark.slow
+def test_evaluate_recipe_context_run_keeps_no_request_cache(workdir: Path) -> None:
+    # The cache key has no mock --seed/--accuracy: with it on, a rerun with another --accuracy would replay old replies.
+    done = run_recipe("evaluate", workdir)
+    assert [line for line in done.stdout.splitlines() if "request cache off (cache=off)" in line]
 
 
 @pytest.mark.slow
 def test_report_recipe_prints_the_mock_row_and_writes_the_page(workdir: Path) -> None:
     done = run_recipe("report", workdir)
+    page = stated("report", r"It writes `(\S+/index\.html)`").group(1)
     assert "| mock" in done.stdout
-    assert (workdir / "runs" / "mock-report" / "index.html").is_file()
+    assert (workdir / page).is_file()
 
 
 @pytest.mark.slow
-def test_train_loop_recipe_writes_the_comparison(workdir: Path) -> None:
+def test_evaluate_then_report_rerun_in_the_same_folder_give_the_same_scores(workdir: Path) -> None:
+    run_recipe("report", workdir)
+    first = scores(workdir)
+    run_recipe("evaluate", workdir, again=True)
+    done = run_recipe("report", workdir, again=True)
+    said = stated("evaluate", r"(\w+) results files, `(runs/\S+/)\*_results\.json`")
+    assert len(list((workdir / said.group(2)).glob("*_results.json"))) == NUMBERS[said.group(1)]
+    assert scores(workdir) == first
+    assert "| mock" in done.stdout
+
+
+@pytest.mark.slow
+def test_train_loop_recipe_evaluates_both_models_in_both_settings(workdir: Path) -> None:
     run_recipe("train-loop", workdir, timeout=1800)
-    loop = workdir / "runs" / "train-loop"
-    assert (loop / "train" / "merged" / "config.json").is_file()
-    assert results(loop / "eval" / "base")["hvcu_bench_sample"]
-    assert results(loop / "eval" / "tuned")["hvcu_bench_context_sample"]
-    assert (loop / "report" / "compare_base.md").is_file()
-    assert (loop / "report" / "compare_context.md").is_file()
+    evals = [path for path in stated_paths("train-loop") if "/eval/" in path]
+    assert len(evals) == 2
+    for folder in evals:
+        assert set(results(workdir / folder)) >= {"hvcu_bench_sample", "hvcu_bench_context_sample"}

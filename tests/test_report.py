@@ -188,3 +188,11 @@ def test_figures_are_written_as_png_and_reproducible_svg(tmp_path: Path) -> None
         else:
             with Image.open(one) as img:
                 assert img.width > 300 and img.height > 200
+
+
+def test_a_markdown_footnote_starting_with_the_partial_mark_is_not_a_nested_list() -> None:
+    from hvcu_tasks.report.render import to_markdown
+    from hvcu_tasks.report.tables import Table
+
+    table = Table(name="t", title="T", columns=["Model", "Score"], rows=[["m*", 1.0]], notes=["* m (base): subset"])
+    assert to_markdown(table).endswith("\n- \\* m (base): subset\n")

@@ -28,9 +28,14 @@ CHROMIUM_FLAGS = [
 WINDOW = "--window-size=1280,800"
 
 
+LONG = "/home/researcher/checkpoints/qwen2_5_vl_7b_lora_hvcu_chains_epoch3_lr1e-4_rank64_alpha128_seed0/merged"
+"""A local checkpoint path as a model name: no space to break the line at."""
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Qwen/X (33 base, 44 context), Strong/Y (95 base) and a smoke-sample run, beside the paper's rows."""
+    """Qwen/X (33 base, 44 context), Strong/Y (95 base), a smoke-sample run, a --limit run (50 base) and a model
+    named by a long checkpoint path (12 base), beside the paper's rows."""
     root = tmp_path_factory.mktemp("page")
     write_results(root / "a", families("hvcu_bench", acc_full=33.0, acc_full_official=33.0))
     write_results(root / "b", families("hvcu_bench_context", acc_full=44.0, acc_full_official=44.0))
@@ -38,8 +43,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         root / "c", families("hvcu_bench", acc_full=95.0, acc_full_official=95.0), model_args="model=Strong/Y"
     )
     write_results(root / "d", families("hvcu_bench_sample", acc_full=20.0), model_args="model=Tiny/Z")
+    write_results(
+        root / "e", families("hvcu_bench", acc_full=50.0, acc_full_official=50.0), model_args="model=Part/P", limit=5
+    )
+    write_results(root / "f", families("hvcu_bench", acc_full=12.0, acc_full_official=12.0), model_args=f"model={LONG}")
     out = root / "site"
-    runs = [str(root / n) for n in "abcd"]
+    runs = [str(root / n) for n in "abcdef"]
     assert main(["report", *runs, "--format", "html", "--out", str(out)]) == 0
     return out
 
@@ -80,7 +89,13 @@ def table_rows(dom: str, table_id: str) -> list[list[str]]:
 
 def test_the_site_has_an_index_model_pages_and_figures(site: Path) -> None:
     assert (site / "index.html").is_file() and (site / "leaderboard.json").is_file()
-    assert sorted(p.name for p in (site / "models").iterdir()) == ["Qwen-X.html", "Strong-Y.html", "Tiny-Z.html"]
+    assert sorted(p.name for p in (site / "models").iterdir()) == [
+        "Part-P.html",
+        "Qwen-X.html",
+        "Strong-Y.html",
+        "Tiny-Z.html",
+        "home-researcher-checkpoints-qwen2_5_vl_7b_lora_hvcu_chains_epoch3_lr1e-4_rank64_.html",
+    ]
     text = (site / "index.html").read_text()
     assert "href='models/Strong-Y.html'" in text
     assert text.count("<figure") == 5  # degradation and aspects for 2 settings, scores base vs context
@@ -106,6 +121,40 @@ def test_the_ranked_score_column_is_visible_at_1280_by_800_without_scrolling(sit
     assert seen["width"] <= 1280 and seen["scroll"] <= seen["width"]  # no horizontal scrolling at all
     assert 0 <= seen["left"] and seen["right"] <= seen["width"] and seen["bottom"] <= seen["height"]
     assert seen["board"] <= seen["width"]  # the whole ranked table, Source included
+
+
+def test_a_long_model_name_without_spaces_wraps_inside_its_cell(site: Path, tmp_path: Path) -> None:
+    script = """
+    const cell = [...document.querySelectorAll('#leaderboard td.model')].find(t => t.textContent.startsWith('/home'));
+    document.title = JSON.stringify({text: cell.textContent, lines: Math.round(cell.getBoundingClientRect().height
+      / parseFloat(getComputedStyle(cell).lineHeight)), right: cell.getBoundingClientRect().right,
+      width: innerWidth, scroll: document.documentElement.scrollWidth});
+    """
+    seen = probed(site / "index.html", script, tmp_path)
+    assert seen["text"] == LONG and seen["lines"] >= 2  # broken inside the name, not widening the table
+    assert seen["right"] <= seen["width"] and seen["scroll"] <= seen["width"]
+
+
+def test_a_model_page_with_a_long_name_needs_no_horizontal_scrolling(site: Path, tmp_path: Path) -> None:
+    script = "document.title = JSON.stringify({width: innerWidth, scroll: document.documentElement.scrollWidth});"
+    (page,) = (site / "models").glob("home-*.html")
+    seen = probed(page, script, tmp_path)
+    assert seen["scroll"] <= seen["width"] <= 1280
+
+
+def test_a_partial_run_is_drawn_apart_from_the_results(site: Path, tmp_path: Path) -> None:
+    script = """
+    const row = name => [...document.querySelectorAll('#leaderboard tr')].find(r => r.cells[1] &&
+      r.cells[1].textContent === name);
+    const look = r => ({css: r.className, weight: getComputedStyle(r.cells[1]).fontWeight,
+      style: getComputedStyle(r.cells[1]).fontStyle, rank: r.cells[0].textContent,
+      source: r.cells[r.cells.length - 1].textContent});
+    document.title = JSON.stringify({partial: look(row('Part/P*')), run: look(row('Qwen/X'))});
+    """
+    seen = probed(site / "index.html", script, tmp_path)
+    assert seen["partial"] == {"css": "partial", "weight": "400", "style": "italic", "rank": "–",
+                               "source": "run (partial)"}  # fmt: skip
+    assert (seen["run"]["weight"], seen["run"]["style"], seen["run"]["source"]) == ("600", "normal", "run")
 
 
 def test_the_first_row_is_the_highest_score(site: Path, tmp_path: Path) -> None:

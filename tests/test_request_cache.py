@@ -412,3 +412,333 @@ def test_async_openai_sends_each_request_once_across_the_wrappers_calls(tmp_path
         for _ in range(2):
             assert [r.text for r in wrapper.generate_until(base_requests(5))] == ["Answer: A"] * 5
         assert len(server.requests) == 10
+
+
+# ---- a reply or request the cache cannot handle never reaches the backend as an error ----
+
+CUT_EMOJI = "Answer: B \ud83d"
+"""A reply cut at max_tokens in the middle of an emoji: a lone surrogate, valid in JSON, not encodable as UTF-8."""
+
+
+def test_a_reply_with_a_lone_surrogate_is_stored_and_read_back_exactly(tmp_path: Path, cache: RequestCache) -> None:
+    key = cache.key(request())
+    assert cache.put(key, CUT_EMOJI, "length")
+    cache.close()
+    assert RequestCache(tmp_path / "c", IDENTITY).get(key) == (CUT_EMOJI, "length")
+
+
+def test_a_client_reply_with_a_lone_surrogate_reaches_the_backend_and_is_replayed(cache: RequestCache) -> None:
+    import openai
+
+    with FakeOpenAI(lambda body: CUT_EMOJI) as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+        hook_client(client, cache)
+        replies = [client.chat.completions.create(**chat_payload("q S")).choices[0].message.content for _ in range(2)]
+        assert (replies, len(server.requests)) == ([CUT_EMOJI, CUT_EMOJI], 1)
+
+
+def test_a_chain_whose_first_reply_has_a_lone_surrogate_runs_its_second_round(tmp_path: Path) -> None:
+    class CutEmoji(Counting):
+        """Answers the last user text, cut inside an emoji."""
+
+        def generate_until(self, requests):
+            chats = [r.args[1](self.task_dict[r.args[4]][r.args[5]][r.args[3]]) for r in requests]
+            self.asked += [chat[-1]["content"][0]["text"] for chat in chats]
+            return [f"reply to {chat[-1]['content'][0]['text']} \ud83d" for chat in chats]
+
+    first = CutEmoji()
+    outputs = local(first, str(tmp_path)).generate_until_multi_round(chain_requests(1))
+    again = CutEmoji()
+    assert local(again, str(tmp_path)).generate_until_multi_round(chain_requests(1)) == outputs
+    assert outputs == [["reply to q0 \ud83d", "reply to q0 then \ud83d"]]
+    assert (first.asked, again.asked) == (["q0", "q0 then"], [])
+
+
+def test_a_reply_that_cannot_be_written_still_reaches_the_backend_with_one_warning(
+    cache: RequestCache, monkeypatch, caplog
+) -> None:
+    import errno
+
+    import openai
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with FakeOpenAI(answer_by_text) as server, caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+        hook_client(client, cache)
+        replies = [client.chat.completions.create(**chat_payload(q)).choices[0].message.content for q in ("q F", "q G")]
+    assert replies == ["Answer: F", "Answer: G"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert str(cache.path) in warnings[0] and "No space left on device" in warnings[0]
+
+
+def test_a_request_whose_image_file_vanished_is_sent_uncached(tmp_path: Path, cache: RequestCache, caplog) -> None:
+    (tmp_path / "a.png").write_bytes(png("red"))
+    image = picture(tmp_path / "a.png")
+    (tmp_path / "a.png").unlink()
+    with caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
+        assert cache.key(request(image=image)) is None
+    assert "a.png" in caplog.text
+
+
+def test_the_key_of_a_palette_image_follows_its_palette(cache: RequestCache) -> None:
+    def paletted(color: tuple[int, int, int]) -> Image.Image:
+        image = Image.new("P", (4, 4), 0)
+        image.putpalette([*color, *([0, 0, 0] * 255)])
+        return image
+
+    assert cache.key(request(image=paletted((255, 0, 0)))) != cache.key(request(image=paletted((0, 0, 255))))
+
+
+def test_an_async_client_stores_replies_without_blocking_the_event_loop(cache: RequestCache, monkeypatch) -> None:
+    import time
+
+    import openai
+
+    from hvcu_tasks.models import request_cache
+
+    monkeypatch.setattr(request_cache.os, "fsync", lambda fd: time.sleep(1.0))
+
+    async def ticks_during_one_request(base_url: str) -> int:
+        client = openai.AsyncOpenAI(api_key="x", base_url=base_url, max_retries=0)
+        hook_client(client, cache)
+        done, ticks = asyncio.Event(), 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        counting = asyncio.create_task(ticker())
+        await client.chat.completions.create(**chat_payload("q T"))
+        done.set()
+        await counting
+        return ticks
+
+    with FakeOpenAI(answer_by_text) as server:
+        assert asyncio.run(ticks_during_one_request(server.base_url)) >= 30
+
+
+# ---- an unusable cache folder ----
+
+
+def api_wrapper(server: FakeOpenAI, **args) -> ContextWrapper:
+    wrapper = ContextWrapper(inner="openai", model_version="m", base_url=server.base_url, api_key="x", **args)
+    wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+    return wrapper
+
+
+def test_an_unusable_default_cache_folder_runs_uncached_with_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("HVCU_CACHE_DIR", "/dev/null/x")
+    with FakeOpenAI(lambda body: "Answer: A") as server:
+        for _ in range(2):
+            assert [r.text for r in api_wrapper(server).generate_until(base_requests(2))] == ["Answer: A"] * 2
+        assert len(server.requests) == 4
+    lines = [line for line in capsys.readouterr().err.splitlines() if "hvcu_context" in line]
+    assert lines == ["hvcu_context: request cache off (cannot create /dev/null/x/requests-v1: Not a directory)"] * 2
+
+
+@pytest.mark.parametrize("cache", ["on", "/dev/null/x"])
+def test_an_unusable_cache_folder_asked_for_is_a_one_line_error(monkeypatch, cache: str) -> None:
+    monkeypatch.setenv("HVCU_CACHE_DIR", "/dev/null/x")
+    with FakeOpenAI(lambda body: "Answer: A") as server, pytest.raises(ValueError) as error:
+        api_wrapper(server, cache=cache)
+    message = str(error.value)
+    folder = "/dev/null/x/requests-v1" if cache == "on" else "/dev/null/x"
+    assert message.startswith(f"hvcu_context: cannot create the request cache {folder}: Not a directory;")
+    assert "\n" not in message
+
+
+# ---- model identity ----
+
+
+class Versioned(Counting):
+    """A chat model that says which model it is only through its attributes (as lmms-eval backends do)."""
+
+    def __init__(self, model_version: str) -> None:
+        super().__init__()
+        self.model_version = model_version
+
+    def generate_until(self, requests):
+        return [f"{self.model_version}: {reply}" for reply in super().generate_until(requests)]
+
+
+def around(model: lmms, name: str, tmp_path: Path, **args) -> ContextWrapper:
+    wrapper = ContextWrapper.around(model, name, cache=str(tmp_path), **args)
+    wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+    return wrapper
+
+
+def test_two_models_wrapped_without_arguments_keep_their_own_replies(tmp_path: Path) -> None:
+    first = around(Versioned("gemini-a"), "gemini", tmp_path).generate_until(base_requests(2))
+    second = around(Versioned("gemini-b"), "gemini", tmp_path).generate_until(base_requests(2))
+    assert (first, second) == (
+        ["gemini-a: reply to q0", "gemini-a: reply to q1"],
+        ["gemini-b: reply to q0", "gemini-b: reply to q1"],
+    )
+
+
+def test_an_api_model_wrapped_with_nothing_identifying_it_runs_uncached(capsys) -> None:
+    for _ in range(2):
+        model = Counting()
+        wrapper = ContextWrapper.around(model, "gemini")
+        wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        wrapper.generate_until(base_requests(2))
+        assert model.asked == ["q0", "q1"]
+    err = capsys.readouterr().err
+    assert err.count("hvcu_context: request cache off (nothing identifies the inner model gemini") == 2
+
+
+def test_cache_on_for_a_model_with_nothing_identifying_it_is_a_one_line_error() -> None:
+    with pytest.raises(
+        ValueError, match=r"^hvcu_context: cache=on, but nothing identifies the inner model gemini"
+    ) as e:
+        ContextWrapper.around(Counting(), "gemini", cache="on")
+    assert "\n" not in str(e.value)
+
+
+def test_the_identity_names_the_installed_lmms_eval_release(tmp_path: Path) -> None:
+    import importlib.metadata
+    import json
+
+    wrapper = around(Counting(), "local", tmp_path, model_args={"pretrained": "p"})
+    card = json.loads((wrapper.request_cache.folder / "identity.json").read_text())
+    assert card["lmms_eval"] == importlib.metadata.version("lmms_eval")
+
+
+SECRETS = ("sk-a1", "sk-b2", "sk-h3", "hunter2", "sk-q4", "sk-t5")
+
+
+def test_credentials_never_reach_the_disk(tmp_path: Path) -> None:
+    args = {
+        "model_version": "m",
+        "api_keys": "sk-a1,sk-b2",
+        "extra_headers": {"Authorization": "Bearer sk-h3"},
+        "base_url": "https://bob:hunter2@host.example/v1?key=sk-q4",
+        "hf_access_token": "sk-t5",
+        "max_new_tokens": 9,
+    }
+    store = RequestCache(tmp_path, model_identity("openai", args, "https://bob:hunter2@host.example/v1?key=sk-q4"))
+    card = (store.folder / "identity.json").read_text()
+    assert [s for s in SECRETS if s in card] == []
+    assert "https://host.example/v1" in card and '"max_new_tokens": 9' in card
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["api_keys", "openai_key", "extra_headers", "hf_token", "access_token", "db_password", "credentials", "auth"],
+)
+def test_an_argument_named_as_a_credential_is_left_out_of_the_identity(name: str) -> None:
+    assert model_identity("openai", {"model_version": "m", name: "s3cret"}) == model_identity(
+        "openai", {"model_version": "m"}
+    )
+
+
+@pytest.mark.parametrize("name", ["max_new_tokens", "max_completion_tokens", "thinking_budget_tokens", "num_keyframes"])
+def test_a_setting_named_like_a_credential_stays_in_the_identity(name: str) -> None:
+    assert model_identity("openai", {"model_version": "m", name: 9}) != model_identity("openai", {"model_version": "m"})
+
+
+def test_the_identity_folder_is_private_even_when_it_existed(tmp_path: Path) -> None:
+    folder = RequestCache(tmp_path, IDENTITY).folder
+    folder.chmod(0o755)
+    RequestCache(tmp_path, IDENTITY)
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+# ---- client backends found by their shape ----
+
+
+class Killed(BaseException):
+    """The run is killed (nothing in the backend catches it)."""
+
+
+class ShimCompletions:
+    """litellm's client shim: a `chat.completions.create` that is not an openai client; killed after `live` replies."""
+
+    def __init__(self, base_url: str, live: int | None = None) -> None:
+        import openai
+
+        self._client = openai.OpenAI(api_key="x", base_url=base_url, max_retries=0)
+        self.live = live
+
+    def create(self, **payload):
+        if self.live is not None:
+            if self.live == 0:
+                raise Killed
+            self.live -= 1
+        return self._client.chat.completions.create(**payload)
+
+
+def litellm_like(server: FakeOpenAI, tmp_path: Path, live: int | None = None) -> ContextWrapper:
+    from types import SimpleNamespace
+
+    from lmms_eval.models.chat.openai import OpenAICompatible
+
+    model = OpenAICompatible(model_version="m-lite", base_url=server.base_url, api_key="x", num_concurrent=1)
+    model.client = SimpleNamespace(chat=SimpleNamespace(completions=ShimCompletions(server.base_url, live)))
+    return around(model, "litellm", tmp_path, model_args={"model_version": "m-lite"})
+
+
+def test_a_client_shim_keeps_each_reply_as_it_arrives(tmp_path: Path) -> None:
+    def asked(server: FakeOpenAI) -> set[str]:
+        return {body["messages"][-1]["content"][0]["text"] for body in server.requests}
+
+    with FakeOpenAI(answer_by_text) as server:
+        with pytest.raises(Killed):
+            litellm_like(server, tmp_path, live=3).generate_until(base_requests(5))
+        answered = asked(server)
+        server.requests.clear()
+        replies = litellm_like(server, tmp_path).generate_until(base_requests(5))
+        rerun = asked(server)
+    assert [r.text for r in replies] == [f"Answer: {i}" for i in range(5)]
+    assert (len(answered), rerun) == (3, {f"q{i}" for i in range(5)} - answered)
+
+
+def test_async_openai_with_the_cache_on_pays_each_request_once(tmp_path: Path) -> None:
+    with FakeOpenAI(lambda body: "Answer: A") as server:
+        wrapper = ContextWrapper(
+            inner="async_openai", cache=str(tmp_path), model_version="m", base_url=server.base_url, api_key="x"
+        )
+        wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        for _ in range(2):
+            assert [r.text for r in wrapper.generate_until(base_requests(5))] == ["Answer: A"] * 5
+        again = ContextWrapper(
+            inner="async_openai", cache=str(tmp_path), model_version="m", base_url=server.base_url, api_key="x"
+        )
+        again.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        assert [r.text for r in again.generate_until(base_requests(5))] == ["Answer: A"] * 5
+        assert len(server.requests) == 5
+
+
+class FixedCompletions:
+    """A client shim whose `create` cannot be replaced (no instance attributes besides its slot)."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, base_url: str) -> None:
+        import openai
+
+        self._client = openai.OpenAI(api_key="x", base_url=base_url, max_retries=0)
+
+    def create(self, **payload):
+        return self._client.chat.completions.create(**payload)
+
+
+def test_a_client_whose_create_cannot_be_replaced_is_cached_by_the_wrapper(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from lmms_eval.models.chat.openai import OpenAICompatible
+
+    with FakeOpenAI(answer_by_text) as server:
+        for _ in range(2):
+            model = OpenAICompatible(model_version="m-fixed", base_url=server.base_url, api_key="x")
+            model.client = SimpleNamespace(chat=SimpleNamespace(completions=FixedCompletions(server.base_url)))
+            wrapper = around(model, "litellm", tmp_path, model_args={"model_version": "m-fixed"})
+            replies = [getattr(r, "text", r) for r in wrapper.generate_until(base_requests(3))]
+            assert replies == ["Answer: 0", "Answer: 1", "Answer: 2"]
+        assert len(server.requests) == 3

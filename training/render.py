@@ -133,17 +133,18 @@ def _cached_keys(path: Path) -> frozenset[str] | None:
 
 
 @functools.cache
-def known_keys() -> frozenset[str]:
-    """Return every argument name LLaMA-Factory's train/export parsers accept.
+def known_keys(fresh: bool = False) -> frozenset[str]:
+    """Return every argument name LLaMA-Factory's train/export parsers accept (`fresh`: read LLaMA-Factory again).
 
     Importing LLaMA-Factory's argument classes loads torch and transformers (seconds), so the names are remembered
-    in the toolkit's cache ($HVCU_CACHE_DIR), one file per `keys_tag()`: another version reads them again.
+    in the toolkit's cache ($HVCU_CACHE_DIR), one file per `keys_tag()`: another version reads them again. A name
+    the remembered list lacks is looked up in LLaMA-Factory itself before it is refused (`_check_overrides`).
     """
     from hvcu_tasks.validate import CACHE_ENV, cache_root
 
     root = cache_root()
     path = None if root is None else root / KEYS_FOLDER / f"{keys_tag()}.json"
-    cached = None if path is None else _cached_keys(path)
+    cached = None if path is None or fresh else _cached_keys(path)
     if cached is not None:
         return cached
     keys = _import_keys()
@@ -291,6 +292,9 @@ def _check_overrides(overrides: dict[str, Any]) -> None:
         return  # nothing to check: LLaMA-Factory's argument names are not needed
     keys = known_keys()
     unknown = sorted(set(overrides) - keys)
+    if unknown:  # the remembered names may be stale (LLaMA-Factory changed in place): ask it once before refusing
+        keys = known_keys(fresh=True)
+        unknown = sorted(set(overrides) - keys)
     if unknown:
         raise ValueError(f"--set: unknown LLaMA-Factory argument(s) {unknown}{did_you_mean(unknown, keys - OWNED)}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,21 +111,37 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
+DEV_DIR = Path("/dev")
+"""Where the GPU device nodes are (nvidia0, nvidia1, ... and ROCm's kfd)."""
+VISIBLE_DEVICE = re.compile(r"\d+|(?:GPU|MIG)-[0-9A-Za-z/-]+")
+"""One entry of a CUDA_VISIBLE_DEVICES list that names a device: an index or a GPU/MIG UUID."""
+
+
+def visible_devices_allow_a_gpu(value: str | None) -> bool:
+    """Whether CUDA_VISIBLE_DEVICES (None: unset) lets a process use a device: a comma list of ids or UUIDs.
+
+    Empty, -1, `NoDevFiles` (Slurm without a GPU allocation) or anything else that is not such a list hides every
+    device; CUDA stops at the first invalid entry, so a list must start with a valid one.
+    """
+    if value is None:
+        return True
+    first = value.split(",")[0].strip()
+    return bool(VISIBLE_DEVICE.fullmatch(first))
+
+
 def machine_has_gpu() -> bool:
     """Whether this machine shows a GPU this process may use, told without importing torch (it takes seconds).
 
-    torch's own answer when torch is loaded already; else none when CUDA_VISIBLE_DEVICES hides every device, else
-    an NVIDIA GPU known to the driver (/proc/driver/nvidia/gpus, /dev/nvidia0...) or AMD's ROCm device (/dev/kfd).
+    torch's own answer when torch is loaded already; else none when CUDA_VISIBLE_DEVICES hides every device
+    (`visible_devices_allow_a_gpu`); else an NVIDIA device node (/dev/nvidia0, ...) or AMD's ROCm device (/dev/kfd).
+    /proc/driver/nvidia/gpus alone does not count: CPU-only containers on a GPU host see it without the device.
     """
     torch = sys.modules.get("torch")
     if torch is not None:
         return bool(torch.cuda.is_available())
-    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+    if not visible_devices_allow_a_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")):
         return False
-    nvidia = Path("/proc/driver/nvidia/gpus")
-    if nvidia.is_dir() and any(nvidia.iterdir()):
-        return True
-    return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/kfd").exists()
+    return any(DEV_DIR.glob("nvidia[0-9]*")) or (DEV_DIR / "kfd").exists()
 
 
 def layout_of(train_config: Path) -> LayoutRecord | None:

@@ -55,17 +55,28 @@ class MockSettings:
 
 @dataclass
 class GoldIndex:
-    """Gold keys of known multiple-choice questions, keyed by the exact level text the tasks send."""
+    """Gold keys of known multiple-choice questions, keyed by the exact level text the tasks send.
+
+    The level text holds the question and its options, so one question asked with other options is another
+    key; the same text with another gold (two images the mock cannot see) is refused: a reply could not know
+    which gold `--accuracy` should aim at.
+    """
 
     gold: dict[str, str] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    origin: dict[str, str] = field(default_factory=dict)
 
     def add(self, text: str, key: str, where: str) -> None:
-        """Record one question's gold key; refuse a second, different gold for the same text."""
+        """Record one question's gold key (`where` names its source and sample); refuse another gold for the text."""
         old = self.gold.setdefault(text, key)
+        first = self.origin.setdefault(text, where)
         if old != key:
-            first_line = text.splitlines()[0][:80]
-            raise ValueError(f"{where}: question {first_line!r} has gold {key} here but {old} in an earlier source")
+            question = text.splitlines()[0][:80]
+            raise ValueError(
+                f"--gold: question {question!r} with the same options has gold {old} in {first} but gold {key} in "
+                f"{where}; the mock sees only the text, not the image, so it cannot tell them apart (leave one of "
+                "the two out of the --gold data)"
+            )
 
 
 def load_gold(sources: Sequence[str]) -> GoldIndex:
@@ -83,7 +94,8 @@ def load_gold(sources: Sequence[str]) -> GoldIndex:
                 continue  # a folder may hold only some families (a build-bench output)
             for sample in result.raise_for_problems():
                 for lv in sample.levels:
-                    index.add(level_text(lv.question, lv.options), lv.answer, f"{source}: id={sample.id}")
+                    where = f"{source}: {family}/{sample.id} L{lv.level}"
+                    index.add(level_text(lv.question, lv.options), lv.answer, where)
                 found += 1
         if not found:
             raise ValueError(f"--gold {source}: no HVCU-Bench samples found there")
@@ -321,7 +333,7 @@ CHECK_FAILURES = {
 
 
 def _validator(top: bool, rng: random.Random) -> str:
-    """Reply to a build-bench validator: every check passes with probability 0.85, else one named check fails."""
+    """Reply to a build-bench validator: the whole verdict passes with probability 0.85, else one check fails."""
     names = ("single_answer",) if top else ("dependency", "progression", "single_answer")
     verdict = dict.fromkeys(names, True)
     reason = "mock validator: every check passes"

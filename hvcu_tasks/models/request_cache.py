@@ -2,27 +2,35 @@
 
 Each reply is stored the moment it arrives, keyed by the model's identity and the exact request:
 
-- Backends that talk to an OpenAI-compatible server through an `openai` client (`openai`, `async_openai`)
-  are cached at the client's `chat.completions.create` call, the one place where a single reply arrives
-  while the backend runs many requests at once: the key is the request body itself (model, messages with
-  each image's bytes, max_tokens, temperature, top_p, seed, ...) under the model identity and endpoint.
+- Backends that send each request through a client object with `chat.completions.create` (`openai`,
+  `async_openai`, `litellm`'s client shim: found by that shape, sync or async) are cached at that call, the
+  one place where a single reply arrives while the backend runs many requests at once: the key is the
+  request body itself (model, messages with each image's bytes, max_tokens, temperature, top_p, seed, ...)
+  under the model identity and endpoint. Each reply is written and fsync'd before the backend gets it.
 - Every other backend is cached by the wrapper: the key is the request's chat messages (each image by the
   SHA-256 of its file's bytes, never its path) and generation settings; the wrapper sends the requests not
-  in the cache `chunk_size` at a time and stores each call's replies as it returns.
+  in the cache `chunk_size` at a time and stores each call's replies when the call returns (a kill during a
+  call loses that call's replies: at most `chunk_size` per rank are asked again).
 
 The model identity is the backend name, its model arguments (model_version, pretrained, base_url, ...; not
-credentials nor knobs that do not change a reply, NEUTRAL_ARGS) and, for client backends, the endpoint the
-client really talks to. One folder per identity, `<root>/<digest>/`, holds `identity.json` (what the digest
-stands for) and append-only JSONL files, one per writing process (so data-parallel ranks and concurrent runs
-never share a file). Each record is written with one `os.write` and fsync'd before the reply goes back to the
-backend; a process killed mid-write leaves at most its file's last line torn, which readers skip with a
-warning. Only real replies are kept: an error, None, an empty or blank reply, or lmms-eval's failure and
-budget markers are never stored, so a rerun asks again.
+credentials nor knobs that do not change a reply, NEUTRAL_ARGS), the inner model's own resolved attributes
+(IDENTITY_ATTRS) and, for client backends, the endpoint the client really talks to; URLs lose their user,
+password and query before they enter it. One folder per identity, `<root>/<digest>/` (mode 0700), holds
+`identity.json` (what the digest stands for) and append-only JSONL files, one per writing process (so
+data-parallel ranks and concurrent runs never share a file). Each record is ASCII JSON (a reply cut inside
+an emoji, a lone surrogate, round-trips exactly) written with one `os.write` and fsync'd; a process killed
+mid-write leaves at most its file's last line torn, which readers skip with a warning. Only real replies are
+kept: an error, None, an empty or blank reply, or lmms-eval's failure and budget markers are never stored, so
+a rerun asks again. The cache never changes what the backend receives: a request it cannot key is sent
+uncached, a reply it cannot store goes back all the same (each with one warning naming why).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import importlib.metadata
+import inspect
 import json
 import logging
 import os
@@ -33,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
 
 from hvcu_tasks.files import write_atomic
 
@@ -69,8 +78,16 @@ NEUTRAL_ARGS = frozenset(
 )
 """Model arguments that change how requests are sent, never a reply: left out of the model identity."""
 
-_CREDENTIAL = re.compile(r"(key|token|secret|password)$", re.IGNORECASE)
-"""Argument names that hold credentials: never part of the identity, never written to disk."""
+_CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth|header", re.IGNORECASE)
+"""Words that mark an argument name as holding credentials (anywhere in it): never in the identity, never on disk."""
+
+_NOT_SECRET = re.compile(
+    r"(?:max|min|num|budget|thinking|reasoning)_(?:[a-z]+_)*tokens|keyframes?|keypoints?|authors?", re.IGNORECASE
+)
+"""Parts of argument names that are settings although they hold a credential word (max_new_tokens, keyframes)."""
+
+IDENTITY_ATTRS = ("model_version", "model", "model_name", "base_url", "pretrained")
+"""Attributes of a built lmms-eval model that say which model answers (kept when they are plain values)."""
 
 FAILURE_MARKERS = ("[LMMS_EVAL_REQUEST_FAILED", "[LMMS_EVAL_BUDGET_EXCEEDED]")
 """Texts lmms-eval backends return in place of a reply when a request failed or the token budget ran out."""
@@ -148,6 +165,9 @@ def image_digest(image: Any) -> str:
         return _source_digest(source)
     digest = hashlib.sha256(f"{image.mode} {image.width}x{image.height}\n".encode())
     digest.update(image.tobytes())
+    if image.mode in ("P", "PA"):  # the pixels are palette indices: the colours are in the palette
+        digest.update(bytes(image.getpalette() or ()))
+        digest.update(repr(image.info.get("transparency")).encode())
     return digest.hexdigest()
 
 
@@ -191,24 +211,83 @@ def canonical(value: Any) -> Any:
 def digest(value: Any) -> str:
     """Return the SHA-256 (hex) of a value's canonical JSON (sorted keys, exact text)."""
     text = json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate keeps its own key
 
 
-def model_identity(backend: str, args: Mapping[str, Any], endpoint: str | None = None) -> dict[str, Any]:
-    """Return what identifies a model's replies: backend, reply-relevant arguments, and the endpoint when known."""
-    kept = {k: v for k, v in args.items() if k not in NEUTRAL_ARGS and not _CREDENTIAL.search(k) and k != "cache"}
-    identity: dict[str, Any] = {"backend": backend, "args": {k: _plain(v) for k, v in sorted(kept.items())}}
+def is_secret_name(name: str) -> bool:
+    """Whether an argument name says it holds a credential (api_keys, extra_headers, hf_token, auth, ...)."""
+    return bool(_CREDENTIAL.search(_NOT_SECRET.sub("", name)))
+
+
+def public_url(text: str) -> str:
+    """Return a URL without its user, password, query and fragment (where keys hide); other text unchanged."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    if not (parts.scheme and parts.netloc):
+        return text
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def model_identity(
+    backend: str, args: Mapping[str, Any], endpoint: str | None = None, resolved: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return what identifies a model's replies: backend, reply-relevant arguments, resolved attributes, endpoint."""
+    kept = {k: v for k, v in args.items() if k not in NEUTRAL_ARGS and k != "cache"}
+    identity: dict[str, Any] = {"backend": backend, "args": _public(kept)}
+    if resolved:
+        identity["resolved"] = _public(resolved)
     if endpoint is not None:
-        identity["endpoint"] = endpoint
+        identity["endpoint"] = public_url(endpoint)
     return identity
 
 
-def _plain(value: Any) -> Any:
-    """Return a model argument as JSON (a value with no JSON form by its text)."""
+def identifies(identity: Mapping[str, Any]) -> bool:
+    """Whether an identity names a model beyond its backend (model arguments or resolved attributes)."""
+    return bool(identity.get("args") or identity.get("resolved"))
+
+
+def resolved_attributes(model: Any) -> dict[str, Any]:
+    """Return the plain-valued IDENTITY_ATTRS a built model has (a torch module under `model` is left out)."""
+    found: dict[str, Any] = {}
+    for name in IDENTITY_ATTRS:
+        try:
+            value = getattr(model, name, None)
+        except Exception:  # noqa: BLE001 - a property that fails says nothing about the model
+            continue
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+            found[name] = value
+    return found
+
+
+def lmms_eval_version() -> str:
+    """Return the installed lmms-eval release ('unknown' when its package metadata is missing)."""
+    try:
+        return importlib.metadata.version("lmms_eval")
+    except importlib.metadata.PackageNotFoundError:
+        import lmms_eval
+
+        return str(getattr(lmms_eval, "__version__", "unknown"))
+
+
+def _public(value: Any) -> Any:
+    """Return a model argument as JSON without credentials: secret-named keys dropped, URLs stripped."""
+    if isinstance(value, Mapping):
+        return {
+            str(k): _public(v)
+            for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+            if not is_secret_name(str(k))
+        }
+    if isinstance(value, (list, tuple)):
+        return [_public(v) for v in value]
+    if isinstance(value, str):
+        return public_url(value)
     try:
         return canonical(value)
     except Uncacheable:
-        return str(value)
+        return public_url(str(value))
 
 
 def keepable(text: Any) -> bool:
@@ -268,9 +347,13 @@ class RequestCache:
         self.identity_digest = digest(self.identity)
         self.folder = Path(root) / self.identity_digest[:32]
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.folder.chmod(0o700)  # private even when an earlier run made it with another mode
+        except OSError as exc:
+            log.warning("request cache: cannot make %s private (%s)", self.folder, exc.strerror or exc)
         card = self.folder / "identity.json"
         if not card.exists():
-            write_atomic(card, json.dumps(self.identity, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            write_atomic(card, json.dumps(self.identity, indent=2, sort_keys=True, ensure_ascii=True) + "\n")
         self.replies = read_replies(self.folder)
         self.loaded = len(self.replies)
         self.hits = 0
@@ -278,15 +361,26 @@ class RequestCache:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._broken = False
+        self._warned: set[str] = set()
         self.path = self.folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
 
     def key(self, request: Any) -> str | None:
-        """Return the key of a request under this identity, or None when part of it has no content identity."""
+        """Return the key of a request under this identity, or None (sent uncached) when it cannot be keyed."""
         try:
             return digest([self.identity_digest, request])
         except Uncacheable as exc:
             log.debug("request cache: request not cached (%s)", exc)
-            return None
+        except Exception as exc:  # noqa: BLE001 - the cache never stops a request
+            self.warn("key", f"a request is sent uncached: its key cannot be made ({type(exc).__name__}: {exc})")
+        return None
+
+    def warn(self, kind: str, message: str) -> None:
+        """Log a warning about this cache once per kind of trouble."""
+        with self._lock:
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        log.warning("request cache %s: %s", self.folder, message)
 
     def get(self, key: str | None) -> Reply | None:
         """Return the stored reply for a key, or None."""
@@ -296,11 +390,25 @@ class RequestCache:
         return reply
 
     def put(self, key: str | None, text: Any, finish_reason: str | None = None) -> bool:
-        """Store a real reply durably (written and fsync'd before returning); return whether it was stored."""
+        """Store a real reply durably (written and fsync'd before returning); return whether it was stored.
+
+        Never raises: a reply that cannot be stored is reported once and left out.
+        """
         if key is None or not keepable(text) or self._broken:
             return False
-        line = json.dumps({"key": key, "reply": text, "finish_reason": finish_reason}, ensure_ascii=False) + "\n"
-        data = line.encode("utf-8")
+        try:
+            return self._append(key, text, finish_reason if isinstance(finish_reason, str) else None)
+        except Exception as exc:  # noqa: BLE001 - the cache never changes what the backend receives
+            self.warn(
+                type(exc).__name__,
+                f"a reply is not cached ({type(exc).__name__}: {exc}; file {self.path}); a rerun asks for it again",
+            )
+            return False
+
+    def _append(self, key: str, text: str, finish_reason: str | None) -> bool:
+        """Append one record (ASCII JSON: any text round-trips) and fsync it; a write error turns storing off."""
+        line = json.dumps({"key": key, "reply": text, "finish_reason": finish_reason}, ensure_ascii=True) + "\n"
+        data = line.encode("ascii")
         try:
             with self._lock:
                 if self._fd is None:
@@ -313,10 +421,10 @@ class RequestCache:
             os.fsync(fd)
         except OSError as exc:
             self._broken = True
-            log.warning(
-                "request cache: cannot write %s (%s); later replies are not cached (a killed run pays for them again)",
-                self.path,
-                exc.strerror or exc,
+            self.warn(
+                "write",
+                f"cannot write {self.path} ({exc.strerror or exc}); later replies are not cached "
+                "(a killed run pays for them again)",
             )
             return False
         return True
@@ -335,14 +443,8 @@ class RequestCache:
 # ---- OpenAI clients ----
 
 
-def openai_client(model: Any) -> Any:
-    """Return the `openai` client (sync or async) a backend sends its requests through, or None."""
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - lmms-eval depends on openai
-        return None
-    client = getattr(model, "client", None)
-    return client if isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)) else None
+_FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
+"""Finish reasons a replayed completion carries as stored (any other, e.g. a provider's own word, reads 'stop')."""
 
 
 def stored_completion(reply: Reply, model: Any) -> Any:
@@ -358,7 +460,7 @@ def stored_completion(reply: Reply, model: Any) -> Any:
             "choices": [
                 {
                     "index": 0,
-                    "finish_reason": reply.finish_reason or "stop",
+                    "finish_reason": reply.finish_reason if reply.finish_reason in _FINISH_REASONS else "stop",
                     "message": {"role": "assistant", "content": reply.text},
                 }
             ],
@@ -368,52 +470,123 @@ def stored_completion(reply: Reply, model: Any) -> Any:
 
 
 def _completion_reply(response: Any) -> tuple[Any, str | None]:
-    """Return (text, finish reason) of a chat completion's first choice; (None, None) when it has none."""
+    """Return (text, finish reason) of a chat completion's first choice; (None, None) when it is not a plain reply."""
     try:
         choice = response.choices[0]
-    except (AttributeError, IndexError, TypeError):
+    except (AttributeError, IndexError, KeyError, TypeError):
         return None, None
     message = getattr(choice, "message", None)
     finish = getattr(choice, "finish_reason", None)
+    if finish == "tool_calls" or getattr(message, "tool_calls", None):
+        return None, None  # a tool call is answered by the backend's next request, not replayable as text
     return getattr(message, "content", None), finish if isinstance(finish, str) else None
 
 
-def hook_client(client: Any, cache: RequestCache) -> None:
-    """Make `client.chat.completions.create` answer from the cache and store each real reply as it arrives."""
+def chat_client(model: Any) -> Any:
+    """Return the client a backend sends each request through, or None.
+
+    Any object with a `chat.completions.create` whose `create` can be replaced (checked by setting it to
+    itself) qualifies: openai's clients, litellm's shim, ...
+    """
+    client = getattr(model, "client", None)
+    completions = getattr(getattr(client, "chat", None), "completions", None)
+    create = getattr(completions, "create", None)
+    if not callable(create):
+        return None
+    try:
+        completions.create = create
+    except (AttributeError, TypeError):
+        return None
+    return client
+
+
+def _is_async(client: Any, create: Callable[..., Any]) -> bool:
+    """Whether a client's create is a coroutine function (an openai.AsyncOpenAI, or a shim's `async def`)."""
+    try:
+        import openai
+
+        if isinstance(client, openai.AsyncOpenAI):
+            return True
+    except ImportError:  # pragma: no cover - lmms-eval depends on openai
+        pass
+    return inspect.iscoroutinefunction(inspect.unwrap(create))
+
+
+def _cacheable_call(args: tuple, kwargs: dict) -> bool:
+    """Whether a create call asks for one plain reply (keyword arguments only, no streaming, one choice)."""
+    return not args and not kwargs.get("stream") and kwargs.get("n") in (None, 1)
+
+
+def hook_client(client: Any, cache: RequestCache) -> bool:
+    """Make `client.chat.completions.create` answer from the cache and store each real reply as it arrives.
+
+    Return False (the client left as it was) when its `create` cannot be replaced.
+    """
     completions = client.chat.completions
     create: Callable[..., Any] = completions.create
 
-    def lookup(args: tuple, kwargs: dict) -> tuple[str | None, Reply | None]:
-        key = None if args else cache.key(kwargs)
-        return key, cache.get(key)
+    def lookup(args: tuple, kwargs: dict) -> tuple[str | None, Any]:
+        if not _cacheable_call(args, kwargs):
+            return None, None
+        key = cache.key(kwargs)
+        reply = cache.get(key)
+        if reply is None:
+            return key, None
+        try:
+            return key, stored_completion(reply, kwargs.get("model"))
+        except Exception as exc:  # noqa: BLE001 - the cache never stops a request: ask the server instead
+            cache.warn("replay", f"a stored reply cannot be replayed ({type(exc).__name__}: {exc}); asked again")
+            return key, None
 
     def store(key: str | None, response: Any) -> None:
-        text, finish = _completion_reply(response)
+        if key is None:
+            return
+        try:
+            text, finish = _completion_reply(response)
+        except Exception:  # noqa: BLE001 - a reply of an unknown shape is not stored
+            return
         cache.put(key, text, finish)
 
-    import openai
-
-    if isinstance(client, openai.AsyncOpenAI):
+    if _is_async(client, create):
 
         async def cached_create_async(*args: Any, **kwargs: Any) -> Any:
-            """AsyncCompletions.create through the request cache."""
-            key, reply = lookup(args, kwargs)
-            if reply is not None:
-                return stored_completion(reply, kwargs.get("model"))
+            """AsyncCompletions.create through the request cache (stored off the event loop)."""
+            key, stored = lookup(args, kwargs)
+            if stored is not None:
+                return stored
             response = await create(*args, **kwargs)
+            if key is not None:
+                await asyncio.to_thread(store, key, response)
+            return response
+
+        replacement: Callable[..., Any] = cached_create_async
+    else:
+
+        def cached_create(*args: Any, **kwargs: Any) -> Any:
+            """Completions.create through the request cache."""
+            key, stored = lookup(args, kwargs)
+            if stored is not None:
+                return stored
+            response = create(*args, **kwargs)
+            if inspect.isawaitable(response):  # an async create we could not tell from its signature
+                cache.warn("awaitable", "the client's create returns an awaitable; its replies are not cached")
+                return response
             store(key, response)
             return response
 
-        completions.create = cached_create_async
-        return
+        replacement = cached_create
+    try:
+        completions.create = replacement
+    except (AttributeError, TypeError):
+        return False
+    return True
 
-    def cached_create(*args: Any, **kwargs: Any) -> Any:
-        """Completions.create through the request cache."""
-        key, reply = lookup(args, kwargs)
-        if reply is not None:
-            return stored_completion(reply, kwargs.get("model"))
-        response = create(*args, **kwargs)
-        store(key, response)
-        return response
 
-    completions.create = cached_create
+def openai_client(model: Any) -> Any:
+    """Return the `openai` client (sync or async) a backend sends its requests through, or None."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - lmms-eval depends on openai
+        return None
+    client = getattr(model, "client", None)
+    return client if isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)) else None

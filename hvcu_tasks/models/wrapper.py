@@ -16,11 +16,14 @@ private task_dict key, removed after the call) carrying the round's chat, so the
 fetches nor decodes it again. Every argument except `inner`, `chunk_size` and `cache` goes to the inner
 model; single-round requests pass straight through.
 
-`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk the
-moment it arrives (request_cache.py), so a killed run, rerun with the same command, pays only for the requests
-that were in flight. Client backends (`openai`, `async_openai`) are cached at their client's call; for every
-other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time, storing
-each call's replies as it returns.
+`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk
+(request_cache.py), so a killed run, rerun with the same command, pays again only for what was unanswered.
+Client backends (`openai`, `async_openai`, `litellm`: any `client.chat.completions.create`) are cached at
+their client's call, each reply stored the moment it arrives (a rerun repeats at most the requests in flight);
+for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
+storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
+With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
+(`cache=on`, `cache=PATH`) it is an error.
 """
 
 from __future__ import annotations
@@ -35,14 +38,19 @@ from lmms_eval.api.model import lmms
 from tqdm import tqdm
 
 from hvcu_tasks.models.request_cache import (
+    IDENTITY_ATTRS,
     RequestCache,
     cache_location,
     cache_setting,
+    chat_client,
     hook_client,
+    identifies,
     is_api,
     keepable,
+    lmms_eval_version,
     model_identity,
     openai_client,
+    resolved_attributes,
 )
 
 DEFAULT_CHUNK_SIZE = 64
@@ -145,7 +153,9 @@ class ContextWrapper(lmms):
     ) -> ContextWrapper:
         """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
 
-        `model_args` (what the model was built with) enter the request cache's model identity.
+        `model_args` (what the model was built with) enter the request cache's model identity, with the model's
+        own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
+        it is, the cache stays off (default) or `cache=on` is an error.
         """
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
@@ -177,26 +187,45 @@ class ContextWrapper(lmms):
         self._inner_calls = 0
 
     def _open_cache(self, setting: str | Path, model_args: Mapping[str, Any]) -> None:
-        """Open the request cache the setting asks for (and hook the inner model's client); say where, once."""
-        client = openai_client(self.inner)
+        """Open the request cache the setting asks for (and hook the inner model's client); say where, once.
+
+        With the default setting, a model nothing identifies or a folder that cannot be created leaves the
+        cache off with one line; asked for explicitly, either is an error.
+        """
+        client = chat_client(self.inner)
         api = is_api(self.inner_name, model_args, client)
         root = cache_location(setting, api)
         if root is None:
-            if api and self.rank == 0:
+            if api:
                 why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
-                print(
-                    f"hvcu_context: request cache off ({why}); a killed run pays again for every request",
-                    file=sys.stderr,
-                )
+                self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
             return
-        identity = model_identity(self.inner_name, model_args, None if client is None else str(client.base_url))
+        endpoint = getattr(client, "base_url", None)
+        identity = model_identity(
+            self.inner_name, model_args, None if endpoint is None else str(endpoint), resolved_attributes(self.inner)
+        )
+        if not identifies(identity):
+            why = (
+                f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
+                f"{', '.join(IDENTITY_ATTRS)} attribute"
+            )
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off ({why})")
+                return
+            raise ValueError(f"hvcu_context: cache={setting}, but {why}; pass the model's arguments (model_args)")
         if client is None:
-            import lmms_eval
-
-            identity["lmms_eval"] = getattr(lmms_eval, "__version__", "unknown")
-        self.request_cache = RequestCache(root, identity)
-        if client is not None:
-            hook_client(client, self.request_cache)
+            identity["lmms_eval"] = lmms_eval_version()
+        try:
+            self.request_cache = RequestCache(root, identity)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off (cannot create {root}: {why})")
+                return
+            raise ValueError(
+                f"hvcu_context: cannot create the request cache {root}: {why}; give a writable cache=PATH or cache=off"
+            ) from None
+        if client is not None and hook_client(client, self.request_cache):
             self._client_cached = True
         if self.rank == 0:
             print(
@@ -204,6 +233,11 @@ class ContextWrapper(lmms):
                 "for this model); a rerun of a killed run pays only for the requests not there (cache=off: no cache)",
                 file=sys.stderr,
             )
+
+    def _say(self, line: str) -> None:
+        """Print one line to stderr on rank 0."""
+        if self.rank == 0:
+            print(line, file=sys.stderr)
 
     @property
     def rank(self) -> int:

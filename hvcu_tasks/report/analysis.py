@@ -1,8 +1,11 @@
 """Report tables of the analyses beyond the paper: visual dependency, circular evaluation, position bias, propagation.
 
 Reads lmms-eval results files holding the blind, circular and gold-context tasks (hvcu_tasks/analysis.py) and,
-for the same models, the base and context tasks. Every table has a chance row: what a uniform random guesser
-scores (hvcu_tasks.metrics: CHANCE_*).
+for the same models, the base and context tasks. A model's runs are kept apart by the data they read (the
+published benchmark, the smoke sample, custom data: `report.runs.data_kind`), so a row never mixes them; the
+multi-modal gain compares two settings only when both are complete and read the same data (the same
+fingerprint per family where recorded). Every table has a chance row: what a uniform random guesser scores
+(hvcu_tasks.metrics: CHANCE_*).
 """
 
 from __future__ import annotations
@@ -31,7 +34,17 @@ from hvcu_tasks.metrics import (
     pred_share_metric,
     wrong_after_metric,
 )
-from hvcu_tasks.report.runs import ReportError, _model_name, checked_value, results_files
+from hvcu_tasks.report.runs import (
+    BENCHMARK,
+    CUSTOM,
+    SMOKE,
+    ReportError,
+    _model_name,
+    checked_value,
+    data_kind,
+    identity_of,
+    results_files,
+)
 from hvcu_tasks.report.tables import FAMILY_LABEL, Table
 
 TASK_NAME = re.compile(
@@ -54,17 +67,23 @@ SMOKE_MARK = "†"
 PARTIAL_MARK = "*"
 MISSING = "–"
 """How a missing value (None) is shown: the results file has no such metric."""
+CUSTOM_LABEL = " (custom data)"
 NA_NOTE = "n/a: nothing to measure (e.g. no chain with the earlier level wrong); never counted as 0."
+DATA_TEXT = {BENCHMARK: "HVCU-Bench", SMOKE: "the smoke sample", CUSTOM: "custom data"}
 
 
 @dataclass
 class AnalysisRun:
-    """One model's HVCU-Bench results across settings: setting -> family -> metrics."""
+    """One model's HVCU-Bench results on one kind of data (`data`) across settings: setting -> family -> metrics."""
 
     model: str
+    data: str = BENCHMARK
+    """What the tasks read: BENCHMARK, SMOKE or CUSTOM (`report.runs.data_kind`)."""
     settings: dict[str, dict[str, dict[str, float | int]]] = field(default_factory=dict)
-    smoke: bool = False
     partial: set[str] = field(default_factory=set)
+    """Settings run on a subset (--limit) or with incomplete chains."""
+    fingerprints: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Per setting and family: the data fingerprint its results file recorded (None: not recorded)."""
 
     def score(self, setting: str) -> float | None:
         """Return a setting's Score (unweighted mean of the families' acc_full), None unless all three are there."""
@@ -74,10 +93,15 @@ class AnalysisRun:
             return None
         return overall_score(values)  # type: ignore[arg-type]
 
+    def is_partial(self, setting: str) -> bool:
+        """Whether a setting lacks a family, ran under --limit or has incomplete chains."""
+        return setting in self.partial or set(self.settings.get(setting, {})) != set(FAMILIES)
+
     def label(self, setting: str) -> str:
-        """Return the row label: † smoke sample, * partial (a family missing or a --limit run)."""
-        partial = setting in self.partial or set(self.settings.get(setting, {})) != set(FAMILIES)
-        return self.model + (SMOKE_MARK if self.smoke else "") + (PARTIAL_MARK if partial else "")
+        """Return the row label: † smoke sample, * partial (a family missing or a --limit run), (custom data)."""
+        smoke = SMOKE_MARK if self.data == SMOKE else ""
+        custom = CUSTOM_LABEL if self.data == CUSTOM else ""
+        return self.model + smoke + (PARTIAL_MARK if self.is_partial(setting) else "") + custom
 
 
 def _metrics(values: Any, where: str) -> dict[str, float | int]:
@@ -95,8 +119,8 @@ def _metrics(values: Any, where: str) -> dict[str, float | int]:
 
 
 def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
-    """Read every HVCU-Bench family task (all settings) from the results files under the paths, one entry per model."""
-    runs: dict[str, AnalysisRun] = {}
+    """Read every HVCU-Bench family task (all settings) under the paths, one entry per model and kind of data."""
+    runs: dict[tuple[str, str], AnalysisRun] = {}
     for root in map(Path, run_paths):
         if not root.exists():
             raise ReportError(f"{root}: no such file or folder")
@@ -105,35 +129,76 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 results = json.loads(path.read_text(encoding="utf-8"))
                 per_task = results["results"]
                 config = results.get("config") or {}
+                configs = results.get("configs") or {}
             except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
                 raise ReportError(f"{path}: not an lmms-eval results file ({exc})") from exc
-            if not isinstance(per_task, dict) or not isinstance(config, dict):
-                raise ReportError(f"{path}: not an lmms-eval results file ('results' or 'config' is not an object)")
+            if not all(isinstance(x, dict) for x in (per_task, config, configs)):
+                raise ReportError(
+                    f"{path}: not an lmms-eval results file ('results', 'config' or 'configs' is not an object)"
+                )
             for task, values in per_task.items():
                 m = TASK_NAME.match(task)
                 if not m:
                     continue
                 name = _model_name(results)
-                run = runs.setdefault(name, AnalysisRun(name))
+                identity = identity_of(configs.get(task), f"{path}: {task}")
+                data = data_kind(identity, bool(m.group("sample")))
+                run = runs.setdefault((name, data), AnalysisRun(name, data))
                 setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
                 if family in run.settings.get(setting, {}):
                     raise ReportError(f"{path}: {name} has {setting} {family} results twice ({task}); pass one run")
                 metrics = _metrics(values, f"{path}: {task}")
                 run.settings.setdefault(setting, {})[family] = metrics
-                run.smoke |= bool(m.group("sample"))
+                run.fingerprints.setdefault(setting, {})[family] = None if identity is None else identity["fingerprint"]
                 if config.get("limit") is not None or metrics.get("n_incomplete", 0) != 0:
                     run.partial.add(setting)
     return list(runs.values())
 
 
-def _gain(run: AnalysisRun) -> float | None:
-    """Return the multi-modal gain: Score with the image minus Score blind (None unless both are known)."""
+def _gain_gap(run: AnalysisRun, others: list[AnalysisRun]) -> str | None:
+    """Return why the run has no multi-modal gain (None when it has one); `others`: every run of the report."""
+    if "base" not in run.settings:
+        elsewhere = sorted(DATA_TEXT[o.data] for o in others if o.model == run.model and "base" in o.settings)
+        if not elsewhere:
+            return None  # no base run at all: the table's general note says so
+        return f"blind ran on {DATA_TEXT[run.data]}, base on {' and '.join(elsewhere)}"
+    for setting in ("base", "blind"):
+        if run.is_partial(setting):
+            return f"{setting} is partial (a family missing, --limit or incomplete chains)"
+    differ = [
+        f
+        for f in FAMILIES
+        if None not in (run.fingerprints["base"][f], run.fingerprints["blind"][f])
+        and run.fingerprints["base"][f] != run.fingerprints["blind"][f]
+    ]
+    if differ:
+        return f"base and blind read different {', '.join(differ)} data (fingerprints differ)"
+    return None
+
+
+def _gain(run: AnalysisRun, others: list[AnalysisRun]) -> float | None:
+    """Return the multi-modal gain: Score with the image minus Score blind, None unless comparable (`_gain_gap`)."""
     with_image, blind = run.score("base"), run.score("blind")
-    if with_image is None or blind is None:
+    if with_image is None or blind is None or _gain_gap(run, others) is not None:
         return None
     if is_na(with_image) or is_na(blind):
         return float("nan")
     return round(with_image - blind, 2)
+
+
+def chance_text(value: float) -> str:
+    """Return a chance percentage as text that stays readable where 2 decimals would round it away."""
+    return f"{value:.2f}" if round(value, 2) >= 0.01 else f"{value:.1e}"
+
+
+def _data_notes(runs: list[AnalysisRun]) -> list[str]:
+    """Return the notes for the marks of the data the rows read (smoke sample, custom data)."""
+    notes = []
+    if any(r.data == SMOKE for r in runs):
+        notes.append(f"{SMOKE_MARK} ran on the bundled smoke sample, not HVCU-Bench: not comparable to the paper.")
+    if any(r.data == CUSTOM for r in runs):
+        notes.append(f"{CUSTOM_LABEL.strip()}: ran on data that is not the published HVCU-Bench.")
+    return notes
 
 
 def _family_cells(run: AnalysisRun, setting: str) -> list[float | int | None]:
@@ -162,16 +227,24 @@ def blind_table(runs: list[AnalysisRun]) -> Table:
     table = Table("analysis_blind", "Visual dependency: every level asked without the image", columns)
     chance = [CHANCE_LEVEL] * 3 + [CHANCE_FULL]
     table.rows.append([CHANCE_ROW, *chance * len(FAMILIES), CHANCE_FULL, CHANCE_FULL, None])
-    for run in (r for r in runs if "blind" in r.settings):
+    blind_runs = [r for r in runs if "blind" in r.settings]
+    gaps = []
+    for run in blind_runs:
+        gap = _gain_gap(run, runs)
+        if gap is not None:
+            gaps.append(f"{run.label('blind')}: no multi-modal gain: {gap}")
         table.rows.append(
-            [run.label("blind"), *_family_cells(run, "blind"), run.score("blind"), run.score("base"), _gain(run)]
+            [run.label("blind"), *_family_cells(run, "blind"), run.score("blind"), run.score("base"), _gain(run, runs)]
         )
     table.notes += [
         "Blind: the base setting's system prompt and text with no image. Acc_perc/bridge/conn (blind) is the share "
         "of a level's questions answered right from the text alone; well above chance (25%) flags questions that "
         "need no image (L1 perception questions should not be among them).",
-        f"Multi-modal gain = Score (image) - Score (blind), when the same model has both runs ({MISSING} otherwise).",
+        "Score (image): the same model's base run on the same data. Multi-modal gain = Score (image) - Score "
+        f"(blind), when both runs are complete and read the same data ({MISSING} otherwise).",
+        *gaps,
         f"Chance: 25% per level, 1/64 = {CHANCE_FULL:.4f}% full chain and Score.",
+        *_data_notes(blind_runs),
         NA_NOTE,
     ]
     return table
@@ -181,9 +254,10 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
     """Circular evaluation: per family circular accuracies, the circular Score and the position bias."""
     columns = ["Model", *_family_columns(" (circular)"), "Score (circular)", "Position bias"]
     table = Table("analysis_circular", "Circular evaluation: a level counts only if right in all 4 rotations", columns)
-    chance = [CIRCULAR_CHANCE_LEVEL] * 3 + [CIRCULAR_CHANCE_FULL]
-    table.rows.append([CHANCE_ROW, *chance * len(FAMILIES), CIRCULAR_CHANCE_FULL, None])
-    for run in (r for r in runs if "circular" in r.settings):
+    chance = [chance_text(CIRCULAR_CHANCE_LEVEL)] * 3 + [chance_text(CIRCULAR_CHANCE_FULL)]
+    table.rows.append([CHANCE_ROW, *chance * len(FAMILIES), chance_text(CIRCULAR_CHANCE_FULL), None])
+    circular_runs = [r for r in runs if "circular" in r.settings]
+    for run in circular_runs:
         fams = run.settings["circular"]
         bias = _mean([fams[f].get(POSITION_BIAS_METRIC) if f in fams else None for f in FAMILIES])
         table.rows.append([run.label("circular"), *_family_cells(run, "circular"), run.score("circular"), bias])
@@ -193,7 +267,9 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
         f"{CIRCULAR_CHANCE_LEVEL:.4f}% per level, (1/256)^3 = 1/16,777,216 (about {CIRCULAR_CHANCE_FULL:.6f}%) "
         "full chain and Score; a model that always answers the same letter scores 0.",
         "Position bias: mean over the families of half the summed differences between the shares of predicted and "
-        "gold letters (0 = replies spread like the golds; see analysis_position).",
+        "gold letters, over the replies with a parsed letter (0 = replies spread like the golds; see "
+        "analysis_position).",
+        *_data_notes(circular_runs),
         NA_NOTE,
     ]
     return table
@@ -222,9 +298,12 @@ def position_table(runs: list[AnalysisRun]) -> Table:
                     ]
                 )
     table.notes += [
-        "Pred: share of the replies with a parsed letter; Gold: share of the questions asked. Bias: half the summed "
-        "absolute differences (0 = no preference beyond the golds'). Circular runs have 25% gold at every key.",
+        "Over the replies with a parsed letter: Pred, the share choosing each key; Gold, the share of those same "
+        "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
+        "absolute differences (0 = no preference beyond the golds'). In circular runs every key holds the gold "
+        "equally often, so Gold is 25% each when every reply names a letter.",
         f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        *_data_notes(runs),
         NA_NOTE,
     ]
     return table
@@ -261,6 +340,7 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
         "own earlier errors.",
         "Chance: a uniform guesser's levels are independent, so each conditional probability is 75%.",
         f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        *_data_notes([r for r in runs if any(s in r.settings for s in PROPAGATION_SETTINGS)]),
         NA_NOTE,
     ]
     return table

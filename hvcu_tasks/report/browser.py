@@ -11,8 +11,10 @@ What a samples line holds (lmms-eval 0.7): the questions with their options as t
 replies, the harness's outcomes (aspect, gold, both parses, verdicts, failures), the data identity, and
 `input_media` (the image file, only when the data has image files). lmms-eval drops the document itself. So
 the image comes from the data the run read, named by its identity and checked against its fingerprint; when
-that data cannot be loaded, from the file the run logged. An image that cannot be shown gets a placeholder,
-a note on its card and a `warning:` line on stderr naming the samples file and the sample.
+that data cannot be loaded, from the file the run logged, but only when that file lies inside the run folder
+or inside the data root the identity names (a samples log is input: it never gets any other file published).
+An image that cannot be shown gets a placeholder, a note on its card and a `warning:` line on stderr naming
+the samples file and the sample.
 
 Images: each distinct image (by the SHA-256 of its stored bytes) becomes `site/thumbs/<hash>.jpg` (at most
 240 px) and `site/images/<hash>.jpg` (at most 1,024 px, shown on click), shared by models and settings.
@@ -107,6 +109,8 @@ class Card:
     aspect: str | None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
+    runs: dict[str, Path] = field(default_factory=dict)
+    """Per setting, the run folder (as given) its samples file lies in."""
 
 
 def browsed_files(runs: Sequence[Path]) -> list[tuple[str, Path]]:
@@ -117,7 +121,8 @@ def browsed_files(runs: Sequence[Path]) -> list[tuple[str, Path]]:
 def read_cards(runs: Sequence[Path]) -> list[Card]:
     """Read every HVCU-Bench samples file under the run folders into one card per (model, family, sample)."""
     cards: dict[tuple[str, str | None, str], Card] = {}
-    for task, path in browsed_files(runs):
+    logs = [(Path(run), task, path) for run in runs for task, path in browsed_files([run])]
+    for run, task, path in logs:
         found = TASK.match(task)
         setting = "context" if found and found.group("context") else "base"
         model = model_of(path)
@@ -131,6 +136,7 @@ def read_cards(runs: Sequence[Path]) -> list[Card]:
                 )
             card.records[setting] = record
             card.files[setting] = path
+            card.runs[setting] = run if run.is_dir() else run.parent
     return sorted(cards.values(), key=_card_order)
 
 
@@ -291,6 +297,25 @@ class Warnings:
         return out
 
 
+def data_root(identity: dict[str, Any] | None) -> Path | None:
+    """Return the folder of the data a data identity names (local data, the smoke sample), None for the hub."""
+    if not identity:
+        return None
+    if identity.get("kind") == "smoke":
+        from hvcu_tasks.smoke import SMOKE_DIR
+
+        return SMOKE_DIR
+    location = identity.get("location")
+    return Path(location) if identity.get("kind") == "local" and isinstance(location, str) and location else None
+
+
+def allowed_media(media: str, run: Path, identity: dict[str, Any] | None) -> bool:
+    """Whether a logged image file lies (links resolved) inside the run folder or the data root the identity names."""
+    target = Path(media).resolve()
+    roots = [run, *([root] if (root := data_root(identity)) else [])]
+    return any(target.is_relative_to(root.resolve()) for root in roots)
+
+
 def locate_image(card: Card, sources: DataSources, warnings: Warnings) -> Located:
     """Find a card's image: in the data its run read (when unchanged), else the file lmms-eval logged."""
     setting = next(s for s in SETTINGS if s in card.records)
@@ -311,6 +336,9 @@ def locate_image(card: Card, sources: DataSources, warnings: Warnings) -> Locate
             why = data.why
     media = record.get("input_media")
     if isinstance(media, str) and Path(media).is_file():
+        if not allowed_media(media, card.runs[setting], identity):
+            logged = f"the run logged the image file {media}, which is outside the run folder and the data it read"
+            return Located(label, path, why=f"{why}; {logged}" if why else logged)
         if why:
             warnings.files.setdefault(path, why)
         return Located(label, path, Path(media))

@@ -2,7 +2,8 @@
 the per-aspect heatmap of local runs.
 
 Colours are the Okabe–Ito palette (distinguishable with the common colour-vision deficiencies); the paper's
-models are drawn in grey behind the local runs, and a smoke-sample run is dashed or hatched and labelled so.
+models are drawn in grey behind the local runs, and a smoke-sample or partial run (--limit, a family missing) is
+dashed or hatched and labelled so: neither is a benchmark result.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 """Okabe & Ito's colour-blind-safe palette (blue, orange, green, purple, sky blue, vermillion, yellow, black)."""
 PAPER_GREY = "#9a9a9a"
 SMOKE_LABEL = "smoke sample"
+PARTIAL_LABEL = "partial"
 SETTING_COLOURS = {"base": OKABE_ITO[0], "context": OKABE_ITO[1]}
 
 
@@ -53,9 +55,22 @@ def is_smoke(model: ModelResult) -> bool:
     return model.dataset == {SMOKE}
 
 
-def run_label(model: ModelResult) -> str:
-    """Return a local run's legend label, '(smoke sample)' added when it ran on the smoke sample."""
-    return f"{model.model} ({SMOKE_LABEL})" if is_smoke(model) else model.model
+def partial_settings(model: ModelResult) -> set[str]:
+    """Return the settings of a model that are partial (run on a subset with --limit, or a family missing)."""
+    return {s for s in model.settings if model.partial(s)}
+
+
+def run_label(model: ModelResult, setting: str | None = None) -> str:
+    """Return a local run's legend label: '(smoke sample)', '(partial)' (in `setting`, or in any) added as they hold."""
+    partial = partial_settings(model) & ({setting} if setting else set(model.settings))
+    marks = [SMOKE_LABEL] * is_smoke(model) + [PARTIAL_LABEL] * bool(partial)
+    return f"{model.model} ({', '.join(marks)})" if marks else model.model
+
+
+def run_style(model: ModelResult, setting: str) -> dict[str, str]:
+    """Return a run's line style and legend label in one setting: dashed when not a benchmark result."""
+    apart = is_smoke(model) or model.partial(setting)
+    return {"linestyle": "--" if apart else "-", "label": run_label(model, setting)}
 
 
 def _value(value: float | None) -> float:
@@ -82,16 +97,15 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path, refer
             if result is None:
                 continue
             values = [_value(result.get(m)) for m in ACCURACY_METRICS]
-            smoke = is_smoke(model)
+            style = run_style(model, setting)
             ax.plot(
                 LEVEL_TICKS,
                 values,
                 color=OKABE_ITO[i % len(OKABE_ITO)],
                 linewidth=2.2,
-                linestyle="--" if smoke else "-",
                 marker="o",
-                markerfacecolor="white" if smoke else None,
-                label=run_label(model),
+                markerfacecolor="white" if style["linestyle"] == "--" else None,
+                **style,
             )
         ax.set_title(FAMILIES[family][0].replace("_", " "))
         ax.set_xlabel("question level")
@@ -108,17 +122,26 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path, refer
     return _save(fig, out, f"degradation_{setting}")
 
 
-def _bar_rows(models: list[ModelResult], reference: bool) -> list[tuple[str, float, float, str]]:
-    """Return (label, base, context, kind) per model for the Score bars, best base first; kind: paper, run, smoke."""
-    rows: list[tuple[str, float, float, str]] = []
+BarRow = tuple[str, float, float, str, set[str]]
+"""One model's Score bars: label, base, context, kind (paper, run, smoke, partial), the settings drawn hatched."""
+
+
+def _bar_rows(models: list[ModelResult], reference: bool) -> list[BarRow]:
+    """Return one BarRow per model for the Score bars, best base first."""
+    rows: list[BarRow] = []
     if reference:
         context = {r.model: r.score for r in rows_for("context")}
-        rows += [(f"{r.model} [paper]", r.score, context.get(r.model, float("nan")), "paper") for r in rows_for("base")]
+        rows += [
+            (f"{r.model} [paper]", r.score, context.get(r.model, float("nan")), "paper", set())
+            for r in rows_for("base")
+        ]
     for model in models:
         if model.settings:
-            kind = "smoke" if is_smoke(model) else "run"
+            partial = partial_settings(model)
+            kind = "smoke" if is_smoke(model) else "partial" if partial else "run"
+            hatched = {"base", "context"} if kind == "smoke" else partial
             base, ctx = _value(model.official_score("base")), _value(model.official_score("context"))
-            rows.append((run_label(model), base, ctx, kind))
+            rows.append((run_label(model), base, ctx, kind, hatched))
     return sorted(rows, key=lambda r: (r[1] != r[1], -r[1] if r[1] == r[1] else 0.0, r[0]))
 
 
@@ -130,7 +153,7 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
     rows = _bar_rows(models, reference)
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.6))
     height = 0.38
-    for j, (_label, base, ctx, kind) in enumerate(rows):
+    for j, (_label, base, ctx, kind, hatched) in enumerate(rows):
         for k, (setting, value) in enumerate((("base", base), ("context", ctx))):
             y = j + (k - 0.5) * height
             ax.barh(
@@ -139,7 +162,7 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
                 height,
                 color=SETTING_COLOURS[setting],
                 alpha=0.55 if kind == "paper" else 1.0,
-                hatch="///" if kind == "smoke" else None,
+                hatch="///" if setting in hatched else None,
                 edgecolor="#000000" if kind != "paper" else "none",
                 linewidth=0.6,
             )
@@ -148,7 +171,7 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
                         va="center", fontsize=7)  # fmt: skip
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     for tick, row in zip(ax.get_yticklabels(), rows, strict=True):
-        if row[3] != "paper":
+        if row[3] == "run":
             tick.set_fontweight("bold")
     ax.invert_yaxis()
     ax.axvline(CHANCE_FULL, color="#555555", linestyle=":", linewidth=1.2)
@@ -160,6 +183,10 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
     if any(r[3] == "smoke" for r in rows):
         handles.append(
             Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{SMOKE_LABEL} (not the benchmark)")
+        )
+    if any(r[3] == "partial" for r in rows):
+        handles.append(
+            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{PARTIAL_LABEL} (a subset; unranked)")
         )
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.set_title("Overall Score (official) per model, base vs context setting")
@@ -184,7 +211,7 @@ def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Pa
     fig, ax = plt.subplots(figsize=(12, 0.6 * len(rows) + 2))
     image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(pairs)), [a for _f, a in pairs], rotation=45, ha="right")
-    ax.set_yticks(range(len(rows)), [run_label(m) for m in rows])
+    ax.set_yticks(range(len(rows)), [run_label(m, setting) for m in rows])
     ax.set_xlabel("aspect")
     for i in range(len(rows)):
         for j in range(len(pairs)):
@@ -211,6 +238,7 @@ def all_figures(models: list[ModelResult], out: Path, reference: bool = True) ->
 
 def caption(stem: str, models: list[ModelResult], reference: bool = True) -> str:
     """Return a figure's caption in words (what it shows, how to read it)."""
+    kind, _, setting = stem.partition("_")
     smoke = [m.model for m in models if is_smoke(m) and m.settings]
     smoke_note = (
         f" Dashed or hatched: {', '.join(smoke)} ran on the bundled smoke sample (a handful of items), "
@@ -218,8 +246,14 @@ def caption(stem: str, models: list[ModelResult], reference: bool = True) -> str
         if smoke
         else ""
     )
+    shown = {setting} if kind in {"degradation", "aspects"} else {"base", "context"}
+    partial = [m.model for m in models if not is_smoke(m) and partial_settings(m) & shown]
+    if partial:
+        smoke_note += (
+            f" Marked (partial), dashed or hatched where drawn: {', '.join(partial)} ran on a subset (--limit) or "
+            f"{'lacks' if len(partial) == 1 else 'lack'} a family; such numbers are not benchmark results."
+        )
     paper = " The paper's models are drawn in grey behind the local runs." if reference else ""
-    kind, _, setting = stem.partition("_")
     if kind == "degradation":
         return (
             f"Accuracy at each question level (perception, bridge, connotation) and on the whole chain, {setting} "

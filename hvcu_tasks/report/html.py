@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvcu_tasks.files import check_name, name_key
 from hvcu_tasks.report.render import cell_text
-from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, SCORE, SMOKE_MARK, Table
+from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, PARTIAL_MARK, SCORE, SMOKE_MARK, Table
 
 TITLE = "HVCU-Bench leaderboard"
 LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
@@ -37,11 +37,13 @@ td.model, th.model, td.text, th.text { text-align: left; }
 .scroll th.model { background: #f3f4f6; }
 table.board { width: 100%; font-size: 0.86rem; }
 table.board th { white-space: normal; }
-table.board td.model { white-space: normal; min-width: 12rem; }
+table.board td.model { white-space: normal; min-width: 12rem; overflow-wrap: anywhere; }
+h1, .notes, .lead, figcaption { overflow-wrap: anywhere; }
 table.board td.rank { text-align: center; font-weight: 600; }
 table.board td.headline, table.board th.headline { font-weight: 700; background: #eef4ff; }
 tr.paper td { color: #4b5563; } tr.human td, tr.chance td { color: #6b7280; font-style: italic; }
-tr.smoke td { color: #8a5a00; } tr.run td.model { font-weight: 600; }
+tr.smoke td, tr.partial td { color: #8a5a00; } tr.partial td { font-style: italic; }
+tr.run td.model { font-weight: 600; }
 tbody.group { border-bottom: 2px solid #c8c8c8; }
 .notes { font-size: 0.78rem; color: #4b5563; margin: 0.2rem 0 0 1rem; padding: 0; }
 .lead { font-size: 0.88rem; color: #374151; max-width: 70rem; }
@@ -100,17 +102,17 @@ class ModelPage:
     notes: list[str] = field(default_factory=list)
 
 
-def page_names(models: Sequence[str]) -> dict[str, str]:
-    """Return a safe, unique file name (models/<slug>.html) for each model name."""
+def page_names(models: Sequence[str], taken: Iterable[str] = ()) -> dict[str, str]:
+    """Return a safe, unique file name (models/<slug>.html) for each model name, none of the `taken` file names."""
     names: dict[str, str] = {}
-    taken: set[str] = set()
+    used = {name_key(name.removesuffix(".html")) for name in taken}
     for model in models:
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.")[:80] or "model"
         candidate, n = slug, 1
-        while name_key(candidate) in taken:
+        while name_key(candidate) in used:
             n += 1
             candidate = f"{slug}-{n}"
-        taken.add(name_key(candidate))
+        used.add(name_key(candidate))
         names[model] = check_name(f"{candidate}.html", "model page name")
     return names
 
@@ -126,15 +128,18 @@ def _view_order(table: Table) -> list[int]:
 
 
 def _row_class(label: str, source: str | None) -> str:
-    """Return a row's CSS class from its label or Source cell: paper, human, chance, smoke or run."""
+    """Return a row's CSS class from its label or Source cell: paper, human, chance, smoke, partial or run."""
     if source is not None:
         kind = source.split(" ")[0].strip("[]")
-        return "smoke" if "smoke" in source else kind
+        if kind == "run" and "(smoke sample" in source:
+            return "smoke"
+        return "partial" if kind == "run" and source.endswith("partial)") else kind
     if PAPER_MARK in label:
         return "human" if label.startswith("Human ") else "paper"
     if label == CHANCE_NAME:
         return "chance"
-    return "smoke" if SMOKE_MARK in label else "run"
+    marks = label.removeprefix(_model_label(label))
+    return "smoke" if SMOKE_MARK in marks else "partial" if PARTIAL_MARK in marks else "run"
 
 
 def _model_label(label: str) -> str:
@@ -158,7 +163,7 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
         text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
         if i == model_col:
             href = (links or {}).get(_model_label(str(value))) if value else None
-            if href and kind in {"run", "smoke"}:  # a [paper] row of the same name is not that run
+            if href and kind in {"run", "smoke", "partial"}:  # a [paper] row of the same name is not that run
                 text = f"<a href='{html.escape(href)}'>{text}</a>"
             return f"<td class='model'>{text}</td>"
         css = " class='rank'" if board and i == 0 else " class='headline'" if board and i == 2 else ""
@@ -249,6 +254,16 @@ def render_index(
         + (f"<section id='figures'><h2>Figures</h2>{figure_html}</section>" if figure_html else "")
     )
     return _page(title, body, nav)
+
+
+BOARD_SECTION = re.compile(r"<section id='s-leaderboard'>.*?</section>", re.S)
+"""A model page's leaderboard section (no section nests inside it)."""
+
+
+def page_model(text: str) -> str | None:
+    """Return the model a page written by render_model_page belongs to (its title), None when it has none."""
+    found = re.search(r"<title>(.*?)</title>", text, re.S)
+    return html.unescape(found.group(1)) if found else None
 
 
 def render_model_page(page: ModelPage, chains: str | None = None) -> str:

@@ -15,17 +15,22 @@ from hvcu_tasks.report.runs import SMOKE, ModelResult, ReportError, is_na
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
     CHANCE_NAME,
+    DISAGREE_MARK,
     FAMILY_LABEL,
     PAPER_MARK,
     PARTIAL_MARK,
     SMOKE_MARK,
     Table,
+    disagreement,
 )
 
 SCHEMA = "hvcu-leaderboard"
 SCHEMA_VERSION = 1
 SOURCES = ("paper", "human", "chance", "run")
 """Where an entry comes from: a row of the paper's tables, the paper's human baseline, random guessing, a local run."""
+RANKED_SOURCES = ("paper", "run")
+"""The sources whose entries can be ranked (human and chance are references, not models)."""
+REFERENCE_SOURCES = ("paper", "human", "chance")
 RANK_COLUMN = "Score (official)"
 LEADERBOARD_COLUMNS = [
     "Rank",
@@ -46,7 +51,11 @@ LEADERBOARD_NOTES = [
     "Impl./Aesth./Affect. full: Acc_full of each family, base setting, authors' parser. 95% CI: percentile "
     "bootstrap interval of Score (official) (2000 resamples, seed 0), for runs made with --log_samples.",
     "No rank (–): the human baseline and chance (references, not models), smoke-sample runs (†, not the "
-    "benchmark), partial runs (*, a family missing or --limit) and models without a base Score (official).",
+    "benchmark), runs whose base setting is partial (*, a family missing or --limit) and models without a base "
+    "Score (official).",
+    "Partial runs (* after the name, Source run (partial)): a setting ran on a subset or lacks a family; Context "
+    "(official) and Δ are – when the context setting is partial (a ranked * row: only its context setting is).",
+    f"{DISAGREE_MARK}: the two parsers' base Scores (Score and Score (official)) differ by more than 1 point.",
 ]
 
 
@@ -73,6 +82,14 @@ class Entry:
             return None
         return self.score_context - self.score_base
 
+    def marks(self) -> str:
+        """Return the marks after the model name in the label (†, *, ‡), '' when the label is not model + marks."""
+        return self.label.removeprefix(self.model) if self.label.startswith(self.model) else ""
+
+    def partial(self) -> bool:
+        """Whether the label marks the entry partial (*: a setting ran on a subset or lacks a family)."""
+        return PARTIAL_MARK in self.marks()
+
 
 def _known(value: float | None) -> float | None:
     """Return a number, None when missing or not available (n/a is null in the leaderboard)."""
@@ -84,8 +101,9 @@ def run_entry(model: ModelResult) -> Entry:
     from hvcu_tasks.report.stats import score_ci
 
     smoke = model.dataset == {SMOKE}
-    partial = "base" in model.settings and model.partial("base")
-    label = model.model + (SMOKE_MARK if smoke else "") + (PARTIAL_MARK if partial else "")
+    partial = {s: s in model.settings and model.partial(s) for s in ("base", "context")}
+    disagree = DISAGREE_MARK if disagreement(model, "base") else ""
+    label = model.model + (SMOKE_MARK if smoke else "") + (PARTIAL_MARK if any(partial.values()) else "") + disagree
     base = model.settings.get("base", {})
     chains = model.chains_official.get("base", {})
     interval = (
@@ -98,11 +116,11 @@ def run_entry(model: ModelResult) -> Entry:
         label=label,
         source="run",
         data=model.data_label(),
-        rankable=not smoke and not partial and score_base is not None,
+        rankable=not smoke and not partial["base"] and score_base is not None,
         score_base=score_base,
-        score_context=_known(model.official_score("context")),
+        score_context=None if partial["context"] else _known(model.official_score("context")),
         score_base_hvcu=_known(model.score("base")),
-        score_context_hvcu=_known(model.score("context")),
+        score_context_hvcu=None if partial["context"] else _known(model.score("context")),
         acc_full={f: _known(base[f].get(OFFICIAL_FULL_METRIC)) if f in base else None for f in FAMILIES},
         interval_base=interval,
         notes=notes,
@@ -133,6 +151,16 @@ def reference_entries() -> list[Entry]:
         )
     entries.append(chance_entry())
     return entries
+
+
+def with_reference(published: list[Entry], reference: bool = True) -> list[Entry]:
+    """Return a published board's entries for `--base`: without reference rows when `reference` is off; with the
+    current paper, human and chance rows added when it has none (a board written with --no-reference)."""
+    if not reference:
+        return [e for e in published if e.source not in REFERENCE_SOURCES]
+    if any(e.source in REFERENCE_SOURCES for e in published):
+        return list(published)
+    return reference_entries() + list(published)
 
 
 def board_entries(models: list[ModelResult], reference: bool = True) -> list[Entry]:
@@ -173,7 +201,7 @@ def ranked(entries: list[Entry]) -> list[tuple[int | None, Entry]]:
     out: list[tuple[int | None, Entry]] = []
     count, last, last_rank = 0, None, 0
     for e in order:
-        if not e.rankable:
+        if not e.rankable or e.score_base is None:
             out.append((None, e))
             continue
         count += 1
@@ -184,12 +212,14 @@ def ranked(entries: list[Entry]) -> list[tuple[int | None, Entry]]:
 
 
 def _source_text(entry: Entry) -> str:
-    """Return the Source cell: [paper], human, chance, run, or run (smoke sample / custom data)."""
+    """Return the Source cell: [paper], human, chance, run, or run (smoke sample / custom data / partial, ...)."""
     if entry.source == "paper":
         return PAPER_MARK
-    if entry.source == "run" and entry.data != "HVCU-Bench":
-        return f"run ({entry.data})"
-    return entry.source
+    if entry.source != "run":
+        return entry.source
+    what = [entry.data] if entry.data != "HVCU-Bench" else []
+    what += ["partial"] if entry.partial() else []
+    return f"run ({', '.join(what)})" if what else "run"
 
 
 def _interval_text(interval: list[float] | None) -> str | None:
@@ -215,6 +245,7 @@ def leaderboard_table(entries: list[Entry], name: str = "leaderboard") -> Table:
             ]
         )
     table.notes += LEADERBOARD_NOTES
+    table.notes += [f"{e.label}: {'; '.join(e.notes)}" for e in entries if e.partial() and e.notes]
     return table
 
 
@@ -264,9 +295,20 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
     acc = raw["acc_full"]
     if not isinstance(acc, dict) or set(acc) != set(FAMILIES):
         raise ReportError(f"{where}.acc_full: expected an object with keys {', '.join(FAMILIES)}")
+    if raw["rankable"] and numbers["score_base"] is None:
+        raise ReportError(f"{where}.rankable: true, but score_base is null (only a model with a base Score ranks)")
+    if raw["rankable"] and raw["source"] not in RANKED_SOURCES:
+        raise ReportError(
+            f"{where}.rankable: true, but source is {raw['source']!r} (only {' and '.join(RANKED_SOURCES)} rank)"
+        )
     interval = raw["interval_base"]
     if interval is not None and not (isinstance(interval, list) and len(interval) == 2):
         raise ReportError(f"{where}.interval_base: expected [low, high] or null, got {interval!r}")
+    bounds = None if interval is None else [_percent(v, f"{where}.interval_base[{i}]") for i, v in enumerate(interval)]
+    if bounds is not None and None in bounds:
+        raise ReportError(f"{where}.interval_base: expected [low, high] or null, got {interval!r}")
+    if bounds is not None and bounds[0] > bounds[1]:  # type: ignore[operator]
+        raise ReportError(f"{where}.interval_base: low {bounds[0]} is above high {bounds[1]}")
     if not isinstance(raw["notes"], list) or not all(isinstance(n, str) for n in raw["notes"]):
         raise ReportError(f"{where}.notes: expected a list of strings")
     return Entry(
@@ -277,9 +319,7 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
         rankable=raw["rankable"],
         **numbers,
         acc_full={f: _percent(acc[f], f"{where}.acc_full.{f}") for f in FAMILIES},
-        interval_base=None
-        if interval is None
-        else [_percent(v, f"{where}.interval_base[{i}]") for i, v in enumerate(interval)],  # type: ignore[misc]
+        interval_base=bounds,  # type: ignore[arg-type]
         notes=list(raw["notes"]),
     )
 

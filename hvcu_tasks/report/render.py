@@ -29,6 +29,11 @@ def cell_text(value: Cell) -> str:
     return str(value)
 
 
+def _markdown_note(note: str) -> str:
+    """Return a footnote with a leading list marker escaped (a note starting "* model" is not a nested list)."""
+    return "\\" + note if note.startswith(("*", "+", "-")) else note
+
+
 def to_markdown(table: Table) -> str:
     """Return a GitHub-flavoured Markdown table with its title and footnotes."""
     lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |"]
@@ -37,7 +42,7 @@ def to_markdown(table: Table) -> str:
     )
     lines += ["| " + " | ".join(cell_text(c).replace("|", "\\|") for c in row) + " |" for row in table.rows]
     if table.notes:
-        lines += [""] + [f"- {n}" for n in table.notes]
+        lines += [""] + [f"- {_markdown_note(n)}" for n in table.notes]
     return "\n".join(lines) + "\n"
 
 

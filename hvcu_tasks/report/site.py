@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from hvcu_tasks.files import inside, write_atomic
 from hvcu_tasks.report.browser import write_browser
 from hvcu_tasks.report.figures import caption
-from hvcu_tasks.report.html import ModelPage, page_names, render_index, render_model_page
+from hvcu_tasks.report.html import (
+    BOARD_SECTION,
+    ModelPage,
+    page_model,
+    page_names,
+    render_index,
+    render_model_page,
+    table_html,
+)
 from hvcu_tasks.report.runs import SMOKE, ModelResult
 from hvcu_tasks.report.tables import (
     Table,
@@ -24,11 +33,18 @@ MODELS_DIR = "models"
 
 
 def _board_row(board: Table | None, model: str) -> Table | None:
-    """Return the model's row of the leaderboard as a one-row table (its rank as on the board), None if absent."""
+    """Return the run's row of the leaderboard as a one-row table (its rank as on the board), None if absent.
+
+    Only a row whose Source is a run counts: a [paper] row of a model with the same name is another result.
+    """
     if board is None:
         return None
-    label = board.columns.index("Model")
-    rows = [r for r in board.rows if r[label] == model or str(r[label]).rstrip("*†‡") == model]
+    label, source = board.columns.index("Model"), board.columns.index("Source")
+    rows = [
+        r
+        for r in board.rows
+        if (r[label] == model or str(r[label]).rstrip("*†‡") == model) and str(r[source]).startswith("run")
+    ]
     if not rows:
         return None
     return Table("leaderboard", "On the leaderboard", list(board.columns), rows, list(board.notes))
@@ -59,6 +75,37 @@ def _chains_page(runs: Sequence[Path], out: Path) -> str | None:
     return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
 
 
+def existing_pages(folder: Path) -> dict[str, str]:
+    """Return model -> file name of the model pages already in `folder` (read from each page's title).
+
+    Every .html file there is listed: one whose model cannot be read is listed under a key no model has (NUL and
+    its file name), so its name is never handed to another model.
+    """
+    pages: dict[str, str] = {}
+    for path in sorted(folder.glob("*.html")) if folder.is_dir() else []:
+        try:
+            model = page_model(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            model = None
+        pages.setdefault(model if model is not None else f"\0{path.name}", path.name)
+    return pages
+
+
+def refresh_board_row(page: Path, board: Table | None, model: str) -> bool:
+    """Rewrite the leaderboard row on a kept model page (a published model's) from the merged board; False (and a
+    warning) when the page has no such row to rewrite."""
+    row = _board_row(board, model)
+    text = page.read_text(encoding="utf-8")
+    if row is None or not BOARD_SECTION.search(text):
+        print(
+            f"warning: {page}: no leaderboard row on it to update; it shows the board it was written with",
+            file=sys.stderr,
+        )
+        return False
+    write_atomic(page, BOARD_SECTION.sub(lambda _m: table_html(row), text, count=1))
+    return True
+
+
 def write_site(
     out: Path,
     tables: list[Table],
@@ -71,23 +118,26 @@ def write_site(
 ) -> list[Path]:
     """Write index.html and one page per model into `out` (figures already under it); return the written pages.
 
-    `published`: models of a published board (`--base`) not among the runs; their pages are not rewritten, but a
-    page an earlier report left under models/ stays linked.
+    `published`: models of a published board (`--base`) not among the runs. A page an earlier report left under
+    models/ keeps its file name (it is never handed to another model) and stays linked; on a published model's
+    page only its leaderboard row is rewritten (from the merged board), the rest is as it was written.
     """
     chains = _chains_page(runs, out)
     shown = [m for m in models if m.settings or m.general]
-    names = page_names(sorted({m.model for m in shown} | set(published)))  # sorted: a model keeps its file name
     current = {m.model for m in shown}
-    links = {
-        model: f"{MODELS_DIR}/{name}"
-        for model, name in names.items()
-        if model in current or (out / MODELS_DIR / name).is_file()
-    }
+    existing = existing_pages(out / MODELS_DIR)
+    kept = {model: name for model, name in existing.items() if model in current or model in published}
+    names = kept | page_names(sorted(current - set(kept)), taken=existing.values())
+    links = {model: f"{MODELS_DIR}/{name}" for model, name in names.items()}
     svgs = [(p, caption(p.stem, models, reference)) for p in figures if p.suffix == ".svg"]
     board = next((t for t in tables if t.name == "leaderboard"), None)
     written = [out / "index.html"]
     write_atomic(written[0], render_index(tables, svgs, links, chains))
     (out / MODELS_DIR).mkdir(exist_ok=True)
+    for model in sorted(set(kept) - current):
+        path = inside(out, MODELS_DIR, kept[model])
+        if refresh_board_row(path, board, model):
+            written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
         page = ModelPage(model.model, names[model.model], model_tables(model, board, pair))

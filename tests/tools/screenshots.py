@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/tools/screenshots.py [RUNS ...] [--out docs/img]
 
-RUNS default to `.demo/runs` (what `make demo DEMO=.demo` writes: a random tiny model on the smoke sample, both
+RUNS default to `hvcu-demo/runs` (what `make demo` writes: a random tiny model on the smoke sample, both
 settings, with --log_samples); the paper's rows are on the page as always. Writes leaderboard.png (index.html)
 and model-page.png (the first model's page).
 """
@@ -33,12 +33,12 @@ def screenshot(page: Path, png: Path, profile: Path) -> None:
 def main() -> int:
     """Build the site from the runs and screenshot its index and first model page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="*", type=Path, default=[ROOT / ".demo" / "runs"])
+    parser.add_argument("runs", nargs="*", type=Path, default=[ROOT / "hvcu-demo" / "runs"])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     args = parser.parse_args()
     missing = [str(p) for p in args.runs if not p.exists()]
     if missing:
-        sys.exit(f"error: {', '.join(missing)}: no such folder (run `make demo DEMO=.demo` first, or pass RUNS)")
+        sys.exit(f"error: {', '.join(missing)}: no such folder (run `make demo` first, or pass RUNS)")
     sys.path.insert(0, str(ROOT))
     from hvcu_tasks.cli import main as hvcu
 
