@@ -87,22 +87,7 @@ def circular_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datas
     """Build the circular document table: the base table's columns plus the rotation."""
     import datasets
 
-    features = datasets.Features(
-        {
-            "sample_id": datasets.Value("string"),
-            "family": datasets.Value("string"),
-            "aspect": datasets.Value("string"),
-            "level": datasets.Value("int32"),
-            "question": datasets.Value("string"),
-            "option_keys": datasets.Sequence(datasets.Value("string")),
-            "option_texts": datasets.Sequence(datasets.Value("string")),
-            "answer": datasets.Value("string"),
-            "image_path": datasets.Value("string"),
-            "image_bytes": datasets.Value("binary"),
-            provenance.IDENTITY_METRIC: datasets.Value("string"),
-            ROTATION_KEY: datasets.Value("int32"),
-        }
-    )
+    features = datasets.Features({**harness.level_features(), ROTATION_KEY: datasets.Value("int32")})
     return harness.document_table(list(circular_rows(samples, identity)), features, "rotations", identity)
 
 
@@ -197,23 +182,7 @@ def gold_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.
     """Build the gold-context document table (one row per sample and level)."""
     import datasets
 
-    strings = datasets.Sequence(datasets.Value("string"))
-    features = datasets.Features(
-        {
-            "sample_id": datasets.Value("string"),
-            "family": datasets.Value("string"),
-            "aspect": datasets.Value("string"),
-            "levels": datasets.Sequence(datasets.Value("int32")),
-            "questions": strings,
-            "option_keys": datasets.Sequence(strings),
-            "option_texts": datasets.Sequence(strings),
-            "answers": strings,
-            "image_path": datasets.Value("string"),
-            "image_bytes": datasets.Value("binary"),
-            provenance.IDENTITY_METRIC: datasets.Value("string"),
-            "level": datasets.Value("int32"),
-        }
-    )
+    features = datasets.Features({**context.sample_features(), "level": datasets.Value("int32")})
     return harness.document_table(list(gold_rows(samples, identity)), features, "gold-context", identity)
 
 

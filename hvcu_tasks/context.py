@@ -49,26 +49,31 @@ def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[
         }
 
 
+def sample_features() -> dict[str, Any]:
+    """Return the column types of the context setting's document table (one row per sample)."""
+    import datasets
+
+    strings = datasets.Sequence(datasets.Value("string"))
+    return {
+        "sample_id": datasets.Value("string"),
+        "family": datasets.Value("string"),
+        "aspect": datasets.Value("string"),
+        "levels": datasets.Sequence(datasets.Value("int32")),
+        "questions": strings,
+        "option_keys": datasets.Sequence(strings),
+        "option_texts": datasets.Sequence(strings),
+        "answers": strings,
+        "image_path": datasets.Value("string"),
+        "image_bytes": datasets.Value("binary"),
+        provenance.IDENTITY_METRIC: datasets.Value("string"),
+    }
+
+
 def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
     """Build the context-setting document table (one row per sample)."""
     import datasets
 
-    strings = datasets.Sequence(datasets.Value("string"))
-    features = datasets.Features(
-        {
-            "sample_id": datasets.Value("string"),
-            "family": datasets.Value("string"),
-            "aspect": datasets.Value("string"),
-            "levels": datasets.Sequence(datasets.Value("int32")),
-            "questions": strings,
-            "option_keys": datasets.Sequence(strings),
-            "option_texts": datasets.Sequence(strings),
-            "answers": strings,
-            "image_path": datasets.Value("string"),
-            "image_bytes": datasets.Value("binary"),
-            provenance.IDENTITY_METRIC: datasets.Value("string"),
-        }
-    )
+    features = datasets.Features(sample_features())
     return document_table(list(sample_rows(samples, identity)), features, "chains", identity)
 
 

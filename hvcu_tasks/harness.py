@@ -86,25 +86,30 @@ def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[s
             }
 
 
+def level_features() -> dict[str, Any]:
+    """Return the column types of the base setting's document table (one row per level)."""
+    import datasets
+
+    return {
+        "sample_id": datasets.Value("string"),
+        "family": datasets.Value("string"),
+        "aspect": datasets.Value("string"),
+        "level": datasets.Value("int32"),
+        "question": datasets.Value("string"),
+        "option_keys": datasets.Sequence(datasets.Value("string")),
+        "option_texts": datasets.Sequence(datasets.Value("string")),
+        "answer": datasets.Value("string"),
+        "image_path": datasets.Value("string"),
+        "image_bytes": datasets.Value("binary"),
+        provenance.IDENTITY_METRIC: datasets.Value("string"),
+    }
+
+
 def level_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
     """Build the lmms-eval document table (one row per level; the image as a path or encoded bytes, not decoded)."""
     import datasets
 
-    features = datasets.Features(
-        {
-            "sample_id": datasets.Value("string"),
-            "family": datasets.Value("string"),
-            "aspect": datasets.Value("string"),
-            "level": datasets.Value("int32"),
-            "question": datasets.Value("string"),
-            "option_keys": datasets.Sequence(datasets.Value("string")),
-            "option_texts": datasets.Sequence(datasets.Value("string")),
-            "answer": datasets.Value("string"),
-            "image_path": datasets.Value("string"),
-            "image_bytes": datasets.Value("binary"),
-            provenance.IDENTITY_METRIC: datasets.Value("string"),
-        }
-    )
+    features = datasets.Features(level_features())
     return document_table(list(level_rows(samples, identity)), features, "levels", identity)
 
 

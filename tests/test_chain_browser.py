@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import item, run_lmms_eval
 from PIL import Image
+from test_report_page import CHROMIUM_FLAGS
 
 from hvcu_tasks.report.browser import embed_json, first_wrong_level, split_question, write_browser
 
@@ -100,17 +101,6 @@ A_CONTEXT_FIRST = {
 }
 BASE_RIGHT_CONTEXT_WRONG = {"metaphor_001", "composition_001", "affection_001"}
 BASE_WRONG_CONTEXT_RIGHT = {"symbolism_001", "exaggeration_001", "dislocation_001", "graphics_001", "sadness_001"}
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def reply(plan: str, gold: str) -> str:
