@@ -329,7 +329,7 @@ def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str 
     return None
 
 
-def _check_hub(source: str) -> None:
+def check_hub(source: str) -> None:
     """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
     if _offline():
         return
@@ -358,7 +358,7 @@ def _is_hub(source: str) -> bool:
 def load_family(source: str, family: str) -> list[Sample]:
     """Load and fully check one family for a task (images decoded); raise DataError listing every problem."""
     if _is_hub(source):
-        _check_hub(source)
+        check_hub(source)
     loaded = load_source(source, family)
     problems = loaded.problems + check_samples(loaded.samples)
     if not problems and not loaded.samples:
@@ -421,7 +421,7 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
     try:
         if _is_hub(source) or source == "smoke":
             if _is_hub(source):
-                _check_hub(source)
+                check_hub(source)
             for family in FAMILIES:
                 try:
                     loaded.extend(load_source(source, family))

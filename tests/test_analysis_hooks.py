@@ -10,24 +10,12 @@ from functools import cache
 import datasets
 import pytest
 from PIL import Image
+from test_context import CONTEXT_PREFIX, L1, L2, L3, SYSTEM_PROMPT
 
 from hvcu_tasks import analysis, context, harness
 
-SYSTEM = (
-    "You are a helpful assistant that answers multiple-choice questions based on images. Respond with ONLY the "
-    "single letter (A, B, C, or D) of the best option. Do not include any explanation or additional text."
-)
-# Smoke sample implication/metaphor_001 (gold B, A, C), typed from hvcu_tasks/smoke/data.
-L1 = "What object is drawn behind the grey bars?\nOptions:\nA. A star\nB. A red heart\nC. A key\nD. A bird"
-L2 = (
-    "What does placing the heart behind bars suggest?\nOptions:\nA. Feelings are kept confined\n"
-    "B. The heart is being repaired\nC. Hearts are for sale\nD. The bars are decorative"
-)
-L3 = (
-    "Which message does the image most likely convey?\nOptions:\nA. Shopping brings joy\n"
-    "B. Exercise keeps the heart healthy\nC. Love can feel like a prison\nD. Zoos protect animals"
-)
-PREFIX = "The above Q&As provide context. Now carefully consider:\n"
+# The smoke sample implication/metaphor_001 (gold B, A, C), typed by hand in test_context.
+SYSTEM, PREFIX = SYSTEM_PROMPT, CONTEXT_PREFIX
 
 
 def stub(family: str) -> datasets.Dataset:

@@ -39,11 +39,11 @@ from hvcu_tasks.report.runs import (
     CUSTOM,
     SMOKE,
     ReportError,
-    _model_name,
     checked_value,
     data_kind,
     identity_of,
     results_files,
+    run_model_name,
 )
 from hvcu_tasks.report.tables import FAMILY_LABEL, Table
 
@@ -140,7 +140,7 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 m = TASK_NAME.match(task)
                 if not m:
                     continue
-                name = _model_name(results)
+                name = run_model_name(results)
                 identity = identity_of(configs.get(task), f"{path}: {task}")
                 data = data_kind(identity, bool(m.group("sample")))
                 run = runs.setdefault((name, data), AnalysisRun(name, data))

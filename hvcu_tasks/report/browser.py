@@ -84,7 +84,7 @@ def embed_json(value: Any) -> str:
 
 def model_of(samples: Path) -> str:
     """Return the model a samples file belongs to, named as `hvcu report` names it from the run's results file."""
-    from hvcu_tasks.report.runs import _model_name
+    from hvcu_tasks.report.runs import run_model_name
 
     stamp = samples.name.split("_samples_")[0]
     results = samples.with_name(f"{stamp}_results.json")
@@ -96,7 +96,7 @@ def model_of(samples: Path) -> str:
         raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
         raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")
-    return _model_name(data)
+    return run_model_name(data)
 
 
 @dataclass
@@ -167,7 +167,7 @@ def load_data_images(identity: dict[str, Any]) -> DataImages:
     from hvcu_tasks.loaders import load_source
     from hvcu_tasks.provenance import fingerprint, location_text
     from hvcu_tasks.schema import DataError, problem_lines
-    from hvcu_tasks.validate import _check_hub, image_sha256
+    from hvcu_tasks.validate import check_hub, image_sha256
 
     family, kind, location = identity.get("family"), identity.get("kind"), identity.get("location")
     where = location_text(identity)
@@ -184,7 +184,7 @@ def load_data_images(identity: dict[str, Any]) -> DataImages:
         return DataImages(None, f"the logged data identity names no known source (kind {kind!r})")
     try:
         if kind == "hub":
-            _check_hub(source)
+            check_hub(source)
         loaded = load_source(source, family)
         problems = loaded.problems
         if not problems:

@@ -114,7 +114,7 @@ class ModelResult:
         self.notes.setdefault(setting, []).append(text)
 
 
-def _model_name(results: dict[str, Any]) -> str:
+def run_model_name(results: dict[str, Any]) -> str:
     """Return a readable model name from an lmms-eval results file."""
     config = results.get("config", {}) or {}
     args = dict(kv.split("=", 1) for kv in str(config.get("model_args") or "").split(",") if "=" in kv)
@@ -232,7 +232,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
             if not isinstance(results.get("config") or {}, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")
-            name = _model_name(results)
+            name = run_model_name(results)
             model = models.setdefault(name, ModelResult(model=name))
             limit = (results.get("config") or {}).get("limit")
             if not isinstance(per_task, dict):
