@@ -30,6 +30,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"  {family}: {sum(counts.values())} ({detail})")
     for line in report.count_warnings + ([report.count_note] if report.count_note else []):
         print(line)
+    if report.identities:
+        from hvcu_tasks.validate import identity_lines
+
+        print("\n".join(identity_lines(report.identities)))
     if report.problems:
         print(f"INVALID: {len(report.problems)} problem(s)", file=sys.stderr)
         return 1

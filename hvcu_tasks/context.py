@@ -23,7 +23,8 @@ from hvcu_tasks.prompts import context_answer, context_messages, level_text
 from hvcu_tasks.schema import Sample
 
 NATIVE_KEY = "multi_round"
-"""Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds."""
+"""Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
+for lmms-eval backends that run them through this package's round driver (models/routing.py)."""
 
 WRAPPER_MODEL = "hvcu_context"
 
@@ -109,7 +110,16 @@ def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> lis
 
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
     """Raise a clear error unless the running model can drive multi-round chats."""
-    if (lmms_eval_specific_kwargs or {}).get(NATIVE_KEY) != "native":
+    from hvcu_tasks.plugin import ROUTE_OPT_OUT_ENV, opted_out
+
+    mode = (lmms_eval_specific_kwargs or {}).get(NATIVE_KEY)
+    if mode == "routed" and opted_out(ROUTE_OPT_OUT_ENV):
+        raise UnsupportedBackend(
+            f"the HVCU-Bench context setting runs this backend's rounds through the toolkit's round driver, which "
+            f"{ROUTE_OPT_OUT_ENV} turns off. Unset it, or wrap the model: --model {WRAPPER_MODEL} --model_args "
+            "inner=<model>,<that model's args>"
+        )
+    if mode not in {"native", "routed"}:
         raise UnsupportedBackend(
             "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
             f"Wrap it: --model {WRAPPER_MODEL} --model_args inner=<model>,<that model's args> "

@@ -20,13 +20,13 @@ from typing import Any
 from hvcu_tasks import provenance
 from hvcu_tasks.families import ASPECTS
 from hvcu_tasks.images import document_image
-from hvcu_tasks.loaders import HUB_DATASET, family_counts, hub_revision
+from hvcu_tasks.loaders import HUB_DATASET
 from hvcu_tasks.metrics import Outcome, family_metrics, metric_names, overall_score
 from hvcu_tasks.official_parsing import parse_official
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.prompts import base_messages, level_text
 from hvcu_tasks.schema import DataError, Problem, Sample, TaskLoadError
-from hvcu_tasks.validate import DATA_ENV, image_sha256, load_family
+from hvcu_tasks.validate import DATA_ENV, data_identity, load_family
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -48,13 +48,8 @@ def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
 
 
 def identity_of(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
-    """Return the data identity of one family load (source, resolved hub revision, counts, fingerprint)."""
-    revision = None
-    if source == "hub" or source.startswith("hub:"):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        revision = hub_revision(repo, requested or None)
-    aspects = family_counts(samples).get(family, {})
-    return provenance.data_identity(family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects)
+    """Return the data identity of one family load (source, resolved hub revision and layout, counts, fingerprint)."""
+    return data_identity(family, source, samples)
 
 
 def image_cell(sample: Sample) -> dict[str, Any]:

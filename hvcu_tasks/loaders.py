@@ -18,11 +18,10 @@ HUB_DATASET = "Chime316/HVCU-Bench"
 HUB_CONFIG = "benchmark"
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
 
-_RESOLVED: dict[tuple[str, str | None], str | None] = {}
-"""(repo, requested revision) -> the commit `datasets` read, for every hub load of this process."""
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
-# Column names we accept for each field of a flat parquet row, most likely first.
+# Column names we accept for each field of a flat row of a user's local parquet file, most likely first (the hub
+# source reads only the authors' own field names: hvcu_tasks.hub).
 ID_COLUMNS = ("id", "sample_id", "image_id", "uid", "idx", "index")
 IMAGE_COLUMNS = ("image", "img", "image_bytes", "picture")
 LEVELS_COLUMNS = ("qa_levels", "levels", "qa", "questions")
@@ -339,7 +338,11 @@ def describe_expected_columns() -> str:
 
 
 def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
-    """Map parquet/hub rows to Samples, failing clearly when the columns are not ones we know."""
+    """Map the rows of a user's local parquet file to Samples, failing clearly when the columns are not ones we know.
+
+    The id, image and levels columns are looked up among the names above (ID_COLUMNS, ...), for copies people
+    made themselves; the hub source never guesses (`authors_rows_to_samples`, `hvcu_tasks.hub`).
+    """
     result = LoadResult()
     index = -1
     for index, row in enumerate(rows):
@@ -397,14 +400,41 @@ def load_parquet(path: Path, family: str | None = None) -> LoadResult:
 
 
 def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) -> LoadResult:
-    """Load one family split of the hub dataset through Hugging Face `datasets`."""
+    """Load one family of a hub dataset at one revision, from a layout known for certain (see `hvcu_tasks.hub`)."""
+    from hvcu_tasks import hub
+
+    rev = hub.resolve(repo, revision)
+    chosen = hub.layout(rev, family)
+    if chosen.kind == hub.PARQUET:
+        result = _load_hub_parquet(rev, family)
+    else:
+        json_file, image_dir = hub.json_files(rev, family, chosen)
+        result = _relabel(load_official_json(json_file, family, image_dir), json_file.parent, rev.where)
+    hub.announce(rev, family, chosen)
+    return result
+
+
+def _relabel(result: LoadResult, folder: Path, where: str) -> LoadResult:
+    """Name the hub files of a load by repo@commit/<path> instead of their place in the local cache."""
+    local = str(folder)
+
+    def label(text: str) -> str:
+        return text.replace(local, where)
+
+    result.samples = [replace(s, source=label(s.source)) for s in result.samples]
+    result.problems = [replace(p, source=label(p.source), message=label(p.message)) for p in result.problems]
+    return result
+
+
+def _load_hub_parquet(rev: Any, family: str) -> LoadResult:
+    """Load one family split of the parquet config through Hugging Face `datasets`, at the resolved commit."""
     import datasets
 
     split = FAMILIES[family][0]
-    source = f"{repo}[{split}]" + (f"@{revision}" if revision else "")
+    source = f"{rev.repo}[{split}]@{rev.commit}"
     try:
-        ds = datasets.load_dataset(repo, HUB_CONFIG, split=split, revision=revision)
-    except Exception as exc:  # network, auth, missing config/split: all end here
+        ds = datasets.load_dataset(rev.repo, HUB_CONFIG, split=split, revision=rev.commit)
+    except Exception as exc:  # network, auth, a broken file: all end here
         raise DataError(
             [
                 Problem(
@@ -416,11 +446,26 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
                 )
             ]
         ) from exc
-    _RESOLVED[(repo, revision)] = resolved_revision(ds, repo, revision)
-    image_col = _image_column_of(ds.column_names, source)
-    if isinstance(ds.features.get(image_col), datasets.Image):
-        ds = ds.cast_column(image_col, datasets.Image(decode=False))
-    return rows_to_samples(ds, family, source)
+    read = resolved_revision(ds, rev.repo, None)
+    if read not in (None, rev.commit):
+        raise DataError([Problem(source, "-", "revision", f"`datasets` read commit {read}, not {rev.commit}")])
+    if isinstance(ds.features.get("image"), datasets.Image):
+        ds = ds.cast_column("image", datasets.Image(decode=False))
+    return authors_rows_to_samples(ds, family, source)
+
+
+def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
+    """Map rows whose columns are the authors' record fields (id, qa_levels, image) to Samples; nothing guessed."""
+    result = LoadResult()
+    index = -1
+    for index, row in enumerate(rows):
+        sample, problems = record_to_sample(row, family, source, _image_cell(row.get("image")), index)
+        result.problems.extend(problems)
+        if sample is not None:
+            result.samples.append(sample)
+    if index < 0:
+        result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
+    return result
 
 
 def resolved_revision(ds: Any, repo: str, requested: str | None) -> str | None:
@@ -436,28 +481,6 @@ def resolved_revision(ds: Any, repo: str, requested: str | None) -> str | None:
         if found:
             return found
     return None
-
-
-def hub_revision(repo: str, requested: str | None) -> str | None:
-    """Return the commit the last hub load of (repo, requested revision) in this process read, if known."""
-    return _RESOLVED.get((repo, requested))
-
-
-def _image_column_of(columns: list[str], source: str) -> str:
-    """Return the image column name or raise a DataError naming what was found."""
-    col = next((c for c in IMAGE_COLUMNS if c in columns), None)
-    if col is None:
-        raise DataError(
-            [
-                Problem(
-                    source,
-                    "-",
-                    "columns",
-                    f"no image column; expected {describe_expected_columns()}; found columns {sorted(columns)}",
-                )
-            ]
-        )
-    return col
 
 
 def parquet_family(path: Path) -> str | None:

@@ -11,6 +11,11 @@ PNG re-encoding; any other message (video, audio, other tasks' images) goes thro
 When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
 `images.document_image` call installs that hook instead.
 
+It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
+builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
+subclasses that run HVCU multi-round requests as whole rounds (models/routing.py); nothing is imported until a
+model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out.
+
 Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
 method whose signature changed, is logged as an error that names the supported range and the installed release; a
 release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.
@@ -38,6 +43,10 @@ OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
     "to_qwen3_vl_openai_messages": ("self", "video_kwargs"),
 }
 """lmms-eval's ChatMessages methods that build OpenAI messages (openai, async_openai, vllm), with their parameters."""
+ROUTE_OPT_OUT_ENV = "HVCU_NO_ROUND_ROUTING"
+"""Set to 1 to leave lmms-eval's backends unrouted (models/routing.py)."""
+REGISTRY_SIGNATURE = ("self", "model_name", "force_simple")
+"""Parameters of lmms-eval's ModelRegistryV2.get_model_class, which the route hook wraps."""
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -217,6 +226,43 @@ def install_image_hook() -> None:
         setattr(ChatMessages, name, _sending_own_bytes(original))
 
 
+def opted_out(env: str) -> bool:
+    """Whether an opt-out environment variable is set (1, true, yes)."""
+    return os.environ.get(env, "").strip().lower() in {"1", "true", "yes"}
+
+
+def install_route_hook() -> None:
+    """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
+
+    Idempotent. The routing module is imported only when a model is resolved, and HVCU_NO_ROUND_ROUTING=1
+    also turns it off for models resolved after it is set.
+    """
+    from lmms_eval.models.registry_v2 import ModelRegistryV2
+
+    original = ModelRegistryV2.get_model_class
+    if getattr(original, "_hvcu_hook", False):
+        return
+    params = tuple(inspect.signature(original).parameters)
+    if params != REGISTRY_SIGNATURE:
+        raise IncompatibleLmmsEval(
+            f"lmms_eval ModelRegistryV2.get_model_class{params} no longer matches {REGISTRY_SIGNATURE}; "
+            "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
+            "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/plugin.py is updated"
+        )
+
+    @functools.wraps(original)
+    def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
+        cls = original(self, model_name, force_simple=force_simple)
+        if opted_out(ROUTE_OPT_OUT_ENV):
+            return cls
+        from hvcu_tasks.models.routing import route
+
+        return route(cls, self.resolve(model_name, force_simple=force_simple).model_id)
+
+    get_model_class._hvcu_hook = True  # type: ignore[attr-defined]
+    ModelRegistryV2.get_model_class = get_model_class
+
+
 def manifests() -> list:
     """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
     from lmms_eval.models.registry_v2 import ModelManifest
@@ -233,6 +279,11 @@ def manifests() -> list:
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
     install_identity_hook()
+    if not opted_out(ROUTE_OPT_OUT_ENV):
+        try:
+            install_route_hook()
+        except IncompatibleLmmsEval as exc:
+            log.error("%s", exc)
     try:
         install_image_hook()
     except IncompatibleLmmsEval as exc:

@@ -47,13 +47,18 @@ def fingerprint(samples: Iterable[Sample], image_sha256: Callable[[Sample], str]
     return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
-def source_fields(source: str, revision: str | None) -> dict[str, Any]:
-    """Return where the data came from: kind (hub, local, smoke), location, and for the hub both revisions."""
+def source_fields(source: str, revision: str | None, layout: str | None = None) -> dict[str, Any]:
+    """Return where the data came from: kind (hub, local, smoke), location, and for the hub both revisions and layout.
+
+    `layout` (hub only) is the repository layout read: "parquet" (the `benchmark` config) or "json" (the authors'
+    JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
+    """
     if source == "hub" or source.startswith("hub:"):
         from hvcu_tasks.loaders import HUB_DATASET
 
         repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        return {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
+        fields = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
+        return fields | {"layout": layout}
     if source == "smoke":
         return {"kind": "smoke", "location": "smoke"}
     return {"kind": "local", "location": str(Path(source).expanduser().resolve())}
@@ -66,12 +71,13 @@ def data_identity(
     revision: str | None,
     image_sha256: Callable[[Sample], str],
     aspects: Mapping[str, int],
+    layout: str | None = None,
 ) -> dict[str, Any]:
     """Return the JSON-ready identity of one family's data: scheme, family, source, counts and fingerprint."""
     return {
         "scheme": SCHEME,
         "family": family,
-        **source_fields(source, revision),
+        **source_fields(source, revision, layout),
         "samples": len(samples),
         "aspects": dict(aspects),
         "fingerprint": fingerprint(samples, image_sha256),

@@ -27,13 +27,16 @@ import socket
 import urllib.parse
 import urllib.request
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from hvcu_tasks import files
+from hvcu_tasks import files, provenance
 from hvcu_tasks.families import ASPECTS, FAMILIES
 from hvcu_tasks.files import ImageError, check_image, name_key
+from hvcu_tasks.hub import LAYOUT_TEXT, load_record
 from hvcu_tasks.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.schema import DataError, ImageRef, Problem, Sample
 
@@ -82,6 +85,8 @@ class ValidationReport:
     """One line per difference from the published dataset card (warnings: they do not make the data invalid)."""
     count_note: str | None = None
     """Whether the counts were compared with the card and matched, or why they were not compared."""
+    identities: dict[str, dict] = field(default_factory=dict)
+    """Family -> data identity (`provenance`): source, hub commit and layout, fingerprint; only for valid data."""
 
     @property
     def ok(self) -> bool:
@@ -368,6 +373,29 @@ def load_family(source: str, family: str) -> list[Sample]:
     return loaded.samples
 
 
+def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
+    """Return the data identity of one family load: source, hub commit and layout read, counts and fingerprint."""
+    revision = layout = None
+    if _is_hub(source):
+        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
+        revision, layout = load_record(repo, requested or None, family) or (None, None)
+    aspects = family_counts(samples).get(family, {})
+    return provenance.data_identity(
+        family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects, layout
+    )
+
+
+def identity_lines(identities: dict[str, dict]) -> list[str]:
+    """Return the lines `hvcu data validate` prints for the data identities: fingerprint, and source and layout."""
+    lines = [f"data fingerprints ({provenance.SCHEME}; the values PUBLISHED_FINGERPRINTS holds for the release):"]
+    for family, identity in identities.items():
+        where = provenance.location_text(identity)
+        if identity.get("kind") == "hub":
+            where = f"hub {identity['location']}@{identity['revision']} from {LAYOUT_TEXT[identity['layout']]}"
+        lines.append(f"  {family}: {identity['fingerprint']} ({where})")
+    return lines
+
+
 def count_differences(counts: dict[str, dict[str, int]]) -> list[str]:
     """Return one warning line per count that differs from the published dataset card: in all, family, aspect."""
     total = sum(sum(c.values()) for c in counts.values())
@@ -435,4 +463,9 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
     report.problems.extend(check_samples(loaded.samples, decode_images, use_cache))
     report.counts = family_counts(loaded.samples)
     report.count_warnings, report.count_note = compare_with_card(report.counts, source)
+    if report.ok:
+        for family in FAMILIES:
+            samples = [s for s in loaded.samples if s.family == family]
+            if samples:
+                report.identities[family] = data_identity(family, source, samples)
     return report

@@ -240,3 +240,29 @@ def fresh_image_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     images.reset()
     yield
     images.reset()
+
+
+@pytest.fixture
+def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """A stand-in Hugging Face Hub on 127.0.0.1 (tests/standins/hub.py) that this process's clients talk to.
+
+    `huggingface_hub` and `datasets` (their import-time settings too) point at it, with fresh caches; it is also
+    their proxy, so a request meant for any other host is recorded (`hub.foreign()`) instead of leaving.
+    `hub.home` is the Hugging Face cache folder; `hub.go_offline()` turns on offline mode (the warm cache stays).
+    """
+    from huggingface_hub.utils import _http
+    from standins.hub import StandInHub, point_clients
+
+    from hvcu_tasks import hub as hub_loads
+
+    monkeypatch.setattr(hub_loads, "_LOADS", {})  # what this process read and said: fresh for each test
+    monkeypatch.setattr(hub_loads, "_ANNOUNCED", set())
+    hub = StandInHub().start()
+    hub.home = tmp_path_factory.mktemp("hf-home")
+    point_clients(monkeypatch, hub, hub.home)
+    hub.go_offline = lambda: point_clients(monkeypatch, hub, hub.home, offline=True)
+    try:
+        yield hub
+    finally:
+        hub.stop()
+        _http.close_session()

@@ -1,4 +1,5 @@
-"""First contact with the real hub data: unknown parquet columns fail naming found and expected columns, and
+"""First contact with the real hub data (the stand-in hub of tests/standins/hub.py): unknown parquet columns without
+the authors' JSON fail naming found and expected columns, and
 `hvcu data validate` compares per-family and per-aspect counts with the published dataset card. And `make demo`:
 a visible output folder, `hvcu report` on its run, the next commands.
 """
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import item
 from PIL import Image
+from standins.hub import card, parquet_bytes
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.families import FAMILIES
@@ -28,6 +30,7 @@ CARD = {
     "affective": {"joy": 25, "affection": 83, "wonder": 47, "anger": 31, "fear": 81, "sadness": 33},
 }
 EXPECTED_MAPPING = "expected an id column (one of ['id', 'sample_id'"
+HUB_EXPECTED = "are not the authors' fields"
 
 
 def _png() -> bytes:
@@ -64,42 +67,38 @@ def _validate(capsys, *args: str) -> tuple[int, list[str], str]:
     return code, out.out.splitlines(), out.err
 
 
-def _fake_hub(monkeypatch, rows_of) -> None:
-    """Serve `rows_of(split)` as the hub dataset (offline mode on, so no network probe)."""
-    import datasets
-
-    def load_dataset(repo, config, split, revision=None):
-        rows = rows_of(split)
-        features = {name: datasets.Value("string") for name in rows[0]}
-        if "image" in rows[0]:
-            features["image"] = datasets.Image()
-        return datasets.Dataset.from_list(rows, features=datasets.Features(features))
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+def _fake_hub(hub, rows_of) -> str:
+    """Publish `rows_of(split)` as the parquet config of the stand-in hub's Chime316/HVCU-Bench (card and splits, no
+    JSON files); return the commit."""
+    files = {"README.md": card()}
+    for _family, (split, _stem, _short) in FAMILIES.items():
+        files[f"assets/{split}-00000-of-00001.parquet"] = parquet_bytes(rows_of(split))
+    return hub.repo("Chime316/HVCU-Bench").commit(files)
 
 
 # --- unknown columns ---------------------------------------------------------------------------------------------
 
 
-def test_hub_columns_without_an_image_column_name_what_was_found_and_expected(monkeypatch, capsys) -> None:
-    _fake_hub(monkeypatch, lambda split: [{"question_id": "1", "img_path": "a.png", "conversations": "[]"}])
+def test_hub_columns_without_an_image_column_name_what_was_found_and_expected(stand_in_hub, capsys) -> None:
+    _fake_hub(stand_in_hub, lambda split: [{"question_id": "1", "img_path": "a.png", "conversations": "[]"}])
     code, lines, err = _validate(capsys, "hub")
-    problems = [line for line in lines if ": columns: " in line]
+    problems = [line for line in lines if ": files: " in line]
     assert code == 1 and "INVALID" in err and "Traceback" not in err
     assert len(problems) == 3  # one per family split, not only the first
-    impl = next(p for p in problems if "[Implication_Understanding]" in p)
-    assert "found columns ['conversations', 'img_path', 'question_id']" in impl
-    assert EXPECTED_MAPPING in impl and "l1_question/l1_options/l1_answer" in impl
+    impl = next(p for p in problems if "/Implication-Understanding.json" in p)
+    assert "the parquet columns ['conversations', 'img_path', 'question_id']" in impl
+    assert HUB_EXPECTED in impl and "no column id, qa_levels, image" in impl
+    assert stand_in_hub.foreign() == []
 
 
-def test_hub_rows_with_an_image_but_no_known_id_or_levels_name_both(monkeypatch, capsys) -> None:
+def test_hub_rows_with_an_image_but_no_known_id_or_levels_name_both(stand_in_hub, capsys) -> None:
     rows = [{"uuid": "7", "image": {"bytes": PNG, "path": None}, "prompt": "?", "answer": "A"}]
-    _fake_hub(monkeypatch, lambda split: rows)
+    _fake_hub(stand_in_hub, lambda split: rows)
     code, lines, _ = _validate(capsys, "hub")
-    problems = [line for line in lines if ": columns: " in line]
+    problems = [line for line in lines if ": files: " in line]
     assert code == 1 and len(problems) == 3
-    assert all("found columns ['answer', 'image', 'prompt', 'uuid']" in p and EXPECTED_MAPPING in p for p in problems)
+    assert all("['answer', 'image', 'prompt', 'uuid']" in p and "no column id, qa_levels)" in p for p in problems)
+    assert all(HUB_EXPECTED in p for p in problems)
 
 
 def test_every_local_parquet_file_with_unknown_columns_gets_its_own_line(tmp_path: Path, capsys) -> None:
@@ -167,10 +166,10 @@ def test_samples_in_no_published_aspect_are_a_warning(tmp_path: Path, capsys) ->
     ]
 
 
-def test_the_hub_is_always_compared(monkeypatch, capsys) -> None:
+def test_the_hub_is_always_compared(stand_in_hub, capsys) -> None:
     by_split = {FAMILIES[f][0]: _rows(f, c) for f, c in CARD.items()}
     by_split["Affective_Reasoning"] = by_split["Affective_Reasoning"][:-10]  # a smaller revision: 290 rows
-    _fake_hub(monkeypatch, lambda split: by_split[split])
+    _fake_hub(stand_in_hub, lambda split: by_split[split])
     code, lines, _ = _validate(capsys, "hub", "--no-decode")
     warnings = [line for line in lines if line.startswith("warning:")]
     assert code == 0

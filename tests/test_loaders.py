@@ -159,39 +159,34 @@ def test_folder_of_hub_parquet_files_loads_every_family(tmp_path: Path) -> None:
     assert sorted(s.family for s in result.samples) == ["aesthetic", "affective", "implication"]
 
 
-def test_hub_loader_maps_the_split_and_keeps_images_as_bytes(monkeypatch) -> None:
-    import datasets
+def test_hub_loader_maps_the_split_and_keeps_images_as_bytes(stand_in_hub) -> None:
+    from standins.hub import card, parquet_bytes
 
     from hvcu_tasks import loaders
 
-    calls = []
-
-    def fake_load_dataset(repo, config, split, revision=None):
-        calls.append((repo, config, split, revision))
-        features = datasets.Features(
-            {"id": datasets.Value("string"), "image": datasets.Image(), "qa_levels": datasets.Value("string")}
-        )
-        row = {
-            "id": "anger_001",
-            "image": {"bytes": _png_bytes(), "path": None},
-            "qa_levels": json.dumps(item("x")["qa_levels"]),
-        }
-        return datasets.Dataset.from_list([row], features=features)
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    row = {"id": "anger_001", "image": {"bytes": _png_bytes(), "path": None}, "qa_levels": item("x")["qa_levels"]}
+    files = {"README.md": card(), "assets/Affective_Reasoning-00000-of-00001.parquet": parquet_bytes([row])}
+    for split in ("Aesthetic_Appreciation", "Implication_Understanding"):
+        files[f"assets/{split}-00000-of-00001.parquet"] = parquet_bytes([{**row, "id": "other_001"}])
+    commit = stand_in_hub.repo("me/copy").commit(files, "v2")
     (sample,) = loaders.load_source("hub:me/copy@v2", "affective").raise_for_problems()
-    assert calls == [("me/copy", "benchmark", "Affective_Reasoning", "v2")]
-    assert sample.aspect == "anger" and sample.image.data and sample.source == "me/copy[Affective_Reasoning]@v2"
+    assert f"/datasets/me/copy/resolve/{commit}/assets/Affective_Reasoning-00000-of-00001.parquet" in (
+        stand_in_hub.paths("GET")
+    )
+    assert sample.aspect == "anger" and sample.image.data == _png_bytes()
+    assert sample.source == f"me/copy[Affective_Reasoning]@{commit}"
+    assert stand_in_hub.foreign() == []
 
 
-def test_hub_failure_is_a_clear_error_with_the_offline_hint(monkeypatch) -> None:
-    import datasets
+def test_hub_failure_is_a_clear_error_with_the_offline_hint(stand_in_hub, monkeypatch) -> None:
+    import httpx
+    import huggingface_hub
 
     from hvcu_tasks import loaders
 
-    def offline(*args, **kwargs):
-        raise ConnectionError("no route to host")
+    def unreachable(*args, **kwargs):
+        raise httpx.ConnectError("no route to host")
 
-    monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(DataError, match=r"Chime316/HVCU-Bench\[Implication_Understanding\].*HVCU_BENCH_DATA"):
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+    with pytest.raises(DataError, match=r"Chime316/HVCU-Bench@main.*no route to host.*HVCU_BENCH_DATA"):
         loaders.load_source("hub", "implication")

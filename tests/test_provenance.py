@@ -117,23 +117,24 @@ def test_the_hub_parquet_and_the_authors_layout_of_one_release_have_one_fingerpr
         assert identity(family, str(root))["fingerprint"] == identity(family, str(parquet))["fingerprint"]
 
 
-def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(write_dataset, tmp_path, monkeypatch) -> None:
+def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(
+    write_dataset, tmp_path, monkeypatch, stand_in_hub
+) -> None:
+    from standins.hub import card
+
     root = write_dataset(FULL_ITEMS)
     parquet = hub_layout(root, tmp_path / "hub_copy")
-    asked: list[str | None] = []
-
-    def from_parquet(repo, config, split, revision=None):
-        asked.append(revision)
-        return datasets.Dataset.from_parquet(str(parquet / f"{split}-00000-of-00001.parquet"))
-
-    monkeypatch.setattr(datasets, "load_dataset", from_parquet)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    files = {"README.md": card()} | {f"assets/{p.name}": p.read_bytes() for p in parquet.glob("*.parquet")}
+    pinned = stand_in_hub.repo("Chime316/HVCU-Bench").commit(files)
+    stand_in_hub.repo("Chime316/HVCU-Bench").commit({**files, "README.md": card() + b"newer"})  # main moved on
     monkeypatch.delenv("HVCU_BENCH_DATA", raising=False)
-    monkeypatch.setenv("HVCU_BENCH_REVISION", COMMIT)
+    monkeypatch.setenv("HVCU_BENCH_REVISION", pinned)
     hub = identity("implication", "hub")
-    assert asked == [COMMIT]
-    assert hub["kind"] == "hub" and hub["location"] == "Chime316/HVCU-Bench" and hub["revision"] == COMMIT
+    assert all(pinned in path for path in stand_in_hub.paths() if "/resolve/" in path)
+    assert hub["kind"] == "hub" and hub["location"] == "Chime316/HVCU-Bench" and hub["revision"] == pinned
+    assert hub["requested_revision"] == pinned and hub["layout"] == "parquet"
     assert hub["fingerprint"] == identity("implication", str(root))["fingerprint"]
+    assert stand_in_hub.foreign() == []
 
 
 def test_an_unpinned_hub_load_records_the_commit_datasets_resolved(monkeypatch) -> None:

@@ -321,7 +321,7 @@ def test_evaluate_recipe_gives_the_scores_the_readme_states(workdir: Path) -> No
 
 @pytest.mark.slow
 def test_evaluate_recipe_context_run_keeps_no_request_cache(workdir: Path) -> None:
-    # The cache key has no mock --seed/--accuracy: with it on, a rerun with another --accuracy would replay old replies.
+    # The cache key has no mock --seed/--accuracy: with it on, a rerun after an interrupted run resumes old replies.
     done = run_recipe("evaluate", workdir)
     assert [line for line in done.stdout.splitlines() if "request cache off (cache=off)" in line]
 

@@ -111,7 +111,7 @@ def test_the_identity_card_on_disk_holds_no_credential(tmp_path: Path) -> None:
 # ---- durability ----
 
 
-def test_a_stored_reply_is_read_back_by_the_next_run(tmp_path: Path, cache: RequestCache) -> None:
+def test_a_stored_reply_is_read_back_when_the_unfinished_run_resumes(tmp_path: Path, cache: RequestCache) -> None:
     key = cache.key(request())
     assert cache.put(key, "Answer: B", "stop")
     cache.close()
@@ -142,7 +142,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from hvcu_tasks.models.request_cache import RequestCache
-    store = RequestCache(sys.argv[1], {"backend": "writer"})
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
     n = 0
     while True:
         store.put(f"k{n}", f"reply {n}")
@@ -158,7 +158,8 @@ def test_replies_survive_the_writer_being_killed_mid_run(tmp_path: Path) -> None
         last = int(proc.stdout.readline())
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    store = RequestCache(tmp_path, {"backend": "writer"})
+    store = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
+    assert store.resumed  # the killed writer's run, never ended, is resumed
     assert all(store.get(f"k{n}") == (f"reply {n}", None) for n in range(last + 1))
 
 
@@ -166,9 +167,9 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     script = WRITER.replace("while True:", "while n < 300:").replace('f"k{n}"', 'f"{sys.argv[2]}{n}"')
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), tag]) for tag in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    store = RequestCache(tmp_path, {"backend": "writer"})
-    assert len(store) == 600
-    assert len(list(store.folder.glob("*.jsonl"))) == 2
+    store = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"}, reuse="all")
+    assert len({f"{tag}{n}" for tag in "ab" for n in range(300)} - set(store.replies) - set(store.reused)) == 0
+    assert len(list(store.folder.glob("runs/*/*.jsonl"))) == 2  # two concurrent runs: one run and file each
 
 
 # ---- settings ----
@@ -192,7 +193,7 @@ def test_a_bad_cache_setting_is_a_clear_error(bad) -> None:
 
 
 def test_by_default_the_cache_is_on_for_api_backends_off_for_local_models(hvcu_cache: Path) -> None:
-    assert cache_location("auto", api=True) == hvcu_cache / "requests-v1"
+    assert cache_location("auto", api=True) == hvcu_cache / "requests-v2"
     assert cache_location("auto", api=False) is None
 
 
@@ -337,7 +338,7 @@ def test_the_cache_is_off_by_default_for_a_local_model(tmp_path: Path, hvcu_cach
         model = Counting()
         local(model, None).generate_until(base_requests(5))
         assert len(model.asked) == 5
-    assert not (hvcu_cache / "requests-v1").exists()
+    assert not (hvcu_cache / "requests-v2").exists()
 
 
 def test_the_cache_location_is_printed_once(tmp_path: Path, capsys) -> None:
@@ -361,12 +362,12 @@ def test_cache_off_turns_it_off_for_an_api_backend(tmp_path: Path, capsys) -> No
 
 def test_an_api_backend_is_cached_by_default(hvcu_cache: Path, capsys) -> None:
     with FakeOpenAI(lambda body: "Answer: A") as server:
-        for _ in range(2):
-            wrapper = ContextWrapper(inner="openai", model_version="m", base_url=server.base_url, api_key="x")
-            wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        wrapper = ContextWrapper(inner="openai", model_version="m", base_url=server.base_url, api_key="x")
+        wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        for _ in range(2):  # within one run a repeated request is paid once
             assert [r.text for r in wrapper.generate_until(base_requests(2))] == ["Answer: A"] * 2
         assert len(server.requests) == 2
-    assert str(hvcu_cache / "requests-v1") in capsys.readouterr().err
+    assert str(hvcu_cache / "requests-v2") in capsys.readouterr().err
 
 
 def chain_requests(n: int) -> list[Instance]:
@@ -393,12 +394,14 @@ def chain_requests(n: int) -> list[Instance]:
     ]
 
 
-def test_a_local_models_chains_are_answered_from_the_cache_on_a_rerun(tmp_path: Path) -> None:
-    first = Counting()
-    outputs = local(first, str(tmp_path)).generate_until_multi_round(chain_requests(3))
+def test_a_local_models_killed_chains_resume_from_the_cache(tmp_path: Path) -> None:
+    whole = local(Counting(), str(tmp_path / "whole")).generate_until_multi_round(chain_requests(3))
+    with pytest.raises(RuntimeError, match="killed"):  # dies in chunk [q0, q1]'s second round
+        local(Counting(fail_after=3), str(tmp_path)).generate_until_multi_round(chain_requests(3))
     again = Counting()
-    assert local(again, str(tmp_path)).generate_until_multi_round(chain_requests(3)) == outputs
-    assert (len(first.asked), len(again.asked)) == (6, 0)
+    assert local(again, str(tmp_path)).generate_until_multi_round(chain_requests(3)) == whole
+    # Counting records each chat's first user text: the rerun asks q0's and q1's round 2, then q2's two rounds.
+    assert again.asked == ["q0", "q1", "q2", "q2"]
 
 
 def test_async_openai_sends_each_request_once_across_the_wrappers_calls(tmp_path: Path) -> None:
@@ -447,9 +450,15 @@ def test_a_chain_whose_first_reply_has_a_lone_surrogate_runs_its_second_round(tm
             return [f"reply to {chat[-1]['content'][0]['text']} \ud83d" for chat in chats]
 
     first = CutEmoji()
-    outputs = local(first, str(tmp_path)).generate_until_multi_round(chain_requests(1))
+    wrapper = local(first, str(tmp_path))
+    outputs = wrapper.generate_until_multi_round(chain_requests(1))
+    wrapper.end_run()
     again = CutEmoji()
-    assert local(again, str(tmp_path)).generate_until_multi_round(chain_requests(1)) == outputs
+    reused = ContextWrapper.around(
+        again, "local", chunk_size=2, cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="all"
+    )
+    reused.task_dict["t"] = {"test": [{"q": "q0"}]}
+    assert reused.generate_until_multi_round(chain_requests(1)) == outputs
     assert outputs == [["reply to q0 \ud83d", "reply to q0 then \ud83d"]]
     assert (first.asked, again.asked) == (["q0", "q0 then"], [])
 
@@ -539,7 +548,7 @@ def test_an_unusable_default_cache_folder_runs_uncached_with_one_line(monkeypatc
             assert [r.text for r in api_wrapper(server).generate_until(base_requests(2))] == ["Answer: A"] * 2
         assert len(server.requests) == 4
     lines = [line for line in capsys.readouterr().err.splitlines() if "hvcu_context" in line]
-    assert lines == ["hvcu_context: request cache off (cannot create /dev/null/x/requests-v1: Not a directory)"] * 2
+    assert lines == ["hvcu_context: request cache off (cannot create /dev/null/x/requests-v2: Not a directory)"] * 2
 
 
 @pytest.mark.parametrize("cache", ["on", "/dev/null/x"])
@@ -548,7 +557,7 @@ def test_an_unusable_cache_folder_asked_for_is_a_one_line_error(monkeypatch, cac
     with FakeOpenAI(lambda body: "Answer: A") as server, pytest.raises(ValueError) as error:
         api_wrapper(server, cache=cache)
     message = str(error.value)
-    folder = "/dev/null/x/requests-v1" if cache == "on" else "/dev/null/x"
+    folder = "/dev/null/x/requests-v2" if cache == "on" else "/dev/null/x"
     assert message.startswith(f"hvcu_context: cannot create the request cache {folder}: Not a directory;")
     assert "\n" not in message
 
@@ -707,8 +716,14 @@ def test_async_openai_with_the_cache_on_pays_each_request_once(tmp_path: Path) -
         wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
         for _ in range(2):
             assert [r.text for r in wrapper.generate_until(base_requests(5))] == ["Answer: A"] * 5
+        wrapper.end_run()
         again = ContextWrapper(
-            inner="async_openai", cache=str(tmp_path), model_version="m", base_url=server.base_url, api_key="x"
+            inner="async_openai",
+            cache=str(tmp_path),
+            model_version="m",
+            base_url=server.base_url,
+            api_key="x",
+            reuse="all",
         )
         again.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
         assert [r.text for r in again.generate_until(base_requests(5))] == ["Answer: A"] * 5
@@ -735,10 +750,272 @@ def test_a_client_whose_create_cannot_be_replaced_is_cached_by_the_wrapper(tmp_p
     from lmms_eval.models.chat.openai import OpenAICompatible
 
     with FakeOpenAI(answer_by_text) as server:
-        for _ in range(2):
+        for reuse in (None, "all"):
             model = OpenAICompatible(model_version="m-fixed", base_url=server.base_url, api_key="x")
             model.client = SimpleNamespace(chat=SimpleNamespace(completions=FixedCompletions(server.base_url)))
-            wrapper = around(model, "litellm", tmp_path, model_args={"model_version": "m-fixed"})
+            wrapper = around(model, "litellm", tmp_path, model_args={"model_version": "m-fixed"}, reuse=reuse)
             replies = [getattr(r, "text", r) for r in wrapper.generate_until(base_requests(3))]
             assert replies == ["Answer: 0", "Answer: 1", "Answer: 2"]
+            wrapper.end_run()
         assert len(server.requests) == 3
+
+
+# ---- runs: the cache resumes an unfinished run of the same command and nothing else ----
+
+
+def run_manifests(root: Path) -> list[dict]:
+    """Every run manifest under a cache root, oldest first (read from disk as JSON)."""
+    import json
+
+    found = [json.loads(p.read_text()) for p in root.glob("*/runs/*/run.json")]
+    return sorted(found, key=lambda m: m["created_s"])
+
+
+class Flaky(Counting):
+    """Answers like Counting but gives an empty reply to the texts in `empty`."""
+
+    def __init__(self, empty: set[str]) -> None:
+        super().__init__()
+        self.empty = empty
+
+    def generate_until(self, requests):
+        return [
+            "" if reply.removeprefix("reply to ") in self.empty else reply for reply in super().generate_until(requests)
+        ]
+
+
+def test_a_new_run_after_a_finished_one_asks_the_model_again(tmp_path: Path, capsys) -> None:
+    first = local(Counting(), str(tmp_path))
+    first.generate_until(base_requests(5))
+    first.end_run()
+    model = Counting()
+    local(model, str(tmp_path)).generate_until(base_requests(5))
+    assert model.asked == [f"q{i}" for i in range(5)]
+    err = capsys.readouterr().err
+    finished = run_manifests(tmp_path)[0]
+    assert finished["state"] == "finished"
+    assert "new run " in err and "1 earlier runs of this model" in err and "are NOT reused; reuse=all" in err
+    assert finished["run"] in err
+
+
+def test_a_run_with_failed_replies_stays_resumable_and_the_rerun_asks_only_those(tmp_path: Path, capsys) -> None:
+    first = local(Flaky({"q1", "q3"}), str(tmp_path))
+    assert first.generate_until(base_requests(5)) == ["reply to q0", "", "reply to q2", "", "reply to q4"]
+    first.end_run()
+    assert run_manifests(tmp_path)[0]["state"] == "unfinished"
+    model = Counting()
+    assert local(model, str(tmp_path)).generate_until(base_requests(5)) == [f"reply to q{i}" for i in range(5)]
+    assert model.asked == ["q1", "q3"]
+    assert "resuming unfinished run " in capsys.readouterr().err
+
+
+def test_a_run_resumed_to_the_end_is_finished_and_not_resumed_again(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="killed"):
+        local(Counting(fail_after=3), str(tmp_path)).generate_until(base_requests(5))
+    resumed = local(Counting(), str(tmp_path))
+    resumed.generate_until(base_requests(5))
+    resumed.end_run()
+    (only,) = run_manifests(tmp_path)
+    assert (only["state"], only["sessions"]) == ("finished", 2)
+    model = Counting()
+    local(model, str(tmp_path)).generate_until(base_requests(5))
+    assert len(model.asked) == 5
+
+
+def test_identical_requests_within_one_run_are_asked_once(tmp_path: Path) -> None:
+    model = Counting()
+    wrapper = local(model, str(tmp_path))
+    wrapper.generate_until(base_requests(3))
+    wrapper.generate_until(base_requests(5))
+    assert model.asked == ["q0", "q1", "q2", "q3", "q4"]
+
+
+def test_reuse_all_takes_earlier_runs_replies_and_the_output_names_each_run(tmp_path: Path, capsys) -> None:
+    first = local(Counting(), str(tmp_path))
+    first.generate_until(base_requests(3))
+    first.end_run()
+    model = Counting()
+    wrapper = ContextWrapper.around(model, "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="all")
+    wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+    assert wrapper.generate_until(base_requests(5)) == [f"reply to q{i}" for i in range(5)]
+    wrapper.end_run()
+    assert model.asked == ["q3", "q4"]
+    earlier = run_manifests(tmp_path)[0]
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(earlier["created_s"]))
+    err = capsys.readouterr().err
+    assert f"hvcu_context: 3 replies reused from run {earlier['run']} (finished, {when})" in err
+
+
+def test_reuse_of_one_run_takes_that_run_only(tmp_path: Path, capsys) -> None:
+    ids = []
+    for n in (2, 4):  # run A answers q0-q1, run B q0-q3
+        wrapper = local(Counting(), str(tmp_path))
+        wrapper.generate_until(base_requests(n))
+        wrapper.end_run()
+        ids.append(wrapper.request_cache.run_id)
+    for reuse, asked in ((ids[0], ["q2", "q3", "q4"]), (f"{ids[0]}+{ids[1]}", ["q4"])):
+        model = Counting()
+        wrapper = ContextWrapper.around(
+            model, "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse=reuse
+        )
+        wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+        wrapper.generate_until(base_requests(5))
+        wrapper.end_run()
+        assert model.asked == asked
+
+
+def test_a_bad_reuse_value_is_a_one_line_error_naming_it_and_the_runs(tmp_path: Path) -> None:
+    first = local(Counting(), str(tmp_path))
+    first.generate_until(base_requests(1))
+    first.end_run()
+    with pytest.raises(ValueError) as error:
+        ContextWrapper.around(Counting(), "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="nope")
+    message = str(error.value)
+    assert message.startswith("hvcu_context: reuse=nope: no run nope of this model")
+    assert first.request_cache.run_id in message and "\n" not in message
+    with pytest.raises(ValueError, match="reuse=a,b"):
+        ContextWrapper.around(Counting(), "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="a,b")
+
+
+def lmms_eval_argv(*extra: str, out: str = "runs/a") -> list[str]:
+    return ["/venv/bin/lmms-eval", "--model", "hvcu_context", "--tasks", "hvcu_bench", "--output_path", out, *extra]
+
+
+def test_the_run_signature_is_the_command_without_output_options() -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    same = command_signature(lmms_eval_argv())
+    assert command_signature(lmms_eval_argv("--log_samples", out="runs/b")) == same
+    assert command_signature(["/x/lmms_eval/__main__.py", *lmms_eval_argv()[1:]]) == same  # python -m lmms_eval
+    assert command_signature(lmms_eval_argv("--limit", "5")) != same
+    assert command_signature(lmms_eval_argv("--gen_kwargs", "temperature=0.5")) != same
+
+
+def test_a_different_command_does_not_adopt_an_unfinished_run(tmp_path: Path) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    killed = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv()))
+    killed.put("k", "A")
+    killed.tally([None])  # a request left unanswered: the run is unfinished
+    killed.end()
+    limited = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv("--limit", "5")))
+    assert (limited.resumed, limited.get("k")) == (False, None)
+    limited.end()
+    rerun = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv(out="runs/other")))
+    assert (rerun.resumed, rerun.get("k")) == (True, ("A", None))
+
+
+def test_a_live_run_is_not_adopted(tmp_path: Path) -> None:
+    live = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    live.put("k", "A")
+    second = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    assert (second.resumed, second.get("k"), second.run_id != live.run_id) == (False, None, True)
+    live.end()  # given no requests: unfinished, so the next wrapper resumes it
+    third = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    assert (third.run_id, third.get("k")) == (live.run_id, ("A", None))
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from hvcu_tasks.models.request_cache import RequestCache
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
+    store.put("k", "A")
+    print(store.run_id, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_run_live_in_another_process_is_not_adopted(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        held = proc.stdout.readline().strip()
+        other = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
+        assert (other.run_id != held, other.get("k")) == (True, None)
+        other.put("j", "B")
+        other.tally(["B"])
+        other.end()  # finished: not a candidate for resuming
+    finally:
+        proc.kill()
+        proc.wait()
+    after_kill = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
+    assert (after_kill.run_id, after_kill.get("k")) == (held, ("A", None))
+
+
+ENDING = textwrap.dedent(
+    """
+    import sys
+    from hvcu_tasks.models.request_cache import RequestCache
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": sys.argv[2]})
+    store.put("k", "A")
+    store.tally(["A"])
+    if sys.argv[2] == "crash":
+        raise SystemError("after the replies")
+    """
+)
+
+
+def test_a_process_that_ends_with_an_unhandled_exception_leaves_its_run_unfinished(tmp_path: Path) -> None:
+    for how in ("clean", "crash"):
+        subprocess.run([sys.executable, "-c", ENDING, str(tmp_path), how], capture_output=True, timeout=60)
+    states = {m["command"]["run"]: m["state"] for m in run_manifests(tmp_path)}
+    assert states == {"clean": "finished", "crash": "unfinished"}
+
+
+def test_replies_of_the_layout_before_runs_are_used_only_when_asked(hvcu_cache: Path, capsys) -> None:
+    import json
+
+    from hvcu_tasks.models.request_cache import digest
+
+    wrapper = ContextWrapper.around(Counting(), "local", cache="on", model_args={"pretrained": "p"})
+    key = wrapper.request_cache.key(
+        {
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "q0"}]}],
+            "gen_kwargs": {"max_new_tokens": 8},
+        }
+    )
+    wrapper.end_run()
+    old = hvcu_cache / "requests-v1" / digest(wrapper.request_cache.identity)[:32]
+    old.mkdir(parents=True)
+    (old / "1-1-ab.jsonl").write_text(json.dumps({"key": key, "reply": "old reply", "finish_reason": None}) + "\n")
+    for reuse, expected in ((None, "reply to q0"), ("v1", "old reply")):
+        again = ContextWrapper.around(Counting(), "local", cache="on", model_args={"pretrained": "p"}, reuse=reuse)
+        again.task_dict["t"] = {"test": [{"q": "q0"}]}
+        assert again.generate_until(base_requests(1)) == [expected]
+        again.end_run()
+    assert "replies stored before runs existed (v1) are NOT reused" in capsys.readouterr().err
+
+
+def test_reuse_and_run_are_not_part_of_the_identity(tmp_path: Path) -> None:
+    plain = model_identity("openai", {"model_version": "m"})
+    assert model_identity("openai", {"model_version": "m", "reuse": "all", "run": "x", "cache": "on"}) == plain
+
+
+def test_no_credential_reaches_a_run_manifest(tmp_path: Path) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    argv = ["script.py", "--api-key", "sk-argv9", *lmms_eval_argv()[1:]]
+    store = RequestCache(
+        tmp_path, model_identity("openai", {"model_version": "m", "api_key": "sk-a1"}), command=command_signature(argv)
+    )
+    store.put("k", "A")
+    store.end()
+    cli = lmms_eval_argv("--model_args", "inner=openai,api_key=sk-b2", "--hf_hub_log_args", "token=sk-h3")
+    RequestCache(tmp_path, IDENTITY, command=command_signature(cli)).end()
+    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    assert [s for s in ("sk-argv9", "sk-a1", "sk-b2", "sk-h3") if s in written] == []
+
+
+def test_the_runs_of_a_cache_can_be_listed(tmp_path: Path, capsys) -> None:
+    from hvcu_tasks.models.request_cache import main
+
+    wrapper = local(Flaky({"q1"}), str(tmp_path))
+    wrapper.generate_until(base_requests(2))
+    wrapper.end_run()
+    capsys.readouterr()
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{wrapper.request_cache.run_id} (unfinished, " in out and "1 of 2 requests got no real reply" in out

@@ -71,7 +71,8 @@ def finish(cmd: list[str], out: Path, cache: Path) -> str:
 
 
 def stored(cache: Path) -> int:
-    return sum(len(read_replies(folder)) for folder in (cache / "requests-v1").glob("*") if folder.is_dir())
+    """Replies stored in every run of every model under a cache root."""
+    return sum(len(read_replies(folder)) for folder in (cache / "requests-v2").glob("*/runs/*") if folder.is_dir())
 
 
 def outcome(out: Path) -> dict:
@@ -121,10 +122,52 @@ def test_a_killed_run_rerun_pays_only_for_what_was_unanswered(tmp_path: Path) ->
         finish(cmd, tmp_path / "rerun", cache)
         rerun = [key(b) for b in server.requests]
 
-    assert "hvcu_context: request cache " + str(tmp_path / "cache-whole" / "requests-v1") in printed
+    assert "hvcu_context: request cache " + str(tmp_path / "cache-whole" / "requests-v2") in printed
     assert uninterrupted == 75  # 45 base + 30 context requests: a context chain's level 1 is the base request
     assert len(answered) == KILL_AFTER and in_flight
     assert set(rerun) & answered == set()  # nothing answered before the kill is paid again
     assert set(rerun) >= in_flight  # the requests in flight at the kill are asked again
     assert len(rerun) == uninterrupted - KILL_AFTER
     assert outcome(tmp_path / "rerun") == outcome(tmp_path / "whole")
+
+
+def mock_answers(accuracy: float):
+    """The toolkit's mock model: right on every sample question (accuracy 1) or wrong on every one (0)."""
+    from generation.mock.answers import MockSettings, load_gold, reply_to
+
+    settings, gold = MockSettings(seed=0, accuracy=accuracy), load_gold(["smoke"])
+    return lambda body: reply_to(body, settings, gold).text
+
+
+def acc_full(out: Path) -> float:
+    (results,) = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
+    return json.loads(Path(results).read_text())["results"]["hvcu_bench_sample"]["acc_full,none"]
+
+
+def test_a_new_checkpoint_served_under_the_same_name_is_asked_again(tmp_path: Path) -> None:
+    """The issue's run: the same command after a finished run asks the server again; reuse=all replays."""
+    model = {"answer": mock_answers(1.0)}
+    with FakeOpenAI(lambda body: model["answer"](body)) as server:
+        args = f"inner=openai,model_version=my-ckpt,base_url={server.base_url},api_key=x,num_concurrent=8"
+        cmd = [LMMS_EVAL, "--model", "hvcu_context", "--model_args", args, "--tasks", "hvcu_bench_sample"]
+        cache = tmp_path / "cache"
+        finish(cmd, tmp_path / "right", cache)
+        first = len(server.requests)
+
+        model["answer"] = mock_answers(0.0)  # a new checkpoint under the same name at the same URL
+        server.requests.clear()
+        printed = finish(cmd, tmp_path / "wrong", cache)
+        second = len(server.requests)
+
+        server.requests.clear()
+        reused = finish([*cmd[:4], args + ",reuse=all", *cmd[5:]], tmp_path / "reused", cache)
+        third = len(server.requests)
+
+    runs = [json.loads(p.read_text()) for p in cache.glob("requests-v2/*/runs/*/run.json")]
+    runs.sort(key=lambda m: m["created_s"])
+    assert (first, second, third) == (45, 45, 0)
+    assert [m["state"] for m in runs] == ["finished"] * 3
+    assert (acc_full(tmp_path / "right"), acc_full(tmp_path / "wrong")) == (100, 0)
+    assert acc_full(tmp_path / "reused") == 0  # the newest run's replies win
+    assert "1 earlier runs of this model" in printed and "are NOT reused; reuse=all takes them" in printed
+    assert f"hvcu_context: 45 replies reused from run {runs[1]['run']} (finished, " in reused

@@ -3,7 +3,8 @@
 lmms-eval's own multi-round path (vllm) walks one document at a time; most backends do not implement
 it at all. This wrapper takes the pending documents `chunk_size` at a time; for each chunk it asks the
 task for every chain's next-round messages, sends them to the inner model's `generate_until` as one
-batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk.
+batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk (the round driver
+is rounds.py, shared with the backends routed by routing.py).
 
     --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...,chunk_size=64
 
@@ -13,8 +14,8 @@ samples. Raise it for servers that batch many requests (vllm, a large `num_concu
 large images. Each document row is fetched once per chain and reused across its rounds, so its image is
 decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
 private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
-fetches nor decodes it again. Every argument except `inner`, `chunk_size` and `cache` goes to the inner
-model; single-round requests pass straight through.
+fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
+the inner model; single-round requests pass straight through.
 
 `cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk
 (request_cache.py), so a killed run, rerun with the same command, pays again only for what was unanswered.
@@ -23,19 +24,21 @@ their client's call, each reply stored the moment it arrives (a rerun repeats at
 for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
 storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
 With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
-(`cache=on`, `cache=PATH`) it is an error.
+(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: by default a wrapper resumes the
+unfinished run of the same command (a killed run) and otherwise starts a new one that reads nothing old, so
+a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
+replies, `run=NAME` names the run instead of the command line (request_cache.py).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
-from tqdm import tqdm
 
 from hvcu_tasks.models.request_cache import (
     IDENTITY_ATTRS,
@@ -43,6 +46,7 @@ from hvcu_tasks.models.request_cache import (
     cache_location,
     cache_setting,
     chat_client,
+    command_signature,
     hook_client,
     identifies,
     is_api,
@@ -51,44 +55,14 @@ from hvcu_tasks.models.request_cache import (
     model_identity,
     openai_client,
     resolved_attributes,
+    reuse_setting,
+    run_name,
 )
+from hvcu_tasks.models.rounds import reply_text as _text
+from hvcu_tasks.models.rounds import run_rounds
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
-
-ROUND_TASK = "hvcu_context:round"
-"""task_dict key under which, during an inner call, the inner model finds each request's RoundDoc (by position)."""
-
-
-class RoundDoc(dict):
-    """A chain's document row as the inner model looks it up during a round: the row's fields plus the round's chat."""
-
-    __slots__ = ("messages",)
-
-    def __init__(self, row: Mapping[str, Any], messages: list[dict]) -> None:
-        super().__init__(row)
-        self.messages = messages
-
-
-def round_doc(doc: Any, messages: list[dict]) -> Any:
-    """Return what the inner model's lookup gets for a round: a RoundDoc for a mapping row, else the row itself."""
-    return RoundDoc(doc, messages) if isinstance(doc, Mapping) else doc
-
-
-def _fixed(messages: list[dict]) -> Callable[..., list[dict]]:
-    """Return a doc_to_messages stand-in that yields this round's precomputed messages."""
-
-    def doc_to_messages(doc: Any = None, **_kwargs: Any) -> list[dict]:
-        """Return the looked-up document's round chat (a batch may reuse one function), else our own."""
-        return doc.messages if isinstance(doc, RoundDoc) else messages
-
-    return doc_to_messages
-
-
-def _text(output: Any) -> str | None:
-    """Return the text of one inner-model output (a str or an lmms-eval GenerationResult); None when it has none."""
-    text = output if isinstance(output, str) else getattr(output, "text", None)
-    return text if isinstance(text, str) else None
 
 
 def _is_async(client: Any) -> bool:
@@ -109,38 +83,34 @@ def chunk_size_of(value: Any) -> int:
     return value
 
 
-def next_messages(request: Instance, doc: Any, replies: list[str | None], info: Any) -> tuple[list | None, Any]:
-    """Return the chain's messages for round len(replies) and the task's round info; None messages: chain over."""
-    doc_to_messages = request.args[1]
-    if not replies:
-        return doc_to_messages(doc), info
-    payload = doc_to_messages(doc, round_idx=len(replies), previous_output=list(replies), previous_round_info=info)
-    if not (isinstance(payload, tuple) and len(payload) == 4):
-        return None, info
-    messages, terminal, _previous, info = payload
-    return (None if terminal else messages), info
-
-
 class ContextWrapper(lmms):
     """Drive an inner chat model round by round over chunks of documents (true multi-turn messages)."""
 
     is_simple = False
 
     def __init__(
-        self, inner: str = "", chunk_size: Any = DEFAULT_CHUNK_SIZE, cache: Any = None, **inner_args: Any
+        self,
+        inner: str = "",
+        chunk_size: Any = DEFAULT_CHUNK_SIZE,
+        cache: Any = None,
+        reuse: Any = None,
+        run: Any = None,
+        **inner_args: Any,
     ) -> None:
-        """Build the inner model named by `inner` with every model argument except `chunk_size` and `cache`."""
+        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run."""
         super().__init__()
         if not inner:
             raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
+        reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
+        name_of_run = run_name(run)
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
         self._check_chat(cls, inner)
         self._attach(cls(**inner_args), inner, size)
-        self._open_cache(setting, inner_args)
+        self._open_cache(setting, inner_args, reuse, name_of_run)
 
     @classmethod
     def around(
@@ -150,20 +120,25 @@ class ContextWrapper(lmms):
         chunk_size: Any = DEFAULT_CHUNK_SIZE,
         cache: Any = None,
         model_args: Mapping[str, Any] | None = None,
+        reuse: Any = None,
+        run: Any = None,
     ) -> ContextWrapper:
         """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
 
         `model_args` (what the model was built with) enter the request cache's model identity, with the model's
         own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
-        it is, the cache stays off (default) or `cache=on` is an error.
+        it is, the cache stays off (default) or `cache=on` is an error. The run signature is this script's
+        command line unless `run` names it; `reuse` takes earlier runs' replies (request_cache.py).
         """
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
+        reuse_setting(reuse)
+        name_of_run = run_name(run)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
         lmms.__init__(wrapper)
         wrapper._attach(inner, name or type(inner).__name__, size)
-        wrapper._open_cache(setting, dict(model_args or {}))
+        wrapper._open_cache(setting, dict(model_args or {}), reuse, name_of_run)
         return wrapper
 
     @staticmethod
@@ -186,8 +161,10 @@ class ContextWrapper(lmms):
         self._client_cached = False
         self._inner_calls = 0
 
-    def _open_cache(self, setting: str | Path, model_args: Mapping[str, Any]) -> None:
-        """Open the request cache the setting asks for (and hook the inner model's client); say where, once.
+    def _open_cache(
+        self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
+    ) -> None:
+        """Open the request cache's run (and hook the inner model's client); say where and which replies it uses.
 
         With the default setting, a model nothing identifies or a folder that cannot be created leaves the
         cache off with one line; asked for explicitly, either is an error.
@@ -216,7 +193,15 @@ class ContextWrapper(lmms):
         if client is None:
             identity["lmms_eval"] = lmms_eval_version()
         try:
-            self.request_cache = RequestCache(root, identity)
+            self.request_cache = RequestCache(
+                root,
+                identity,
+                command=None if run is None else command_signature(name=run),
+                reuse=reuse,
+                rank=self.rank,
+                world_size=self.world_size,
+                report=self.rank == 0,
+            )
         except OSError as exc:
             why = exc.strerror or str(exc)
             if setting == "auto":
@@ -227,12 +212,13 @@ class ContextWrapper(lmms):
             ) from None
         if client is not None and hook_client(client, self.request_cache):
             self._client_cached = True
-        if self.rank == 0:
-            print(
-                f"hvcu_context: request cache {self.request_cache.folder} ({self.request_cache.loaded} replies stored "
-                "for this model); a rerun of a killed run pays only for the requests not there (cache=off: no cache)",
-                file=sys.stderr,
-            )
+        for line in self.request_cache.start_lines():
+            self._say(line)
+
+    def end_run(self) -> None:
+        """End the request cache's run now (else at garbage collection or exit): finished, or left to resume."""
+        if self.request_cache is not None:
+            self.request_cache.end()
 
     def _say(self, line: str) -> None:
         """Print one line to stderr on rank 0."""
@@ -274,8 +260,19 @@ class ContextWrapper(lmms):
         A client backend's cache sits in its client, so its requests go to the inner model in one call.
         """
         cache = self.request_cache
-        if cache is None or self._client_cached:
+        if cache is None:
             return self._call_inner(requests)
+        cache.reopen()  # a call after one that raised (which ended the run) continues the run
+        try:
+            replies = self._call_inner(requests) if self._client_cached else self._generate_cached(cache, requests)
+        except BaseException as exc:
+            cache.failed(exc)
+            raise
+        cache.tally([_text(reply) for reply in replies])
+        return replies
+
+    def _generate_cached(self, cache: RequestCache, requests: list[Instance]) -> list[Any]:
+        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply."""
         keys = [cache.key(self._request_content(r)) for r in requests]
         replies: list[Any] = []
         for key in keys:
@@ -321,66 +318,14 @@ class ContextWrapper(lmms):
         return self.inner.loglikelihood(requests)
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
-        """Run every document's rounds, `chunk_size` documents at a time; replies come back in request order.
-
-        A reply with no text (None) stays None: the task scores it as a failed request and shows it to the
-        next round as "(no answer)".
-        """
-        outputs: list[list[str | None]] = []
-        with tqdm(total=len(requests), desc="hvcu_context chains", disable=self.rank != 0 or not requests) as bar:
-            for start in range(0, len(requests), self.chunk_size):
-                chunk = requests[start : start + self.chunk_size]
-                outputs.extend(self._run_chunk(chunk))
-                bar.update(len(chunk))
-        return outputs
-
-    def _run_chunk(self, chunk: Sequence[Instance]) -> list[list[str | None]]:
-        """Run all rounds of a chunk's chains, fetching each document once and reusing it across rounds."""
-        docs = [self.task_dict[task][split][doc_id] for *_, doc_id, task, split in (r.args for r in chunk)]
-        outputs: list[list[str | None]] = [[] for _ in chunk]
-        infos: list[Any] = [None] * len(chunk)
-        pending = list(range(len(chunk)))
-        while pending:
-            pending = self._send_round(chunk, docs, outputs, infos, pending)
-        return outputs
-
-    def _send_round(
-        self,
-        chunk: Sequence[Instance],
-        docs: list[Any],
-        outputs: list[list[str | None]],
-        infos: list[Any],
-        pending: list[int],
-    ) -> list[int]:
-        """Send the next round of the pending chains as one inner call; return the chains that got a round."""
-        batch: list[Instance] = []
-        lookup: list[Any] = []
-        sent: list[int] = []
-        for i in pending:
-            messages, infos[i] = next_messages(chunk[i], docs[i], outputs[i], infos[i])
-            if messages is None:
-                continue
-            ctx, _doc_to_messages, gen_kwargs, doc_id, task, _split = chunk[i].args
-            lookup.append(round_doc(docs[i], messages))
-            batch.append(
-                Instance(
-                    request_type="generate_until",
-                    arguments=(ctx, _fixed(messages), dict(gen_kwargs), len(batch), ROUND_TASK, "docs"),
-                    idx=len(outputs[i]),
-                    metadata={"task": task, "doc_id": doc_id, "repeats": 1},
-                )
-            )
-            sent.append(i)
-        if not batch:
-            return []
-        self.rounds_sent.append(len(batch))
-        self.inner.task_dict[ROUND_TASK] = {"docs": lookup}
-        try:
-            replies = self._generate(batch)
-        finally:
-            self.inner.task_dict.pop(ROUND_TASK, None)
-        if len(replies) != len(batch):
-            raise RuntimeError(f"{self.inner_name} returned {len(replies)} replies for {len(batch)} requests")
-        for i, reply in zip(sent, replies, strict=True):
-            outputs[i].append(_text(reply))
-        return sent
+        """Run every document's rounds, `chunk_size` documents at a time (rounds.py); replies in request order."""
+        return run_rounds(
+            requests,
+            self.inner.task_dict,
+            self._generate,
+            self.chunk_size,
+            name=self.inner_name,
+            rank=self.rank,
+            rounds_sent=self.rounds_sent,
+            desc="hvcu_context chains",
+        )

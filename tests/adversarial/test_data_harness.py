@@ -65,10 +65,13 @@ def valid_families(**impl_items: list[dict]) -> dict[str, list[dict]]:
 
 
 class Source:
-    """A dataset written as a local authors' JSON copy or served as a hub-parquet split; read by both paths."""
+    """A dataset written as a local authors' JSON copy or published as the hub's parquet config; read by both paths.
 
-    def __init__(self, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-        self.kind, self.tmp, self.mp = kind, tmp_path, monkeypatch
+    The hub copy is served by the stand-in hub (tests/standins/hub.py) and read by the real `datasets` client.
+    """
+
+    def __init__(self, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub=None):
+        self.kind, self.tmp, self.mp, self.hub = kind, tmp_path, monkeypatch, hub
 
     def write(self, items_by_family: dict[str, list[dict]], images: dict[str, bytes] | None = None) -> str:
         """Store the dataset; `images` overrides the image bytes of the named ids. Return the source string."""
@@ -85,19 +88,20 @@ class Source:
                         (root / "Image" / stem / f"{name}.png").write_bytes(images.get(name, png()))
             self.mp.setenv(harness.DATA_ENV, str(root))
             return str(root)
-        features = datasets.Features(
-            {"id": datasets.Value("string"), "image": datasets.Image(), "qa_levels": datasets.Value("string")}
-        )
-        splits = {}
+        from standins.hub import card, parquet_bytes
+
+        files = {"README.md": card()}
         for family, items in items_by_family.items():
-            rows = {
-                "id": [str(it["id"]) for it in items],
-                "image": [{"bytes": images.get(str(it["id"]), png()), "path": None} for it in items],
-                "qa_levels": [json.dumps(it["qa_levels"]) for it in items],
-            }
-            splits[FAMILIES[family][0]] = datasets.Dataset.from_dict(rows, features=features)
-        self.mp.setattr(datasets, "load_dataset", lambda repo, config, split, revision=None: splits[split])
-        self.mp.setattr("hvcu_tasks.validate.hub_unreachable", lambda *a, **k: None)
+            rows = [
+                {
+                    "id": str(it["id"]),
+                    "image": {"bytes": images.get(str(it["id"]), png()), "path": None},
+                    "qa_levels": json.dumps(it["qa_levels"]),
+                }
+                for it in items
+            ]
+            files[f"assets/{FAMILIES[family][0]}-00000-of-00001.parquet"] = parquet_bytes(rows)
+        self.hub.repo("Chime316/HVCU-Bench").commit(files)
         self.mp.delenv(harness.DATA_ENV, raising=False)
         return "hub"
 
@@ -108,7 +112,8 @@ class Source:
 
 @pytest.fixture(params=["json", "hub"])
 def source(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Source:
-    return Source(request.param, tmp_path, monkeypatch)
+    hub = request.getfixturevalue("stand_in_hub") if request.param == "hub" else None
+    return Source(request.param, tmp_path, monkeypatch, hub)
 
 
 def stub(family: str, declared: str = "hub") -> datasets.Dataset:
@@ -166,8 +171,8 @@ def test_an_id_that_climbs_out_of_the_dataset_is_refused_and_the_outside_image_n
     assert "contains a path separator" in str(task_load_error())
 
 
-def test_an_id_from_the_hub_with_a_separator_is_refused(tmp_path, monkeypatch, capsys) -> None:
-    src = Source("hub", tmp_path, monkeypatch).write(valid_families(impl=[item("..\\..\\evil")]))
+def test_an_id_from_the_hub_with_a_separator_is_refused(tmp_path, monkeypatch, capsys, stand_in_hub) -> None:
+    src = Source("hub", tmp_path, monkeypatch, stand_in_hub).write(valid_families(impl=[item("..\\..\\evil")]))
     code, lines = validate_lines(capsys, src)
     assert code == 1 and any("contains a path separator" in line for line in lines), lines
 
@@ -272,9 +277,15 @@ def test_an_option_key_given_twice_in_json_text_is_refused() -> None:
 def test_an_empty_family_file_is_refused(capsys, source) -> None:
     src = source.write(valid_families(impl=[]))
     code, lines = validate_lines(capsys, src)
+    # `datasets` itself refuses a parquet split with no rows (ArrowInvalid: BatchSize must be greater than 0)
+    why = (
+        "holds no items"
+        if source.kind == "json"
+        else "cannot load config 'benchmark' split 'Implication_Understanding'"
+    )
     assert code == 1
-    assert any(source.where() in line and "holds no items" in line for line in lines), lines
-    assert "holds no items" in str(task_load_error())
+    assert any(source.where() in line and why in line for line in lines), lines
+    assert why in str(task_load_error())
 
 
 def test_duplicate_ids_are_refused_before_any_request(capsys, source) -> None:

@@ -16,7 +16,6 @@ import sys
 import unicodedata
 from pathlib import Path
 
-import datasets
 import pytest
 from conftest import item
 from PIL import Image
@@ -45,32 +44,25 @@ def write_family(root: Path, family: str, items: list[dict]) -> Path:
 # ---------------------------------------------------------------- 7: HF_DATASETS_OFFLINE
 
 
-def serve_hub_from_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `datasets.load_dataset` answer from a (simulated) warm cache, without any network."""
-    features = datasets.Features(
-        {"id": datasets.Value("string"), "image": datasets.Image(), "qa_levels": datasets.Value("string")}
-    )
+def serve_hub_from_cache(hub) -> None:
+    """Warm the Hugging Face cache from the stand-in hub (the authors' JSON layout), then forget its requests."""
     import io
+
+    from standins.hub import published_files
 
     buf = io.BytesIO()
     Image.new("RGB", (8, 8), "red").save(buf, format="PNG")
-    split = datasets.Dataset.from_dict(
-        {
-            "id": ["metaphor_001"],
-            "image": [{"bytes": buf.getvalue(), "path": None}],
-            "qa_levels": [json.dumps(item("metaphor_001")["qa_levels"])],
-        },
-        features=features,
-    )
-    monkeypatch.setattr(datasets, "load_dataset", lambda repo, config, split, revision=None: split_of(split))
-
-    def split_of(_name: str) -> datasets.Dataset:
-        return split
+    files = published_files({"implication": [item("metaphor_001")]}, {"implication": {"metaphor_001": buf.getvalue()}})
+    hub.repo("Chime316/HVCU-Bench").commit(files)
+    validate_module.load_family("hub", "implication")
+    hub.clear()
 
 
 def offline_env(monkeypatch: pytest.MonkeyPatch, **flags: str) -> None:
-    """Point the hub at a dead endpoint and set exactly the given offline flags."""
+    """Point the hub at a dead endpoint (no proxy) and set exactly the given offline flags, in the environment only."""
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     for name, value in flags.items():
         monkeypatch.setenv(name, value)
@@ -78,22 +70,24 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, **flags: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
-def test_hf_datasets_offline_reads_the_cache_instead_of_probing_the_hub(monkeypatch, value: str) -> None:
+def test_hf_datasets_offline_reads_the_cache_instead_of_probing_the_hub(monkeypatch, value: str, stand_in_hub) -> None:
+    serve_hub_from_cache(stand_in_hub)
     offline_env(monkeypatch, HF_DATASETS_OFFLINE=value)
-    serve_hub_from_cache(monkeypatch)
     samples = validate_module.load_family("hub", "implication")
     assert [s.id for s in samples] == ["metaphor_001"]
+    assert stand_in_hub.requests == []
 
 
-def test_hf_hub_offline_still_reads_the_cache(monkeypatch) -> None:
+def test_hf_hub_offline_still_reads_the_cache(monkeypatch, stand_in_hub) -> None:
+    serve_hub_from_cache(stand_in_hub)
     offline_env(monkeypatch, HF_HUB_OFFLINE="1")
-    serve_hub_from_cache(monkeypatch)
     assert [s.id for s in validate_module.load_family("hub", "implication")] == ["metaphor_001"]
+    assert stand_in_hub.requests == []
 
 
-def test_hf_datasets_offline_zero_is_online_and_a_dead_hub_fails_fast(monkeypatch) -> None:
+def test_hf_datasets_offline_zero_is_online_and_a_dead_hub_fails_fast(monkeypatch, stand_in_hub) -> None:
+    serve_hub_from_cache(stand_in_hub)
     offline_env(monkeypatch, HF_DATASETS_OFFLINE="0")
-    serve_hub_from_cache(monkeypatch)
     with pytest.raises(DataError) as err:
         validate_module.load_family("hub", "implication")
     assert f"cannot reach the Hugging Face Hub at {DEAD_ENDPOINT}" in str(err.value)
@@ -114,7 +108,8 @@ def test_lmms_eval_with_hf_datasets_offline_goes_to_the_cache_not_the_hub_probe(
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert proc.returncode != 0, "\n".join(lines[-30:])
     assert "cannot reach the Hugging Face Hub" not in proc.stdout  # offline: the cache was asked, not the network
-    assert "OfflineModeIsEnabled" in lines[-1] and "HVCU_BENCH_DATA" in lines[-1]
+    assert "offline mode is on" in lines[-1] and "not in the Hugging Face cache" in lines[-1]
+    assert "HVCU_BENCH_DATA" in lines[-1]
 
 
 # ---------------------------------------------------------------- 11: check_name

@@ -1,0 +1,1 @@
+"""Stand-ins for outside services the tests talk to (the Hugging Face Hub)."""
