@@ -20,7 +20,6 @@ from typing import Any
 from hvcu_tasks import provenance
 from hvcu_tasks.families import ASPECTS
 from hvcu_tasks.images import document_image
-from hvcu_tasks.loaders import HUB_DATASET
 from hvcu_tasks.metrics import Outcome, family_metrics, metric_names, overall_score
 from hvcu_tasks.official_parsing import parse_official
 from hvcu_tasks.parsing import parse_choice
@@ -40,11 +39,7 @@ def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
     `HVCU_BENCH_REVISION` pins the hub revision of a hub source that names none (`hub:REPO@REV` wins).
     """
     override = environ.get(DATA_ENV, "").strip()
-    source = override if declared == "hub" and override else declared
-    revision = environ.get(provenance.REVISION_ENV, "").strip()
-    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
-        source = f"hub:{source[4:] or HUB_DATASET}@{revision}"
-    return source
+    return provenance.pinned_source(override if declared == "hub" and override else declared, environ)
 
 
 def identity_of(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,10 +14,7 @@ from hvcu_tasks.files import LONE_SURROGATE, UnsafeNameError, check_name
 from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
 
 HUB_DATASET = "Chime316/HVCU-Bench"
-HUB_CONFIG = "benchmark"
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
-
-COMMIT = re.compile(r"[0-9a-f]{40}")
 
 # Column names we accept for each field of a flat row of a user's local parquet file, most likely first (the hub
 # source reads only the authors' own field names: hvcu_tasks.hub).
@@ -401,14 +397,14 @@ def load_parquet(path: Path, family: str | None = None) -> LoadResult:
 
 def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) -> LoadResult:
     """Load one family of a hub dataset at one revision, from a layout known for certain (see `hvcu_tasks.hub`)."""
-    from hvcu_tasks import hub
+    from hvcu_tasks import hub, hub_files
 
     rev = hub.resolve(repo, revision)
     chosen = hub.layout(rev, family)
     if chosen.kind == hub.PARQUET:
-        result = _load_hub_parquet(rev, family)
+        result = _load_hub_parquet(rev, family, chosen)
     else:
-        json_file, image_dir = hub.json_files(rev, family, chosen)
+        json_file, image_dir = hub_files.json_files(rev, family, chosen)
         result = _relabel(load_official_json(json_file, family, image_dir), json_file.parent, rev.where)
     hub.announce(rev, family, chosen)
     return result
@@ -426,32 +422,22 @@ def _relabel(result: LoadResult, folder: Path, where: str) -> LoadResult:
     return result
 
 
-def _load_hub_parquet(rev: Any, family: str) -> LoadResult:
-    """Load one family split of the parquet config through Hugging Face `datasets`, at the resolved commit."""
-    import datasets
+def _load_hub_parquet(rev: Any, family: str, chosen: Any) -> LoadResult:
+    """Load one family split of the parquet config: only that split's files of the resolved commit."""
+    import pyarrow.parquet as pq
+
+    from hvcu_tasks import hub, hub_files
 
     split = FAMILIES[family][0]
-    source = f"{rev.repo}[{split}]@{rev.commit}"
-    try:
-        ds = datasets.load_dataset(rev.repo, HUB_CONFIG, split=split, revision=rev.commit)
-    except Exception as exc:  # network, auth, a broken file: all end here
-        raise DataError(
-            [
-                Problem(
-                    source,
-                    "-",
-                    "dataset",
-                    f"cannot load config {HUB_CONFIG!r} split {split!r}: {type(exc).__name__}: {exc}; "
-                    "set HVCU_BENCH_DATA=/path/to/a/local/copy (check it with `hvcu data validate PATH`)",
-                )
-            ]
-        ) from exc
-    read = resolved_revision(ds, rev.repo, None)
-    if read not in (None, rev.commit):
-        raise DataError([Problem(source, "-", "revision", f"`datasets` read commit {read}, not {rev.commit}")])
-    if isinstance(ds.features.get("image"), datasets.Image):
-        ds = ds.cast_column("image", datasets.Image(decode=False))
-    return authors_rows_to_samples(ds, family, source)
+    rows: list[dict[str, Any]] = []
+    for shard, path in zip(chosen.shards, hub_files.parquet_shards(rev, chosen.shards), strict=True):
+        try:
+            rows.extend(pq.read_table(path, columns=list(hub.AUTHORS_COLUMNS)).to_pylist())
+        except Exception as exc:  # pyarrow raises many types for a bad file
+            raise DataError(
+                [Problem(f"{rev.where}/{shard}", "-", "file", f"cannot read parquet: {hub.cause_text(exc)}")]
+            ) from exc
+    return authors_rows_to_samples(rows, family, f"{rev.repo}[{split}]@{rev.commit}")
 
 
 def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
@@ -466,21 +452,6 @@ def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, sour
     if index < 0:
         result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
     return result
-
-
-def resolved_revision(ds: Any, repo: str, requested: str | None) -> str | None:
-    """Return the commit a loaded hub dataset came from: the pinned commit, else read from its cache path; or None.
-
-    `datasets` keeps a hub dataset's Arrow files under a folder named by the commit it resolved, so a load
-    from the cache (offline) tells it too; no extra request is made to the hub.
-    """
-    if requested and COMMIT.fullmatch(requested):
-        return requested
-    for cache_file in getattr(ds, "cache_files", None) or []:
-        found = next((part for part in Path(cache_file.get("filename", "")).parts if COMMIT.fullmatch(part)), None)
-        if found:
-            return found
-    return None
 
 
 def parquet_family(path: Path) -> str | None:

@@ -32,6 +32,16 @@ REVISION_ENV = "HVCU_BENCH_REVISION"
 """Pins the hub revision (branch, tag or commit) that the `hub` tasks read."""
 
 
+def pinned_source(source: str, environ: Mapping[str, str]) -> str:
+    """Return a hub source with the `HVCU_BENCH_REVISION` pin added when it names no revision (others unchanged)."""
+    from hvcu_tasks.loaders import HUB_DATASET
+
+    revision = environ.get(REVISION_ENV, "").strip()
+    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
+        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
+    return source
+
+
 def sample_line(sample: Sample, image_sha256: str) -> str:
     """Return the canonical one-line serialisation of one sample (see the module docstring)."""
     levels = [

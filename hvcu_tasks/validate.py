@@ -440,12 +440,15 @@ def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[l
 
 
 def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
-    """Check a dataset given as a local path, 'hub[:REPO]' or 'smoke' and return the report.
+    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' or 'smoke' and return the report.
+
+    A hub source naming no revision follows `HVCU_BENCH_REVISION`, as the hub tasks do.
 
     With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
     """
     report = ValidationReport()
     loaded = LoadResult()
+    source = provenance.pinned_source(source, os.environ)  # `hub` reads what the hub tasks read
     try:
         if _is_hub(source) or source == "smoke":
             if _is_hub(source):

@@ -249,14 +249,15 @@ def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     `huggingface_hub` and `datasets` (their import-time settings too) point at it, with fresh caches; it is also
     their proxy, so a request meant for any other host is recorded (`hub.foreign()`) instead of leaving.
     `hub.home` is the Hugging Face cache folder; `hub.go_offline()` turns on offline mode (the warm cache stays).
+    What `hvcu_tasks.hub` remembers per process (revisions resolved, layouts decided, loads, lines said) starts empty.
     """
     from huggingface_hub.utils import _http
     from standins.hub import StandInHub, point_clients
 
     from hvcu_tasks import hub as hub_loads
 
-    monkeypatch.setattr(hub_loads, "_LOADS", {})  # what this process read and said: fresh for each test
-    monkeypatch.setattr(hub_loads, "_ANNOUNCED", set())
+    for memory in ("_RESOLVED", "_LAYOUTS", "_LOADS", "_ANNOUNCED", "_WARNED"):  # a fresh process for each test
+        monkeypatch.setattr(hub_loads, memory, type(getattr(hub_loads, memory))())
     hub = StandInHub().start()
     hub.home = tmp_path_factory.mktemp("hf-home")
     point_clients(monkeypatch, hub, hub.home)

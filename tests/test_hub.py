@@ -1,8 +1,8 @@
-"""First contact with the hub through the real `huggingface_hub` and `datasets` clients, against the stand-in hub.
+"""First contact with the hub through the real `huggingface_hub` client, against the stand-in hub.
 
 The stand-in (tests/standins/hub.py) serves a repository in the published layout: the card with its `benchmark`
-config, one parquet file per split under assets/, the authors' JSON files and `Image/<stem>/<id>.png`. Every test
-also asserts that no request went anywhere but the stand-in.
+config, one parquet file per split under assets/, the authors' JSON files and `Image/<stem>/<id>.png`, large files
+through a redirect to its "CDN" host. The tests assert that no request went anywhere but the stand-in.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ STEM = {
 SAID = "HVCU-Bench: reading "
 
 
-def png(colour: str) -> bytes:
+def png(colour: str | tuple[int, int, int]) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (6, 6), colour).save(buffer, format="PNG")
     return buffer.getvalue()
@@ -69,6 +69,14 @@ def identity(family: str, source: str = "hub") -> dict:
     """The data identity a task load records (the task's own load path: process_docs)."""
     docs = harness.process_docs(datasets.Dataset.from_list([{"family": family, "source": source}]))
     return json.loads(docs[0]["data_identity"])
+
+
+def with_token(monkeypatch, token: str) -> None:
+    """Make the clients send `token` (the stand-in fixture turns implicit tokens off)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", False)
 
 
 def said(caplog) -> list[str]:
@@ -146,9 +154,9 @@ def test_parquet_in_the_authors_fields_is_read_from_parquet(stand_in_hub, tmp_pa
     assert hub["fingerprint"] == identity("implication", str(local_copy(tmp_path / "copy")))["fingerprint"]
     (line,) = said(caplog)
     assert "the parquet config 'benchmark'" in line and f"{REPO}@{commit}" in line
-    ranged = [r for r in stand_in_hub.requests if r.range]
-    assert bool(ranged) == (features is None)  # the card's features decide without even the footer
-    assert not [p for p in stand_in_hub.downloads() if p.endswith(".json") or p.startswith("Image/")]
+    ranged = [r for r in stand_in_hub.requests if r.range and r.host == stand_in_hub.host]
+    assert ranged  # the footer decides, with or without features on the card
+    assert sorted(stand_in_hub.downloads()) == ["README.md", "assets/Implication_Understanding-00000-of-00001.parquet"]
     assert stand_in_hub.foreign() == []
 
 
@@ -207,11 +215,17 @@ def test_a_wrong_revision_is_one_clear_line(stand_in_hub) -> None:
     assert stand_in_hub.foreign() == []
 
 
-def test_a_missing_repository_is_one_clear_line(stand_in_hub) -> None:
+def test_a_missing_repository_is_one_clear_line(stand_in_hub, monkeypatch) -> None:
+    with pytest.raises(DataError) as err:  # no token: the hub answers 401 for a missing and a private repo alike
+        load_source("hub:someone/elsewhere", "implication")
+    (problem,) = err.value.problems
+    assert str(problem).count("\n") == 0 and problem.field == "access"
+    assert "the hub refused access to 'someone/elsewhere' (401): it does not exist, or it is private" in str(problem)
+    with_token(monkeypatch, "hf_somebody")
     with pytest.raises(DataError) as err:
         load_source("hub:someone/elsewhere", "implication")
     (problem,) = err.value.problems
-    assert "no dataset repository 'someone/elsewhere'" in problem.message
+    assert "no dataset repository 'someone/elsewhere' on the hub (404 RepoNotFound)" in problem.message
     assert stand_in_hub.foreign() == []
 
 
@@ -289,3 +303,345 @@ def test_validate_hub_end_to_end_in_a_fresh_process(stand_in_hub, tmp_path) -> N
     assert f"hub {REPO}@{commit} from the authors' JSON + image folders" in done.stdout
     assert done.stderr.count(SAID) == 1 and "Traceback" not in done.stderr
     assert stand_in_hub.foreign() == [] and stand_in_hub.requests
+
+
+# ---------------------------------------------------------------- review: the layout decision reads the files
+
+
+def authors_parquet(records, images, levels_type: str = "string", image_bytes: bool = True) -> bytes:
+    """A parquet file in the authors' field names, written here by hand (qa_levels as JSON text or an int)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+            ("qa_levels", pa.int64() if levels_type == "int" else pa.string()),
+        ]
+    )
+    rows = [
+        {
+            "id": r["id"],
+            "image": {"bytes": images[r["id"]] if image_bytes else None, "path": f"{r['id']}.png"},
+            "qa_levels": 3 if levels_type == "int" else json.dumps(r["qa_levels"]),
+        }
+        for r in records
+    ]
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buffer)
+    return buffer.getvalue()
+
+
+SHARD = {
+    "implication": "assets/Implication_Understanding-00000-of-00001.parquet",
+    "aesthetic": "assets/Aesthetic_Appreciation-00000-of-00001.parquet",
+    "affective": "assets/Affective_Reasoning-00000-of-00001.parquet",
+}
+
+
+def test_card_features_that_differ_from_the_files_are_not_trusted(stand_in_hub, caplog) -> None:
+    commit = publish(stand_in_hub, parquet="unknown", features=AUTHORS_FEATURES)  # card: authors; files: not
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    hub = identity("aesthetic")
+    assert (hub["layout"], hub["revision"], hub["samples"]) == ("json", commit, 1)
+    (line,) = said(caplog)
+    assert "the parquet columns ['conversations', 'img', 'question_id'] are not the authors' fields" in line
+
+
+@pytest.mark.parametrize(
+    "variant, reason",
+    [
+        ("levels-int", "column qa_levels holds int64, not a list or its JSON text"),
+        ("no-image-bytes", f"1 of 1 rows of {SHARD['aesthetic']} have no image bytes"),
+    ],
+)
+def test_authors_names_with_unusable_content_read_the_json(stand_in_hub, caplog, variant, reason) -> None:
+    files = published_files(ITEMS, IMAGES, parquet=None)
+    for family, records in ITEMS.items():
+        files[SHARD[family]] = authors_parquet(
+            records, IMAGES[family], "int" if variant == "levels-int" else "string", variant != "no-image-bytes"
+        )
+    commit = stand_in_hub.repo(REPO).commit(files)
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    hub = identity("aesthetic")
+    assert (hub["layout"], hub["revision"], hub["samples"]) == ("json", commit, 1)
+    (line,) = said(caplog)
+    assert reason in line and "the authors' JSON + image folders" in line
+
+
+def fail_footer(hub, status: int, times: int):
+    """Answer the first `times` footer (range) requests with `status`; return the list of those answered."""
+    answered = []
+
+    def intercept(request):
+        if request.range and request.host == hub.host and len(answered) < times:
+            answered.append(request)
+            return status, b"Too many requests" if status == 429 else b"oops\n\nmore lines"
+        return None
+
+    hub.intercept = intercept
+    return answered
+
+
+@pytest.fixture
+def quick_retries(monkeypatch):
+    from hvcu_tasks import hub_parquet
+
+    monkeypatch.setattr(hub_parquet, "FOOTER_WAIT", 0.01)
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_a_failed_footer_request_is_retried(stand_in_hub, quick_retries, status) -> None:
+    commit = publish(stand_in_hub, parquet="authors", json_files=False)
+    answered = fail_footer(stand_in_hub, status, times=2)
+    hub = identity("aesthetic")
+    assert len(answered) == 2 and (hub["layout"], hub["revision"]) == ("parquet", commit)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_footer_that_stays_unreadable_reads_the_json_saying_why(stand_in_hub, quick_retries, caplog, status):
+    publish(stand_in_hub, parquet="authors")
+    fail_footer(stand_in_hub, status, times=1000)
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    assert identity("aesthetic")["layout"] == "json"
+    (line,) = said(caplog)
+    assert f"the parquet footer of {SHARD['aesthetic']} cannot be read (HfHubHTTPError: " in line
+    assert str(status) in line and "\n" not in line
+
+
+def test_an_empty_shard_reads_the_json_saying_why(stand_in_hub, caplog) -> None:
+    files = published_files(ITEMS, IMAGES, parquet="authors")
+    files[SHARD["aesthetic"]] = b""
+    stand_in_hub.repo(REPO).commit(files)
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    assert identity("aesthetic")["layout"] == "json"
+    (line,) = said(caplog)
+    assert f"{SHARD['aesthetic']} is not a parquet file (0 bytes at its end, no PAR1 magic)" in line
+
+
+def test_a_stalled_footer_request_times_out(stand_in_hub, monkeypatch, caplog) -> None:
+    import time
+
+    from huggingface_hub import constants
+
+    from hvcu_tasks import hub_parquet
+
+    publish(stand_in_hub, parquet="authors")
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.3)
+    monkeypatch.setattr(hub_parquet, "FOOTER_RETRIES", 1)
+    monkeypatch.setattr(hub_parquet, "FOOTER_WAIT", 0.01)
+    stand_in_hub.intercept = lambda r: time.sleep(3) if r.range and r.host == stand_in_hub.host else None
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    started = time.monotonic()
+    assert identity("aesthetic")["layout"] == "json"
+    assert time.monotonic() - started < 2.5
+    (line,) = said(caplog)
+    assert "cannot be read (ReadTimeout" in line
+
+
+# ---------------------------------------------------------------- review: only the files the JSON needs
+
+
+def test_only_the_images_the_json_names_are_downloaded_in_the_authors_extension_order(stand_in_hub) -> None:
+    files = published_files(ITEMS, IMAGES, parquet="unknown")
+    folder = "Image/Aesthetic-Appreciation"
+    files[f"{folder}/originals/huge.tif"] = b"x" * 1000  # a sub-folder
+    files[f"{folder}/unused_001.png"] = png("white")  # no record names it
+    files[f"{folder}/color_001.JPG"] = b"y"  # not an extension of the authors' list
+    files[f"{folder}/color_001.jpg"] = files.pop(f"{folder}/color_001.png")  # .jpg comes before .png
+    files[f"{folder}/color_001.webp"] = b"z"
+    stand_in_hub.repo(REPO).commit(files)
+    (sample,) = load_source("hub", "aesthetic").raise_for_problems()
+    assert sample.image.path.name == "color_001.jpg"
+    assert sorted(stand_in_hub.downloads()) == ["Aesthetic-Appreciation.json", f"{folder}/color_001.jpg", "README.md"]
+
+
+def test_a_failing_image_download_names_the_file(stand_in_hub) -> None:
+    commit = publish(stand_in_hub, parquet="unknown")
+    bad = "Image/Implication-Understanding/symbolism_001.png"
+    stand_in_hub.intercept = lambda r: (404, b"gone") if r.path.split("?")[0].endswith(bad) else None
+    with pytest.raises(DataError) as err:
+        load_source("hub", "implication")
+    (problem,) = err.value.problems
+    assert problem.source == f"{REPO}@{commit}/{bad}" and f"cannot download {bad}: " in problem.message
+    assert "\n" not in str(problem)
+
+
+# ---------------------------------------------------------------- review: gated, private, unreadable cards
+
+
+def test_a_gated_repository_says_how_to_get_access(stand_in_hub, monkeypatch) -> None:
+    publish(stand_in_hub, parquet="unknown")
+    stand_in_hub.repo(REPO).gated = True
+    for token, status in ((None, 401), ("hf_not_accepted", 403)):
+        if token:
+            with_token(monkeypatch, token)
+        with pytest.raises(DataError) as err:
+            load_source("hub", "aesthetic")
+        (problem,) = err.value.problems
+        assert problem.field == "access" and "\n" not in str(problem)
+        assert f"the dataset '{REPO}' is gated and the hub refused access ({status} GatedRepo)" in problem.message
+        assert "`hf auth login`" in problem.message and "HF_TOKEN" in problem.message
+        assert f"accept the dataset's terms at {stand_in_hub.endpoint}/datasets/{REPO}" in problem.message
+    stand_in_hub.repo(REPO).readers.add("hf_not_accepted")  # terms accepted: the same token now reads everything
+    assert identity("aesthetic")["samples"] == 1
+    assert stand_in_hub.foreign() == []
+
+
+def test_a_private_repository_without_a_token_is_an_access_problem(stand_in_hub) -> None:
+    publish(stand_in_hub, parquet="unknown")
+    stand_in_hub.repo(REPO).private = True
+    with pytest.raises(DataError) as err:
+        load_source("hub", "aesthetic")
+    (problem,) = err.value.problems
+    assert problem.field == "access" and "no dataset repository" not in problem.message
+    assert "(401): it does not exist, or it is private or gated" in problem.message and "hf auth login" in str(problem)
+
+
+@pytest.mark.parametrize("text", [b"---\nconfigs: [unclosed\n---\n# x\n", b"---\nlicense: caf\xe9\n---\n"])
+def test_an_unparsable_card_reads_the_json_saying_so(stand_in_hub, caplog, text) -> None:
+    files = published_files(ITEMS, IMAGES, parquet="authors")
+    files["README.md"] = text
+    commit = stand_in_hub.repo(REPO).commit(files)
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    hub = identity("aesthetic")
+    assert (hub["layout"], hub["revision"], hub["samples"]) == ("json", commit, 1)
+    (line,) = said(caplog)
+    assert "the dataset card README.md cannot be parsed (" in line and "so it declares no parquet config" in line
+    assert "cannot reach" not in line
+
+
+# ---------------------------------------------------------------- review: one commit per process and run
+
+
+def test_the_revision_is_resolved_once_and_every_family_reads_that_commit(stand_in_hub) -> None:
+    first = publish(stand_in_hub, parquet="unknown")
+    identity("aesthetic")
+    publish(stand_in_hub, parquet="unknown", items={**ITEMS, "affective": []})  # main moves on mid-run
+    later = [identity(f) for f in ("affective", "implication")]
+    assert [i["revision"] for i in later] == [first, first] and later[0]["samples"] == 1
+    card = [r for r in stand_in_hub.requests if r.method == "HEAD" and r.path.endswith("/resolve/main/README.md")]
+    listings = [r for r in stand_in_hub.requests if "/tree/" in r.path]
+    assert len(card) == 1 and len(listings) == 1
+
+
+class FakeGroup:
+    """torch.distributed as a rank of an initialized group sees it: rank 0 broadcast `payload`."""
+
+    def __init__(self, rank: int, payload) -> None:
+        self.rank, self.payload, self.calls = rank, payload, 0
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self) -> int:
+        return 2
+
+    def get_rank(self) -> int:
+        return self.rank
+
+    def broadcast_object_list(self, objects, src=0) -> None:
+        self.calls += 1
+        if self.rank != 0:
+            objects[0] = self.payload
+
+
+def test_other_ranks_read_the_commit_rank_0_resolved(stand_in_hub, monkeypatch) -> None:
+    import sys
+
+    older = publish(stand_in_hub, parquet="unknown", items={**ITEMS, "implication": [ITEMS["implication"][0]]})
+    newer = publish(stand_in_hub, parquet="unknown")  # pushed after rank 0 resolved `main`
+    group = FakeGroup(1, (older, None))
+    monkeypatch.setitem(sys.modules, "torch.distributed", group)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    hub = identity("implication")
+    assert (hub["revision"], hub["requested_revision"], hub["samples"]) == (older, None, 1) and newer != older
+    assert not [p for p in stand_in_hub.paths() if "/resolve/main/" in p or "/revision/main" in p]
+    assert group.calls == 1
+
+
+def test_rank_0s_error_is_every_ranks_error(stand_in_hub, monkeypatch) -> None:
+    import sys
+
+    from hvcu_tasks.schema import Problem
+
+    said_by_0 = Problem(f"{REPO}@v9", "-", "revision", f"the dataset '{REPO}' has no revision 'v9'")
+    monkeypatch.setitem(sys.modules, "torch.distributed", FakeGroup(1, (None, [said_by_0])))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DataError) as err:
+        load_source("hub", "implication")
+    assert err.value.problems == [said_by_0] and stand_in_hub.requests == []
+
+
+def test_ranks_without_a_process_group_are_warned_once(stand_in_hub, monkeypatch, caplog) -> None:
+    publish(stand_in_hub, parquet="unknown")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    caplog.set_level(logging.WARNING, "hvcu_tasks")
+    load_source("hub", "implication")
+    load_source("hub:Chime316/HVCU-Bench@main", "implication")
+    warned = [r.getMessage() for r in caplog.records if "no torch.distributed process group" in r.getMessage()]
+    assert len(warned) == 1 and "HVCU_BENCH_REVISION=<commit>" in warned[0]
+
+
+# ---------------------------------------------------------------- review: warm cache, the stand-in's hub behaviour
+
+
+def test_a_repository_without_a_card_loads_offline_from_a_warm_cache(stand_in_hub) -> None:
+    files = published_files(ITEMS, IMAGES, parquet=None)
+    del files["README.md"]
+    commit = stand_in_hub.repo(REPO).commit(files)
+    online = identity("aesthetic")
+    stand_in_hub.clear()
+    stand_in_hub.go_offline()
+    from hvcu_tasks import hub
+
+    hub.reset()  # a new process
+    offline = identity("aesthetic")
+    assert stand_in_hub.requests == []
+    assert (offline["revision"], offline["fingerprint"]) == (commit, online["fingerprint"])
+
+
+def test_a_slash_revision_name_is_one_revision(stand_in_hub) -> None:
+    from huggingface_hub import HfApi
+
+    files = published_files(ITEMS, IMAGES, parquet="unknown")
+    del files["README.md"]  # resolved through the dataset info: /api/datasets/{repo}/revision/fix%2Fv1
+    commit = stand_in_hub.repo(REPO).commit(files, "fix/v1")
+    assert HfApi().dataset_info(REPO, revision="fix/v1").sha == commit
+    load_source("hub:Chime316/HVCU-Bench@fix/v1", "aesthetic").raise_for_problems()
+    assert any(p.endswith("/revision/fix%2Fv1") for p in stand_in_hub.paths())
+
+
+def test_cdn_redirects_and_paged_listings_are_followed(stand_in_hub) -> None:
+    stand_in_hub.page_size = 5
+    many = {"implication": [item(f"metaphor_{i:03d}") for i in range(1, 9)]}
+    images = {"implication": {r["id"]: png((30 * i, 0, 0)) for i, r in enumerate(many["implication"])}}  # distinct
+    commit = stand_in_hub.repo(REPO).commit(published_files(many, images, parquet="authors"))
+    assert identity("implication")["samples"] == 8
+    stand_in_hub.clear()
+    from hvcu_tasks import hub
+
+    hub.reset()
+    files = published_files(many, images, parquet="unknown")
+    commit = stand_in_hub.repo(REPO).commit(files)
+    assert (identity("implication")["samples"], identity("implication")["revision"]) == (8, commit)
+    pages = [r for r in stand_in_hub.requests if "/tree/" in r.path]
+    # 11 files and 3 folders (Image/, Image/Implication-Understanding/, assets/), 5 entries a page: 3 pages
+    assert len(files) == 11 and len(pages) == 3 and "cursor=5" in pages[1].path and "cursor=10" in pages[2].path
+    cdn = {r.path.split("?")[0].rsplit("/", 1)[1] for r in stand_in_hub.requests if r.host == stand_in_hub.cdn_host}
+    assert cdn == {f"metaphor_{i:03d}.png" for i in range(1, 9)} | {"Implication_Understanding-00000-of-00001.parquet"}
+    assert stand_in_hub.foreign() == []
+
+
+def test_validate_hub_follows_the_revision_env(stand_in_hub, monkeypatch, capsys) -> None:
+    v1 = publish(stand_in_hub, "v1.0", parquet="unknown")
+    publish(stand_in_hub, parquet="unknown", items={**ITEMS, "affective": [item("joy_002", "ABD")]})
+    monkeypatch.setenv("HVCU_BENCH_REVISION", "v1.0")
+    assert main(["data", "validate", "hub", "--no-decode"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"(hub {REPO}@{v1} from the authors' JSON + image folders)") == 3

@@ -171,8 +171,9 @@ def test_hub_loader_maps_the_split_and_keeps_images_as_bytes(stand_in_hub) -> No
     commit = stand_in_hub.repo("me/copy").commit(files, "v2")
     (sample,) = loaders.load_source("hub:me/copy@v2", "affective").raise_for_problems()
     assert f"/datasets/me/copy/resolve/{commit}/assets/Affective_Reasoning-00000-of-00001.parquet" in (
-        stand_in_hub.paths("GET")
+        stand_in_hub.paths("HEAD")
     )
+    assert sorted(stand_in_hub.downloads()) == ["README.md", "assets/Affective_Reasoning-00000-of-00001.parquet"]
     assert sample.aspect == "anger" and sample.image.data == _png_bytes()
     assert sample.source == f"me/copy[Affective_Reasoning]@{commit}"
     assert stand_in_hub.foreign() == []

@@ -137,17 +137,6 @@ def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(
     assert stand_in_hub.foreign() == []
 
 
-def test_an_unpinned_hub_load_records_the_commit_datasets_resolved(monkeypatch) -> None:
-    from hvcu_tasks.loaders import resolved_revision
-
-    class Loaded:
-        cache_files = [{"filename": f"/c/datasets/chime316___hvcu-bench/benchmark/0.0.0/{COMMIT}/x-train.arrow"}]
-
-    assert resolved_revision(Loaded(), "Chime316/HVCU-Bench", None) == COMMIT
-    assert resolved_revision(Loaded(), "Chime316/HVCU-Bench", "main") == COMMIT
-    assert resolved_revision(object(), "Chime316/HVCU-Bench", "v1.0") is None  # recorded as unresolved
-
-
 def test_the_revision_env_pins_only_hub_sources_that_name_none() -> None:
     env = {"HVCU_BENCH_REVISION": "v1.0"}
     assert harness.resolve_source("hub", env) == "hub:Chime316/HVCU-Bench@v1.0"

@@ -11,9 +11,18 @@ Endpoints (read from huggingface_hub 1.x and datasets 4.x; what they call to loa
   `cardData`), as `HfApi.dataset_info` and `HfFileSystem` read it;
 - `GET /api/datasets/{repo}/tree/{rev}[/{path}]` (`recursive`, `expand`) and `POST /api/datasets/{repo}/paths-info/
   {rev}`: listings, as `HfFileSystem` (glob of the card's `data_files`) reads them;
-- `HEAD`/`GET /datasets/{repo}/resolve/{rev}/{path}` (`Range` honoured): a file, with `X-Repo-Commit`, `ETag`
-  (the git blob sha1 of the content), `Content-Length` and `Accept-Ranges`;
-- 404 with the hub's `X-Error-Code` (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`) where the hub answers so.
+- `HEAD`/`GET /datasets/{repo}/resolve/{rev}/{path}` (`Range` honoured): a file kept in git (JSON, the card), with
+  `X-Repo-Commit`, `ETag` (the git blob sha1 of the content), `Content-Length` and `Accept-Ranges`; a large file
+  kept in LFS (parquet, images: `LFS_SUFFIXES`) is a 302 to a second loopback host:port (127.0.0.2), the "CDN"
+  (`hub.cdn_host`, signed-URL style `/cdn/{repo}/{sha}/{path}?X-Amz-Signature=...`, `Range` honoured), with
+  `X-Linked-Size` and `X-Linked-Etag` (the sha256 of the content), as the hub answers for LFS files
+  (`hub.lfs_redirect = False` serves them directly);
+- `tree` listings paged with a `Link: <...&cursor=N>; rel="next"` header past `hub.page_size` entries (the hub pages
+  at 1,000);
+- 404 with the hub's `X-Error-Code` (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`) where the hub answers so;
+  a gated repository (`Repo.gated`) answers its files with 401 `GatedRepo` without a token and 403 `GatedRepo` with
+  a token not in `Repo.readers`; a private one (`Repo.private`) answers everything with 401 `RepoNotFound`
+  without a token and 404 with a token not in `Repo.readers`.
 """
 
 from __future__ import annotations
@@ -47,6 +56,10 @@ class Repo:
 
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
+    gated: bool = False
+    private: bool = False
+    readers: set[str] = field(default_factory=set)
+    """Tokens with access (a gated repository: terms accepted)."""
 
     def commit(self, files: dict[str, bytes], revision: str = "main") -> str:
         """Record a commit holding exactly `files` on `revision` (a branch or tag name); return its sha."""
@@ -56,8 +69,7 @@ class Repo:
         return sha
 
     def resolve(self, revision: str) -> str | None:
-        """Return the commit a revision names (a ref, or a commit sha), or None."""
-        revision = urllib.parse.unquote(revision)
+        """Return the commit a revision names (a ref, or a commit sha; unquoted), or None."""
         if revision in self.refs:
             return self.refs[revision]
         return revision if revision in self.commits else None
@@ -65,12 +77,17 @@ class Repo:
 
 @dataclass(frozen=True)
 class Request:
-    """One request the stand-in received: method, the host it was meant for, the path (with the query), its Range."""
+    """One request the stand-in received: method, host it was meant for, path (with the query), Range, status sent."""
 
     method: str
     host: str
     path: str
     range: str = ""
+    status: int = 0
+
+
+LFS_SUFFIXES = (".parquet", ".png", ".jpg", ".jpeg", ".webp")
+"""Files the stand-in keeps "in LFS": their `resolve` is a 302 to the CDN host."""
 
 
 class StandInHub:
@@ -83,22 +100,37 @@ class StandInHub:
         """The Hugging Face cache folder of the clients pointed here (set by the `stand_in_hub` fixture)."""
         self.go_offline: Any = None
         """Turns on the clients' offline mode over the warm cache (set by the `stand_in_hub` fixture)."""
+        self.page_size = 1000
+        """Entries per page of a `tree` listing (the hub's is 1,000)."""
+        self.lfs_redirect = True
+        """Whether `resolve` of an LFS file redirects to the CDN host (the hub's way)."""
+        self.intercept: Any = None
+        """A test's hook: called with each Request; may sleep, or return (status, body) to answer it instead."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.host = f"127.0.0.1:{self._server.server_address[1]}"
+        # the CDN needs another host name (the client keeps following a redirect to the same name, any port)
+        self._servers = [ThreadingHTTPServer((name, 0), _handler(self)) for name in ("127.0.0.1", "127.0.0.2")]
+        for server in self._servers:
+            server.daemon_threads = True
+        self._server = self._servers[0]
+        self.host = f"127.0.0.1:{self._servers[0].server_address[1]}"
+        self.cdn_host = f"127.0.0.2:{self._servers[1].server_address[1]}"
         self.endpoint = f"http://{self.host}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-hub", daemon=True)
+        self._threads = [
+            threading.Thread(target=server.serve_forever, args=(0.05,), name=f"stand-in-hub-{i}", daemon=True)
+            for i, server in enumerate(self._servers)
+        ]
 
     def start(self) -> StandInHub:
-        """Start serving in a background thread."""
-        self._thread.start()
+        """Start serving (the hub and its CDN host) in background threads."""
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving and close the sockets."""
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
 
     def repo(self, repo_id: str) -> Repo:
         """Return the repository `repo_id`, created empty when new."""
@@ -110,20 +142,25 @@ class StandInHub:
             self.requests.append(request)
 
     def foreign(self) -> list[Request]:
-        """Return the requests meant for a host other than the stand-in itself."""
-        return [r for r in self.requests if r.host != self.host]
+        """Return the requests meant for a host other than the stand-in itself (the hub or its CDN host)."""
+        return [r for r in self.requests if r.host not in (self.host, self.cdn_host)]
 
     def paths(self, method: str | None = None) -> list[str]:
         """Return the paths (no query) of the requests received, optionally of one method only."""
         return [r.path.split("?")[0] for r in self.requests if method is None or r.method == method]
 
     def downloads(self) -> list[str]:
-        """Return the repository files fetched whole (GET of /resolve/ without a Range), as repo paths."""
-        return [
-            r.path.split("/resolve/", 1)[1].split("/", 1)[1]
-            for r in self.requests
-            if r.method == "GET" and "/resolve/" in r.path and not r.range
-        ]
+        """Return the repository files fetched whole (a GET without a Range answered 200, from the hub or the CDN)."""
+        out = []
+        for r in self.requests:
+            if r.method != "GET" or r.range or r.status != 200:
+                continue
+            path = urllib.parse.unquote(r.path.split("?")[0])
+            if "/resolve/" in path:
+                out.append(path.split("/resolve/", 1)[1].split("/", 1)[1])
+            elif match := CDN.match(path):
+                out.append(match["path"])
+        return out
 
     def clear(self) -> None:
         """Forget the requests received so far."""
@@ -133,16 +170,19 @@ class StandInHub:
 
 API = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/(?P<kind>revision|tree|paths-info)/(?P<rest>.*))?$")
 RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+CDN = re.compile(r"^/cdn/(?P<repo>[^/]+/[^/]+)/(?P<sha>[0-9a-f]{40})/(?P<path>.+)$")
 
 
 def _card_data(files: dict[str, bytes]) -> dict[str, Any] | None:
     """Return the YAML front matter of README.md as the hub's `cardData`, if any."""
     import yaml
 
-    text = files.get("README.md", b"").decode("utf-8")
-    if not text.startswith("---\n"):
+    try:
+        text = files.get("README.md", b"").decode("utf-8")
+        data = yaml.safe_load(text[4:].split("\n---", 1)[0]) if text.startswith("---\n") else None
+    except (UnicodeDecodeError, yaml.YAMLError):  # the hub shows no card data for a card it cannot parse
         return None
-    return yaml.safe_load(text[4:].split("\n---", 1)[0]) or None
+    return data if isinstance(data, dict) else None
 
 
 def _entries(files: dict[str, bytes], folder: str, recursive: bool) -> list[dict[str, Any]]:
@@ -181,7 +221,11 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
             return self.headers.get("Host", ""), self.path
 
         def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
-            """Send a whole response (no body for HEAD)."""
+            """Record the request with its status, then send a whole response (no body for HEAD)."""
+            pending = getattr(self, "_pending", None)
+            if pending is not None:
+                hub.record(Request(*pending, status=status))
+                self._pending = None
             self.send_response(status)
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
@@ -221,29 +265,60 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
             self._dispatch()
 
         def _dispatch(self) -> None:
-            """Record the request, then answer it as the hub, or refuse it when meant for another host."""
+            """Answer the request as the hub or its CDN host, or refuse it when meant for another host (recorded)."""
             host, target = self._target()
-            hub.record(Request(self.command, host, target, self.headers.get("Range", "")))
+            self._pending = (self.command, host, target, self.headers.get("Range", ""))
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            if host != hub.host:
-                self._send(502, b"the stand-in hub refuses requests to other hosts")
-                return
             url = urllib.parse.urlsplit(target)
             path = urllib.parse.unquote(url.path)
             query = urllib.parse.parse_qs(url.query)
-            if match := RESOLVE.match(url.path):
-                self._resolve(match["repo"], match["rev"], urllib.parse.unquote(match["path"]))
+            answer = hub.intercept(Request(*self._pending)) if hub.intercept else None
+            if answer is not None:
+                self._send(answer[0], answer[1], {"Content-Type": "text/plain"})
+            elif host == hub.cdn_host and (match := CDN.match(path)):
+                self._cdn(match["repo"], match["sha"], match["path"])
+            elif host != hub.host:
+                self._send(502, b"the stand-in hub refuses requests to other hosts")
+            elif match := RESOLVE.match(url.path):
+                self._resolve(match["repo"], urllib.parse.unquote(match["rev"]), urllib.parse.unquote(match["path"]))
             elif match := API.match(url.path):
-                self._api(match["repo"], match["kind"], urllib.parse.unquote(match["rest"] or ""), query, body)
+                self._api(match["repo"], match["kind"], match["rest"] or "", query, body)
             else:
                 self._error(404, "NotFound", f"the stand-in hub does not serve {path}")
 
-        def _commit(self, repo_id: str, revision: str) -> tuple[Repo, str] | None:
-            """Return (repo, commit) or send the hub's 404 for a missing repo or revision."""
+        def _token(self) -> str | None:
+            """Return the bearer token the request carries, if any."""
+            value = self.headers.get("Authorization", "")
+            return value[7:].strip() if value.lower().startswith("bearer ") else None
+
+        def _allowed(self, repo_id: str, repo: Repo, files: bool) -> bool:
+            """Whether the request may see the repository (its files, when `files`); else send the hub's refusal."""
+            token = self._token()
+            if token in repo.readers:
+                return True
+            if repo.private:
+                self._error(401 if token is None else 404, "RepoNotFound", "Repository not found")
+                return False
+            if repo.gated and files:
+                message = (
+                    f"Access to dataset {repo_id} is restricted. You must have access to it and be authenticated "
+                    "to access it. Please log in."
+                    if token is None
+                    else f"Access to dataset {repo_id} is restricted and you are not in the authorized list. "
+                    f"Visit https://huggingface.co/datasets/{repo_id} to ask for access."
+                )
+                self._error(401 if token is None else 403, "GatedRepo", message)
+                return False
+            return True
+
+        def _commit(self, repo_id: str, revision: str, files: bool = False) -> tuple[Repo, str] | None:
+            """Return (repo, commit) or send the hub's refusal or 404 for a missing repo or revision."""
             repo = hub.repos.get(repo_id)
             if repo is None:
-                self._error(404, "RepoNotFound", "Repository not found")
+                self._error(401 if self._token() is None else 404, "RepoNotFound", "Repository not found")
+                return None
+            if not self._allowed(repo_id, repo, files):
                 return None
             sha = repo.resolve(revision)
             if sha is None:
@@ -252,8 +327,8 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
             return repo, sha
 
         def _resolve(self, repo_id: str, revision: str, path: str) -> None:
-            """Serve one file of one revision, whole or the asked byte range."""
-            found = self._commit(repo_id, revision)
+            """Serve one file of one revision, whole or the asked byte range; an LFS file: a 302 to the CDN host."""
+            found = self._commit(repo_id, revision, files=True)
             if found is None:
                 return
             repo, sha = found
@@ -261,12 +336,34 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 self._error(404, "EntryNotFound", f"Entry not found: {path}")
                 return
-            headers = {
-                "X-Repo-Commit": sha,
-                "ETag": f'"{git_blob_sha(data)}"',
-                "Accept-Ranges": "bytes",
-                "Content-Type": "application/octet-stream",
-            }
+            if hub.lfs_redirect and path.endswith(LFS_SUFFIXES):
+                digest = hashlib.sha256(data).hexdigest()
+                where = f"http://{hub.cdn_host}/cdn/{repo_id}/{sha}/{urllib.parse.quote(path)}"
+                self._send(
+                    302,
+                    b"",
+                    {
+                        "Location": f"{where}?X-Amz-Signature=stand-in",
+                        "X-Repo-Commit": sha,
+                        "X-Linked-Etag": f'"{digest}"',
+                        "X-Linked-Size": str(len(data)),
+                        "ETag": f'"{git_blob_sha(data)}"',
+                    },
+                )
+                return
+            self._file(data, {"X-Repo-Commit": sha, "ETag": f'"{git_blob_sha(data)}"'})
+
+        def _cdn(self, repo_id: str, sha: str, path: str) -> None:
+            """Serve an LFS file from the CDN host (a signed URL: no token asked)."""
+            data = hub.repos.get(repo_id, Repo()).commits.get(sha, {}).get(path)
+            if data is None:
+                self._send(404, b"NoSuchKey")
+                return
+            self._file(data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
+
+        def _file(self, data: bytes, headers: dict[str, str]) -> None:
+            """Send file content, whole or the asked byte range."""
+            headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
             wanted = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", "").strip())
             if wanted and self.command == "GET" and data:
                 first, last = wanted.groups()
@@ -279,7 +376,8 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
 
         def _api(self, repo_id: str, kind: str | None, rest: str, query: dict[str, list[str]], body: bytes) -> None:
             """Serve the dataset info, a tree listing or paths-info."""
-            revision, _, folder = rest.partition("/") if kind else ("main", "", "")
+            revision, _, folder = rest.partition("/") if kind else ("main", "", "")  # still quoted: `fix%2Fv1`
+            revision, folder = urllib.parse.unquote(revision), urllib.parse.unquote(folder)
             found = self._commit(repo_id, revision)
             if found is None:
                 return
@@ -291,8 +389,8 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
                     "id": repo_id,
                     "author": repo_id.split("/")[0],
                     "sha": sha,
-                    "private": False,
-                    "gated": False,
+                    "private": repo.private,
+                    "gated": "auto" if repo.gated else False,
                     "disabled": False,
                     "downloads": 0,
                     "likes": 0,
@@ -306,7 +404,16 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
                 if folder and folder.strip("/") not in {e["path"] for e in _entries(files, "", True)}:
                     self._error(404, "EntryNotFound", f"{folder} does not exist on {revision}")
                     return
-                self._json(_entries(files, folder, recursive), sha)
+                entries = _entries(files, folder, recursive)
+                start = int(query.get("cursor", ["0"])[0])
+                page = entries[start : start + hub.page_size]
+                headers = {"Content-Type": "application/json", "X-Repo-Commit": sha}
+                if start + hub.page_size < len(entries):
+                    rest_query = {k: v[0] for k, v in query.items() if k != "cursor"}
+                    rest_query["cursor"] = str(start + hub.page_size)
+                    url = f"{hub.endpoint}{urllib.parse.urlsplit(self._target()[1]).path}"
+                    headers["Link"] = f'<{url}?{urllib.parse.urlencode(rest_query)}>; rel="next"'
+                self._send(200, json.dumps(page).encode(), headers)
             else:  # paths-info
                 form = urllib.parse.parse_qs(body.decode())
                 if "paths" not in form and body.startswith(b"{"):
