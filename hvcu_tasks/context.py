@@ -25,6 +25,8 @@ from hvcu_tasks.schema import Sample
 NATIVE_KEY = "multi_round"
 """Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
 for lmms-eval backends that run them through this package's round driver (models/routing.py)."""
+BACKEND_KEY = "backend"
+"""Key of the same entry naming its model id, whose resolution (plugin.route_record) require_native checks."""
 
 WRAPPER_MODEL = "hvcu_context"
 
@@ -110,21 +112,53 @@ def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> lis
 
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
     """Raise a clear error unless the running model can drive multi-round chats."""
-    from hvcu_tasks.plugin import ROUTE_OPT_OUT_ENV, opted_out
-
-    mode = (lmms_eval_specific_kwargs or {}).get(NATIVE_KEY)
-    if mode == "routed" and opted_out(ROUTE_OPT_OUT_ENV):
-        raise UnsupportedBackend(
-            f"the HVCU-Bench context setting runs this backend's rounds through the toolkit's round driver, which "
-            f"{ROUTE_OPT_OUT_ENV} turns off. Unset it, or wrap the model: --model {WRAPPER_MODEL} --model_args "
-            "inner=<model>,<that model's args>"
-        )
+    kwargs = lmms_eval_specific_kwargs or {}
+    mode = kwargs.get(NATIVE_KEY)
     if mode not in {"native", "routed"}:
         raise UnsupportedBackend(
             "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
             f"Wrap it: --model {WRAPPER_MODEL} --model_args inner=<model>,<that model's args> "
-            "(e.g. inner=openai,model_version=gpt-4o or inner=qwen2_5_vl,pretrained=...), or use --model vllm"
+            "(e.g. inner=openai,model_version=gpt-4o), or use --model vllm, qwen2_5_vl, qwen3_vl or llava_hf"
         )
+    problem = backend_problem(mode, kwargs.get(BACKEND_KEY))
+    if problem:
+        raise UnsupportedBackend(problem)
+
+
+def backend_problem(mode: str, backend: Any) -> str | None:
+    """Return why the model lmms-eval resolved for `backend` cannot run a `mode` ('native'/'routed') entry, or None."""
+    from hvcu_tasks.plugin import ROUTE_OPT_OUT_ENV, opted_out, route_record
+
+    wrap = f"--model {WRAPPER_MODEL} --model_args inner={backend or '<model>'},<that model's args>"
+    record = route_record()
+    found = record.get(backend) if record is not None and isinstance(backend, str) else None
+    if found is not None and found.simple:
+        return (
+            f"the HVCU-Bench context settings send multi-turn chats, but lmms-eval resolved --model {backend} to its "
+            "simple (text-prompt) class (--force_simple), which would get only the level's text, without the earlier "
+            f"turns. Drop --force_simple, or wrap the model (the wrapper builds its chat class): {wrap}"
+        )
+    if mode != "routed":
+        return None
+    if not isinstance(backend, str) or not backend:
+        return f"a 'routed' {NATIVE_KEY} entry must name its model id under {BACKEND_KEY!r}; got {backend!r}"
+    driver = f"the HVCU-Bench context setting runs {backend}'s rounds through hvcu-toolkit's round driver, which"
+    if record is None:
+        return (
+            f"{driver} is not active: lmms-eval's model registry is not hooked (hvcu-toolkit is not installed, or "
+            "its hook failed to install: see the log's error). Install hvcu-toolkit "
+            f"(pip install hvcu-toolkit), or wrap the model: {wrap}; --model vllm runs it without the toolkit"
+        )
+    if found is None:
+        return (
+            f"{driver} is not active: {backend} was not built through lmms-eval's model registry "
+            f"(lmms_eval.models.get_model), so it is not the routed class. Build it with get_model({backend!r}), "
+            f"or wrap it: {wrap} (in Python: ContextWrapper.around(model))"
+        )
+    if not found.routed:
+        unset = f"Unset {ROUTE_OPT_OUT_ENV}, or wrap" if opted_out(ROUTE_OPT_OUT_ENV) else "Wrap"
+        return f"{driver} is not active: {found.why}. {unset} the model: {wrap}"
+    return None
 
 
 def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:

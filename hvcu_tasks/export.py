@@ -659,8 +659,11 @@ or copy this folder into `lmms_eval/tasks/hvcu_bench/`. Groups: {groups}.
 - `hvcu_bench*` read the hub dataset Chime316/HVCU-Bench (`HVCU_BENCH_DATA=/path/to/copy` reads a local copy,
   `HVCU_BENCH_REVISION=<commit>` pins the hub revision); `*_sample*` read the smoke sample in `{data}/` (15
   chains on generated images: it tests the plumbing, its numbers mean nothing).
-- The context setting (`hvcu_bench_context*`) needs a backend that holds multi-turn chats: `vllm` here; the
-  toolkit's `hvcu_context` wrapper (pip install hvcu-toolkit) runs it on any backend.
+- The context setting (`hvcu_bench_context*`) needs a backend that holds multi-turn chats: `vllm` here. The
+  Hugging Face chat backends (`qwen2_5_vl`, `qwen3_vl`, `llava_hf`) need hvcu-toolkit installed (pip install
+  hvcu-toolkit), whose round driver runs their rounds; without it they stop before any model call with an error
+  that says so. The toolkit's `hvcu_context` wrapper runs it on any backend. The gold context
+  (`hvcu_bench_context_gold*`) runs on those four backends' chat classes, not under `--force_simple`.
 """
 
 

@@ -14,7 +14,9 @@ When lmms-eval loads this entry point while `lmms_eval.protocol` is still import
 It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
 builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
 subclasses that run HVCU multi-round requests as whole rounds (models/routing.py); nothing is imported until a
-model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out.
+model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is recorded (`Resolution`: simple or
+chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
+lmms-eval (`route_record`), so an exported task folder's bundled copy of this module reads the same record.
 
 Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
 method whose signature changed, is logged as an error that names the supported range and the installed release; a
@@ -28,6 +30,7 @@ import inspect
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,21 @@ REGISTRY_SIGNATURE = ("self", "model_name", "force_simple")
 """Parameters of lmms-eval's ModelRegistryV2.get_model_class, which the route hook wraps."""
 
 log = logging.getLogger("hvcu_tasks")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What lmms-eval's registry last resolved a model id to: simple or chat class, routed or why not."""
+
+    model_id: str
+    simple: bool
+    routed: bool
+    why: str = ""
+    """Why the class is not routed ('' when it is)."""
+
+
+RESOLVED: dict[str, Resolution] = {}
+"""The latest Resolution per canonical model id, set by the route hook (also its `_hvcu_resolved` attribute)."""
 
 
 class IncompatibleLmmsEval(RuntimeError):
@@ -235,7 +253,7 @@ def install_route_hook() -> None:
     """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
 
     Idempotent. The routing module is imported only when a model is resolved, and HVCU_NO_ROUND_ROUTING=1
-    also turns it off for models resolved after it is set.
+    also turns it off for models resolved after it is set. Every resolution is recorded in RESOLVED.
     """
     from lmms_eval.models.registry_v2 import ModelRegistryV2
 
@@ -253,14 +271,33 @@ def install_route_hook() -> None:
     @functools.wraps(original)
     def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
         cls = original(self, model_name, force_simple=force_simple)
+        model_id = self.resolve(model_name, force_simple=force_simple).model_id
+        simple = bool(getattr(cls, "is_simple", True))
         if opted_out(ROUTE_OPT_OUT_ENV):
+            RESOLVED[model_id] = Resolution(model_id, simple, False, f"{ROUTE_OPT_OUT_ENV}=1 turns routing off")
             return cls
-        from hvcu_tasks.models.routing import route
+        from hvcu_tasks.models.routing import route, unrouted_reason
 
-        return route(cls, self.resolve(model_name, force_simple=force_simple).model_id)
+        got = route(cls, model_id)
+        why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
+        RESOLVED[model_id] = Resolution(model_id, simple, not why, why)
+        return got
 
     get_model_class._hvcu_hook = True  # type: ignore[attr-defined]
+    get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
     ModelRegistryV2.get_model_class = get_model_class
+
+
+def route_record() -> dict[str, Any] | None:
+    """Return the route hook's record of resolutions (model id -> Resolution), or None when the hook is not installed.
+
+    Read through lmms-eval's registry, so an exported task folder's copy of this module sees the toolkit's record.
+    """
+    try:
+        from lmms_eval.models.registry_v2 import ModelRegistryV2
+    except ImportError:
+        return None
+    return getattr(ModelRegistryV2.get_model_class, "_hvcu_resolved", None)
 
 
 def manifests() -> list:
@@ -279,11 +316,10 @@ def manifests() -> list:
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
     install_identity_hook()
-    if not opted_out(ROUTE_OPT_OUT_ENV):
-        try:
-            install_route_hook()
-        except IncompatibleLmmsEval as exc:
-            log.error("%s", exc)
+    try:  # installed even when opted out: it then only records what was resolved (for require_native's message)
+        install_route_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
     try:
         install_image_hook()
     except IncompatibleLmmsEval as exc:

@@ -131,7 +131,8 @@ def suite_yaml() -> str:
     tasks = "".join(f"  - {t}\n" for t in SUITE_TASKS)
     return (
         "# HVCU-Bench (base + context) next to the general benchmarks of the paper's Table 7, in one run.\n"
-        "# The context group needs a multi-round backend: --model vllm, or --model hvcu_context with inner=...\n"
+        "# The context group needs a multi-round backend: --model vllm, qwen2_5_vl, qwen3_vl or llava_hf (chat\n"
+        "# classes, not --force_simple), or --model hvcu_context --model_args inner=<any chat backend>,...\n"
         "# `hvcu report` turns the run into Tables 2, 3, 7 and 8.\n"
         "group: hvcu_suite\n"
         f"task:\n{tasks}"
@@ -144,7 +145,8 @@ def analysis_group_yaml(infix: str, label: str) -> str:
     return (
         f"# The analyses beyond the paper, on {label}: visual dependency (blind, no image), circular evaluation\n"
         "# (4 rotations of every level's options: 4x the base setting's requests) and the gold-context setting.\n"
-        "# The gold-context group needs a multi-turn backend: --model vllm, or --model hvcu_context with inner=...\n"
+        "# The gold-context group needs a multi-turn backend: --model vllm, qwen2_5_vl, qwen3_vl or llava_hf (chat\n"
+        "# classes, not --force_simple), or --model hvcu_context --model_args inner=<any chat backend>,...\n"
         "# `hvcu report` turns the run into the analysis tables (beside base/context runs of the same model).\n"
         f"group: {group_name(ANALYSIS_GROUP + '_', infix)}\n"
         f"task:\n{tasks}"

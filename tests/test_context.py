@@ -239,7 +239,7 @@ def test_lmms_eval_task_object_speaks_vllms_round_protocol() -> None:
         "hvcu_bench_context_sample_impl"
     ]
     assert task.OUTPUT_TYPE == "generate_until_multi_round"
-    assert task.lmms_eval_specific_kwargs == {"multi_round": "native"}
+    assert task.lmms_eval_specific_kwargs == {"multi_round": "native", "backend": "vllm"}
     doc = task.dataset[task.config.test_split][0]
     replies: list[str] = []
     seen = []
@@ -306,8 +306,8 @@ def test_the_multi_round_error_says_how_to_wrap_the_model(docs) -> None:
     assert str(exc.value) == (
         "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
         "Wrap it: --model hvcu_context --model_args inner=<model>,<that model's args> "
-        "(e.g. inner=openai,model_version=gpt-4o or inner=qwen2_5_vl,pretrained=...), or use --model vllm"
-    )
+        "(e.g. inner=openai,model_version=gpt-4o), or use --model vllm, qwen2_5_vl, qwen3_vl or llava_hf"
+    )  # those four run the rounds directly (qwen2_5_vl no longer needs the wrapper)
 
 
 def smoke_samples() -> list:

@@ -221,25 +221,192 @@ def test_vllm_at_batch_size_1_says_once_how_to_feed_the_engine(engine, monkeypat
     assert HINT not in capsys.readouterr().err
 
 
-def test_the_context_tasks_mark_the_routed_backends_and_the_opt_out_says_so(monkeypatch) -> None:
+def hint_lines(err: str) -> list[str]:
+    """Return the hint lines of stderr, each as it shows after the last carriage return (a progress bar's redraw)."""
+    return [line.rsplit("\r", 1)[-1] for line in err.splitlines() if "hvcu: --model" in line]
+
+
+def test_the_hint_counts_engine_calls_one_per_conversation_per_round(engine, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(routing, "_hinted", set())
+    vllm_model(batch_size=1).generate_until_multi_round(chain_requests("hvcu_bench_context_x", 5))
+    assert len(engine_calls(tmp_path / "engine.jsonl")) == 15  # 5 chains x 3 rounds, one conversation each
+    assert hint_lines(capsys.readouterr().err) == [
+        "hvcu: --model vllm runs with batch_size 1, so each engine call (LLM.chat) gets one conversation "
+        "(15 calls for 5 HVCU chains of 3 rounds); pass --batch_size 64 (or more) to hand it whole rounds"
+    ]
+
+
+def test_under_the_wrapper_the_hint_names_the_wrapper_command(engine, tmp_path, monkeypatch, capsys) -> None:
+    from lmms_eval.models import get_model
+
+    monkeypatch.setattr(routing, "_hinted", set())
+    wrapper = get_model("hvcu_context")(inner="vllm", model="stand-in", batch_size=1, cache="off")
+    wrapper.task_dict.update({"hvcu_bench_context_x": {"test": [chain_doc(i) for i in range(10)]}})
+    wrapper.generate_until_multi_round(chain_requests("hvcu_bench_context_x", 5))
+    wrapper.generate_until_multi_round(chain_requests("hvcu_bench_context_x", 5))
+    assert len(engine_calls(tmp_path / "engine.jsonl")) == 30
+    assert hint_lines(capsys.readouterr().err) == [
+        "hvcu: --model hvcu_context --model_args inner=vllm runs with batch_size 1, so each engine call (LLM.chat) "
+        "gets one conversation (15 calls for 5 HVCU chains of 3 rounds); pass --batch_size 64 (or more) to hand it "
+        "whole rounds"
+    ]
+
+
+def test_the_hint_starts_on_its_own_line_under_an_open_progress_bar(monkeypatch, capsys) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    from tqdm import tqdm
+
+    monkeypatch.setattr(routing, "_hinted", set())
+    with tqdm(total=3, desc="Model Responding", file=sys.stderr) as bar:
+        bar.update(1)
+        routing.hint_once(SimpleNamespace(batch_size_per_gpu=1, rank=0), "vllm", chain_requests("hvcu_bench_x", 3))
+    (line,) = hint_lines(capsys.readouterr().err)
+    assert line.startswith("hvcu: --model vllm runs with batch_size 1"), line
+
+
+def test_hugging_face_backends_at_batch_size_1_get_the_hint_too_except_llava_hf(monkeypatch, capsys) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(routing, "_hinted", set())
+    one = SimpleNamespace(batch_size_per_gpu=1, rank=0)
+    for model_id in ("qwen2_5_vl", "qwen3_vl", "llava_hf"):
+        routing.hint_once(one, model_id, chain_requests("hvcu_bench_context_x", 4), 3)
+        routing.hint_once(one, model_id, chain_requests("hvcu_bench_x", 4))  # once per process and model
+    routing.hint_once(SimpleNamespace(batch_size_per_gpu=8, rank=0), "qwen2_5_vl", chain_requests("hvcu_bench_x", 4))
+    assert hint_lines(capsys.readouterr().err) == [
+        f"hvcu: --model {model_id} runs with batch_size 1, so each generate call decodes one conversation "
+        "(12 calls for 4 HVCU chains of 3 rounds); pass --batch_size 8 (or as many as fit in GPU memory) to decode "
+        "them in batches"
+        for model_id in ("qwen2_5_vl", "qwen3_vl")
+    ]
+
+
+def kwargs_of(name: str) -> dict:
+    """Return a task template's lmms_eval_specific_kwargs, read from the YAML file."""
     import yaml
 
-    def kwargs_of(name: str) -> dict:
-        text = (plugin.TASKS_DIR / name).read_text()
-        return yaml.safe_load(text.replace("!function", ""))["lmms_eval_specific_kwargs"]
+    text = (plugin.TASKS_DIR / name).read_text()
+    return yaml.safe_load(text.replace("!function", ""))["lmms_eval_specific_kwargs"]
 
-    own = kwargs_of("_context_template_yaml")
-    assert own["default"] == {"multi_round": "unsupported"} and own["vllm"] == {"multi_round": "native"}
-    gold = kwargs_of("_context_gold_template_yaml")
+
+OWN = "_context_template_yaml"
+GOLD = "_context_gold_template_yaml"
+
+
+def test_the_context_tasks_mark_each_backend_by_its_model_id() -> None:
+    own, gold = kwargs_of(OWN), kwargs_of(GOLD)
+    assert own["default"] == gold["default"] == {"multi_round": "unsupported"}
+    for backend in ("vllm", "hvcu_context"):
+        assert own[backend] == gold[backend] == {"multi_round": "native", "backend": backend}
     for backend in ("qwen2_5_vl", "qwen3_vl", "llava_hf"):
-        assert own[backend] == {"multi_round": "routed"}, backend
-        assert gold[backend] == {"multi_round": "native"}, backend  # single-round requests with multi-turn chats
-    context.require_native({"multi_round": "routed"})
+        assert own[backend] == {"multi_round": "routed", "backend": backend}
+        assert gold[backend] == {"multi_round": "native", "backend": backend}  # single-round multi-turn chats
+
+
+def test_qwen3_vl_and_llava_hf_resolve_to_routed_chat_classes_and_their_marks_pass() -> None:
+    from lmms_eval.models import get_model
+    from lmms_eval.models.chat.llava_hf import LlavaHf
+    from lmms_eval.models.chat.qwen3_vl import Qwen3_VL
+
+    for model_id, own_class in (("qwen3_vl", Qwen3_VL), ("llava_hf", LlavaHf)):
+        cls = get_model(model_id)
+        assert cls is not own_class and issubclass(cls, own_class) and cls._hvcu_routed, model_id
+        assert cls.__name__ == own_class.__name__ and cls.__module__ == own_class.__module__
+        assert cls.generate_until_multi_round is not own_class.generate_until_multi_round
+        context.require_native(kwargs_of(OWN)[model_id])
+        context.require_native(kwargs_of(GOLD)[model_id])
+        assert getattr(get_model(model_id, force_simple=True), "_hvcu_routed", False) is False
+        get_model(model_id)  # leave the chat class as the latest resolution
+
+
+@pytest.mark.parametrize("template", [OWN, GOLD])
+@pytest.mark.parametrize("model_id", ["vllm", "qwen2_5_vl"])
+def test_force_simple_is_refused_for_the_context_settings(template: str, model_id: str) -> None:
+    from lmms_eval.models import get_model
+
+    get_model(model_id, force_simple=True)
+    try:
+        with pytest.raises(context.UnsupportedBackend) as caught:
+            context.require_native(kwargs_of(template)[model_id])
+    finally:
+        get_model(model_id)
+    message = str(caught.value)
+    assert "--force_simple" in message and f"--model hvcu_context --model_args inner={model_id}," in message
+    context.require_native(kwargs_of(template)[model_id])  # the chat class again
+
+
+def test_force_simple_gold_context_stops_the_run_before_any_engine_call(engine, tmp_path) -> None:
+    from lmms_eval.evaluator import simple_evaluate
+    from lmms_eval.models import get_model
+    from lmms_eval.tasks import TaskManager
+
+    try:
+        with pytest.raises(context.UnsupportedBackend, match="--force_simple"):
+            simple_evaluate(
+                model="vllm",
+                model_args="model=stand-in",
+                tasks=["hvcu_bench_context_gold_sample_aesth"],
+                force_simple=True,
+                task_manager=TaskManager(model_name="vllm"),
+            )
+    finally:
+        get_model("vllm")
+    assert engine_calls(tmp_path / "engine.jsonl") == []
+
+
+def test_routed_marks_fail_clearly_when_the_hook_is_not_installed(monkeypatch) -> None:
+    from lmms_eval.models.registry_v2 import ModelRegistryV2
+
+    monkeypatch.setattr(ModelRegistryV2, "get_model_class", ModelRegistryV2.get_model_class.__wrapped__)
+    with pytest.raises(context.UnsupportedBackend) as caught:
+        context.require_native(kwargs_of(OWN)["qwen2_5_vl"])
+    message = str(caught.value)
+    assert "registry is not hooked" in message and "hvcu-toolkit is not installed" in message
+    assert "--model hvcu_context --model_args inner=qwen2_5_vl," in message
+    context.require_native(kwargs_of(OWN)["vllm"])  # lmms-eval's own vllm loop runs the rounds
+    context.require_native(kwargs_of(GOLD)["qwen2_5_vl"])  # single-round chats: lmms-eval's own chat class
+
+
+def test_routed_marks_fail_clearly_when_routing_is_opted_out(monkeypatch) -> None:
+    from lmms_eval.models import get_model
+
     monkeypatch.setenv("HVCU_NO_ROUND_ROUTING", "1")
-    with pytest.raises(context.UnsupportedBackend, match="HVCU_NO_ROUND_ROUTING") as caught:
-        context.require_native({"multi_round": "routed"})
-    assert "--model hvcu_context --model_args inner=" in str(caught.value)
-    context.require_native({"multi_round": "native"})
+    try:
+        get_model("qwen2_5_vl")
+        with pytest.raises(context.UnsupportedBackend, match="HVCU_NO_ROUND_ROUTING=1 turns routing off") as caught:
+            context.require_native(kwargs_of(OWN)["qwen2_5_vl"])
+        assert "--model hvcu_context --model_args inner=qwen2_5_vl," in str(caught.value)
+        context.require_native(kwargs_of(OWN)["vllm"])
+    finally:
+        monkeypatch.delenv("HVCU_NO_ROUND_ROUTING")
+        get_model("qwen2_5_vl")
+    context.require_native(kwargs_of(OWN)["qwen2_5_vl"])
+
+
+def test_routed_marks_fail_clearly_when_a_plugin_replaced_the_class(monkeypatch) -> None:
+    import lmms_eval.models.chat.llava_hf as chat_llava
+    from lmms_eval.models import get_model
+
+    class LlavaHf(chat_llava.LlavaHf):
+        """Someone else's llava_hf chat class."""
+
+    monkeypatch.setattr(chat_llava, "LlavaHf", LlavaHf)
+    try:
+        assert get_model("llava_hf") is LlavaHf
+        with pytest.raises(context.UnsupportedBackend, match="another plugin replaced it") as caught:
+            context.require_native(kwargs_of(OWN)["llava_hf"])
+        assert "--model hvcu_context --model_args inner=llava_hf," in str(caught.value)
+    finally:
+        monkeypatch.undo()
+        get_model("llava_hf")
+
+
+def test_routed_marks_fail_clearly_for_a_model_not_built_through_the_registry(monkeypatch) -> None:
+    monkeypatch.delitem(plugin.RESOLVED, "qwen3_vl", raising=False)
+    with pytest.raises(context.UnsupportedBackend, match="not built through lmms-eval's model registry"):
+        context.require_native(kwargs_of(OWN)["qwen3_vl"])
 
 
 # ------------------------------------------------------------------ through the real CLI (slow)
@@ -310,6 +477,14 @@ def test_vllm_without_batch_size_says_once_how_to_feed_the_engine(tmp_path: Path
     assert [c["conversations"] for c in engine_calls(log)] == [1] * (12 + 4 * 3)  # batch size 1: as asked
 
 
+def replies_by_task(results: dict) -> dict[str, list]:
+    """Return every task's logged replies in doc_id order (simple_evaluate(log_samples=True))."""
+    return {
+        task: [s["filtered_resps"] for s in sorted(samples, key=lambda s: s["doc_id"])]
+        for task, samples in results["samples"].items()
+    }
+
+
 @pytest.mark.slow
 def test_qwen2_5_vl_runs_the_context_setting_with_batched_rounds(tiny_qwen: Path, monkeypatch) -> None:
     from lmms_eval.evaluator import simple_evaluate
@@ -324,17 +499,78 @@ def test_qwen2_5_vl_runs_the_context_setting_with_batched_rounds(tiny_qwen: Path
         return own(self, requests)
 
     monkeypatch.setattr(Qwen2_5_VL, "generate_until", counted)
+    args = f"pretrained={tiny_qwen},device=cpu,device_map=cpu"
     results = simple_evaluate(
         model="qwen2_5_vl",
-        model_args=f"pretrained={tiny_qwen},device=cpu,device_map=cpu",
+        model_args=args,
         tasks=["hvcu_bench_context_sample"],
         batch_size=4,
+        log_samples=True,
         task_manager=TaskManager(model_name="qwen2_5_vl"),
     )
     assert sizes == [15, 15, 15]  # one call per round over all 15 chains (the model splits it 4 at a time)
     chains = {t: results["results"][t]["n_chains,none"] for t in results["results"] if t.endswith(("_impl", "_aesth"))}
     assert chains == {"hvcu_bench_context_sample_impl": 5, "hvcu_bench_context_sample_aesth": 4}
     assert math.isfinite(results["results"]["hvcu_bench_context_sample"]["acc_full,none"])
+
+    sizes.clear()
+    wrapped = simple_evaluate(
+        model="hvcu_context",
+        model_args=f"inner=qwen2_5_vl,{args},cache=off",
+        tasks=["hvcu_bench_context_sample"],
+        batch_size=4,
+        log_samples=True,
+        task_manager=TaskManager(model_name="hvcu_context"),
+    )
+    assert sizes == [15, 15, 15]  # the wrapper's chunk (64 documents) holds the same 15 chains
+    got, want = replies_by_task(results), replies_by_task(wrapped)
+    assert len(got) == 3 and all(len(r[0]) == 3 for replies in got.values() for r in replies)  # [[L1, L2, L3]]
+    assert got == want  # the routed backend and the wrapper give the same replies, byte for byte
+    assert results["results"] == wrapped["results"]
+
+
+@pytest.mark.slow
+def test_qwen2_5_vl_runs_the_gold_context_with_the_gold_turns_and_refuses_force_simple(tiny_qwen, monkeypatch) -> None:
+    from lmms_eval.evaluator import simple_evaluate
+    from lmms_eval.models import get_model
+    from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL
+    from lmms_eval.tasks import TaskManager
+
+    shown: list[tuple[list[str], list[str]]] = []  # (assistant turns sent, gold letters of the earlier levels)
+    own = Qwen2_5_VL.generate_until
+
+    def seen(self, requests):
+        for request in requests:
+            _ctx, doc_to_messages, _gen, doc_id, task, split = request.args
+            doc = self.task_dict[task][split][doc_id]
+            turns = [m for m in doc_to_messages(doc) if m["role"] == "assistant"]
+            sent = [part["text"] for m in turns for part in m["content"] if part["type"] == "text"]
+            shown.append((sent, list(doc["answers"][: list(doc["levels"]).index(doc["level"])])))
+        return own(self, requests)
+
+    monkeypatch.setattr(Qwen2_5_VL, "generate_until", seen)
+    args = f"pretrained={tiny_qwen},device=cpu,device_map=cpu"
+    task = "hvcu_bench_context_gold_sample_aesth"
+    manager = TaskManager(model_name="qwen2_5_vl")
+    results = simple_evaluate(model="qwen2_5_vl", model_args=args, tasks=[task], batch_size=4, task_manager=manager)
+    assert len(shown) == 12  # 4 samples x 3 levels, one single-round request each
+    assert sorted(len(sent) for sent, _gold in shown) == [0] * 4 + [1] * 4 + [2] * 4
+    assert all(sent == gold for sent, gold in shown)  # the earlier turns are the gold letters
+    assert results["results"][task]["n_chains,none"] == 4
+
+    shown.clear()
+    try:
+        with pytest.raises(context.UnsupportedBackend, match="--force_simple"):
+            simple_evaluate(
+                model="qwen2_5_vl",
+                model_args=args,
+                tasks=[task],
+                force_simple=True,
+                task_manager=TaskManager(model_name="qwen2_5_vl"),
+            )
+    finally:
+        get_model("qwen2_5_vl")
+    assert shown == []
 
 
 @pytest.mark.slow
@@ -350,3 +586,8 @@ def test_openai_still_needs_the_wrapper_for_the_context_setting(monkeypatch) -> 
             tasks=["hvcu_bench_context_sample_impl"],
             task_manager=TaskManager(model_name="openai"),
         )
+
+
+def test_a_routed_mark_without_its_model_id_is_refused() -> None:
+    with pytest.raises(context.UnsupportedBackend, match="must name its model id under 'backend'"):
+        context.require_native({"multi_round": "routed"})

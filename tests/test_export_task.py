@@ -66,18 +66,10 @@ def test_utils_imports_only_lmms_eval_and_its_own_dependencies(exported: Path) -
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"relative import at line {node.lineno}"
             imported.add(node.module.split(".")[0])
-    # lmms-eval 0.7.3 requires datasets (which requires pyarrow, huggingface_hub, pyyaml and tqdm), pillow and
-    # packaging; the hub source reads the hub through huggingface_hub.
-    assert imported - set(sys.stdlib_module_names) == {
-        "PIL",
-        "datasets",
-        "pyarrow",
-        "huggingface_hub",
-        "yaml",
-        "tqdm",
-        "packaging",
-        "lmms_eval",
-    }
+    # lmms-eval 0.7.3 requires (its Requires-Dist) datasets (which requires pyarrow), pillow, packaging, pyyaml,
+    # tqdm and huggingface-hub.
+    third_party = {"PIL", "datasets", "pyarrow", "packaging", "yaml", "tqdm", "huggingface_hub", "lmms_eval"}
+    assert imported - set(sys.stdlib_module_names) == third_party
 
 
 def test_folder_holds_the_yamls_the_smoke_sample_and_one_python_file(exported: Path) -> None:
@@ -366,3 +358,25 @@ def test_plain_lmms_eval_runs_the_export_with_the_packages_requests_and_numbers(
         asked = {(r["family"], r["level"]) for r in sent if r["task"].startswith(setting)}
         assert asked == {(f, level) for f in FAMILIES for level in (1, 2, 3)}, setting
     assert sent == expected  # the same messages (text and image pixels) and generation settings, request by request
+
+
+def test_the_exported_context_tasks_refuse_routed_backends_clearly_without_the_toolkits_hook(
+    exported: Path, monkeypatch
+) -> None:
+    import yaml
+    from lmms_eval.models import get_model
+    from lmms_eval.models.registry_v2 import ModelRegistryV2
+
+    utils = load_utils(exported)
+    text = (exported / "_context_template_yaml").read_text().replace("!function", "")
+    marks = yaml.safe_load(text)["lmms_eval_specific_kwargs"]
+    assert marks["qwen2_5_vl"] == {"multi_round": "routed", "backend": "qwen2_5_vl"}
+    chain = utils.context_process_docs(stub("aesthetic"))[0]
+    get_model("qwen2_5_vl")  # the toolkit's hook (installed here) hands out the routed class
+    assert utils.context_doc_to_text(chain, marks["qwen2_5_vl"])  # the bundled check reads the toolkit's record
+    monkeypatch.setattr(ModelRegistryV2, "get_model_class", ModelRegistryV2.get_model_class.__wrapped__)
+    with pytest.raises(Exception, match="hvcu-toolkit is not installed") as caught:  # lmms-eval alone
+        utils.context_doc_to_text(chain, marks["qwen2_5_vl"])
+    assert type(caught.value).__name__ == "UnsupportedBackend"
+    assert "pip install hvcu-toolkit" in str(caught.value)
+    assert utils.context_doc_to_text(chain, marks["vllm"])  # vllm's own loop needs no toolkit

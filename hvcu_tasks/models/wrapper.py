@@ -252,7 +252,15 @@ class ContextWrapper(lmms):
 
     def generate_until(self, requests: list[Instance]) -> list[Any]:
         """Single-round requests go straight to the inner model (through the request cache when it is on)."""
+        self._hint(requests, 1)
         return self._generate(requests)
+
+    def _hint(self, requests: list[Instance], rounds: int) -> None:
+        """Say once how to feed an inner routed backend that runs at batch size 1, naming the wrapper's command."""
+        from hvcu_tasks.models.routing import hint_once
+
+        command = f"--model hvcu_context --model_args inner={self.inner_name}"
+        hint_once(self.inner, self.inner_name, requests, rounds, command)
 
     def _generate(self, requests: list[Instance]) -> list[Any]:
         """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
@@ -319,6 +327,9 @@ class ContextWrapper(lmms):
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
         """Run every document's rounds, `chunk_size` documents at a time (rounds.py); replies in request order."""
+        from hvcu_tasks.models.routing import CHAIN_ROUNDS
+
+        self._hint(requests, CHAIN_ROUNDS)
         return run_rounds(
             requests,
             self.inner.task_dict,
