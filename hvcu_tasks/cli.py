@@ -202,6 +202,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache_list(args: argparse.Namespace) -> int:
+    """List every model identity of an hvcu_context request cache and its runs (state, ranks, counts)."""
+    from hvcu_tasks.models.cache_runs import listing
+    from hvcu_tasks.models.request_cache import cache_location
+
+    root = args.root.expanduser() if args.root is not None else cache_location("on", api=True)
+    if root is None:  # pragma: no cover - cache_location raises instead
+        return 1
+    if not root.is_dir():
+        print(f"error: {root}: no such folder", file=sys.stderr)
+        return 1
+    for line in listing(root):
+        print(line)
+    return 0
+
+
 def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
     """Print the folder to pass to lmms-eval's --include_path."""
     from hvcu_tasks.plugin import TASKS_DIR
@@ -237,6 +253,7 @@ command groups (`hvcu COMMAND -h` explains each):
   audit, human            human audit rounds of new items; the human baseline (answer sheets, scores)
   train                   LoRA tuning on the chains with LLaMA-Factory; then compare base and tuned model
   mock                    a local OpenAI-compatible stand-in endpoint (serve, wait), for offline runs
+  cache list              the runs kept by hvcu_context's request cache (resumed, reused with reuse=)
   tasks-dir, tiny-model   lmms-eval's --include_path; a tiny random model for offline runs
   export-task             a task folder for plain lmms-eval (YAMLs + one utils.py, no hvcu needed)"""
 
@@ -413,6 +430,18 @@ def build_parser() -> argparse.ArgumentParser:
     from hvcu_tasks.export import add_parser as add_export_task
 
     add_export_task(sub)
+
+    cache = sub.add_parser("cache", help="the hvcu_context request cache: list").add_subparsers(
+        dest="cache_command", required=True, metavar="SUBCOMMAND"
+    )
+    listing = cache.add_parser("list", help="list each model of a request cache and its runs (state, ranks, counts)")
+    listing.add_argument(
+        "root",
+        nargs="?",
+        type=Path,
+        help="the cache folder (default: $HVCU_CACHE_DIR/requests-v2, the one hvcu_context uses)",
+    )
+    listing.set_defaults(func=_cmd_cache_list)
 
     tasks = sub.add_parser("tasks-dir", help="print the task folder for lmms-eval --include_path")
     tasks.set_defaults(func=_cmd_tasks_dir)

@@ -137,13 +137,35 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_atomic(path: Path | str, data: str | bytes) -> None:
-    """Write text (UTF-8) or bytes to `path` by rename: readers see the old or the new file, never half."""
+def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> None:
+    """Write text (UTF-8) or bytes to `path` by rename: readers see the old or the new file, never half.
+
+    `durable`: the file and its folder are fsync'd, so a machine crash leaves the old or the new file, never
+    an empty one.
+    """
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
     with atomic_path(path) as tmp:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
+        with open(tmp, "wb") as out:
+            out.write(raw)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+    if durable:
+        _fsync_folder(Path(path).parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (where the platform allows opening a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -46,6 +46,24 @@ def request(text: str = "Which?", image: Image.Image | None = None, **gen) -> di
     return {"messages": [{"role": "user", "content": content}], "gen_kwargs": {"max_new_tokens": 64, **gen}}
 
 
+class EachProcessFresh(dict):
+    """The per-process count of opened caches as separate processes see it: every cache is the first."""
+
+    def get(self, _key, _default=None):
+        return 0
+
+    def __setitem__(self, _key, _value) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def separate_processes(monkeypatch) -> None:
+    """Each cache a test opens stands for a process of its own (a rerun), unless a test counts them itself."""
+    from hvcu_tasks.models import cache_runs
+
+    monkeypatch.setattr(cache_runs, "_OPENED", EachProcessFresh())
+
+
 @pytest.fixture
 def cache(tmp_path: Path) -> RequestCache:
     return RequestCache(tmp_path / "c", IDENTITY)
@@ -169,7 +187,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     store = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"}, reuse="all")
     assert len({f"{tag}{n}" for tag in "ab" for n in range(300)} - set(store.replies) - set(store.reused)) == 0
-    assert len(list(store.folder.glob("runs/*/*.jsonl"))) == 2  # two concurrent runs: one run and file each
+    assert len(list(store.folder.glob("runs/*/rank-0/*.jsonl"))) == 2  # two concurrent runs: one run and file each
 
 
 # ---- settings ----
@@ -767,7 +785,7 @@ def run_manifests(root: Path) -> list[dict]:
     """Every run manifest under a cache root, oldest first (read from disk as JSON)."""
     import json
 
-    found = [json.loads(p.read_text()) for p in root.glob("*/runs/*/run.json")]
+    found = [json.loads(p.read_text()) for p in root.glob("*/runs/*/rank-*/run.json")]
     return sorted(found, key=lambda m: m["created_s"])
 
 
@@ -798,15 +816,32 @@ def test_a_new_run_after_a_finished_one_asks_the_model_again(tmp_path: Path, cap
     assert finished["run"] in err
 
 
-def test_a_run_with_failed_replies_stays_resumable_and_the_rerun_asks_only_those(tmp_path: Path, capsys) -> None:
+def test_a_completed_run_with_failed_replies_is_finished_and_reuse_asks_only_those(tmp_path: Path, capsys) -> None:
     first = local(Flaky({"q1", "q3"}), str(tmp_path))
     assert first.generate_until(base_requests(5)) == ["reply to q0", "", "reply to q2", "", "reply to q4"]
     first.end_run()
-    assert run_manifests(tmp_path)[0]["state"] == "unfinished"
+    run_id = first.request_cache.run_id
+    assert run_manifests(tmp_path)[0]["state"] == "finished"
+    assert (
+        f"hvcu_context: run {run_id} finished with 2 requests without a reply; rerun with reuse={run_id} to ask "
+        "only those" in capsys.readouterr().err
+    )
+    new_checkpoint = Counting()  # the same command again: a new run that replays nothing
+    local(new_checkpoint, str(tmp_path)).generate_until(base_requests(5))
+    assert new_checkpoint.asked == [f"q{i}" for i in range(5)]
     model = Counting()
-    assert local(model, str(tmp_path)).generate_until(base_requests(5)) == [f"reply to q{i}" for i in range(5)]
+    wrapper = ContextWrapper.around(model, "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse=run_id)
+    wrapper.task_dict["t"] = {"test": [{"q": f"q{i}"} for i in range(5)]}
+    assert wrapper.generate_until(base_requests(5)) == [f"reply to q{i}" for i in range(5)]
     assert model.asked == ["q1", "q3"]
-    assert "resuming unfinished run " in capsys.readouterr().err
+
+
+def test_a_request_that_always_fails_does_not_keep_the_run_open_forever(tmp_path: Path) -> None:
+    for _ in range(2):
+        wrapper = local(Flaky({"q2"}), str(tmp_path))
+        wrapper.generate_until(base_requests(3))
+        wrapper.end_run()
+    assert [(m["state"], m["sessions"]) for m in run_manifests(tmp_path)] == [("finished", 1), ("finished", 1)]
 
 
 def test_a_run_resumed_to_the_end_is_finished_and_not_resumed_again(tmp_path: Path) -> None:
@@ -898,8 +933,7 @@ def test_a_different_command_does_not_adopt_an_unfinished_run(tmp_path: Path) ->
 
     killed = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv()))
     killed.put("k", "A")
-    killed.tally([None])  # a request left unanswered: the run is unfinished
-    killed.end()
+    killed.failed(RuntimeError("killed"))  # a call raised: the run is unfinished
     limited = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv("--limit", "5")))
     assert (limited.resumed, limited.get("k")) == (False, None)
     limited.end()
@@ -1010,12 +1044,299 @@ def test_no_credential_reaches_a_run_manifest(tmp_path: Path) -> None:
 
 
 def test_the_runs_of_a_cache_can_be_listed(tmp_path: Path, capsys) -> None:
-    from hvcu_tasks.models.request_cache import main
+    from hvcu_tasks.cli import main
 
-    wrapper = local(Flaky({"q1"}), str(tmp_path))
-    wrapper.generate_until(base_requests(2))
-    wrapper.end_run()
+    done = local(Flaky({"q1"}), str(tmp_path))
+    done.generate_until(base_requests(2))
+    done.end_run()
+    with pytest.raises(RuntimeError):
+        local(Counting(fail_after=1), str(tmp_path)).generate_until(base_requests(2))
     capsys.readouterr()
-    assert main([str(tmp_path)]) == 0
+    assert main(["cache", "list", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"{wrapper.request_cache.run_id} (unfinished, " in out and "1 of 2 requests got no real reply" in out
+    assert f"{done.request_cache.run_id} (finished, " in out
+    assert "rank 0/1: finished, 2 requests, 1 replies stored, 1 without a reply" in out
+    assert "(unfinished, " in out and "(a call raised RuntimeError)" in out
+
+
+def test_cache_list_of_a_missing_folder_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    from hvcu_tasks.cli import main
+
+    assert main(["cache", "list", str(tmp_path / "nope")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {tmp_path / 'nope'}: no such folder\n" and captured.out == ""
+
+
+def test_cache_list_help_is_help_not_a_folder(capsys) -> None:
+    from hvcu_tasks.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["cache", "list", "--help"])
+    assert done.value.code == 0 and "usage: hvcu cache list" in capsys.readouterr().out
+
+
+# ---- defects found in review: each test failed before its fix ----
+
+
+def test_two_wrappers_of_one_process_and_command_are_two_runs_each_resumed_by_its_own(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two entries of one --config with the same model: the n-th wrapper of a process resumes the n-th's run."""
+    from hvcu_tasks.models import cache_runs
+
+    monkeypatch.setattr(cache_runs, "_OPENED", {})
+    first = local(Counting(), str(tmp_path))
+    first.generate_until(base_requests(1))
+    first.end_run()
+    second = local(Counting(fail_after=1), str(tmp_path))
+    with pytest.raises(RuntimeError):
+        second.generate_until(base_requests(3))
+    monkeypatch.setattr(cache_runs, "_OPENED", {})  # the rerun: a new process
+    entry_1, entry_2 = local(Counting(), str(tmp_path)), local(Counting(), str(tmp_path))
+    assert not entry_1.request_cache.resumed
+    assert entry_1.request_cache.run_id not in (first.request_cache.run_id, second.request_cache.run_id)
+    assert (entry_2.request_cache.resumed, entry_2.request_cache.run_id) == (True, second.request_cache.run_id)
+
+
+def test_the_entry_arguments_of_simple_evaluate_tell_config_entries_apart() -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    code = "def simple_evaluate(tasks, limit, gen_kwargs):\n    return command_signature(ARGV)\n"
+    scope = {"__name__": "lmms_eval.evaluator", "command_signature": command_signature}
+    scope["ARGV"] = ["/venv/bin/lmms-eval", "--config", "two.yaml"]
+    exec(code, scope)  # noqa: S102 - a stand-in for lmms-eval's simple_evaluate frame
+    one = scope["simple_evaluate"](["hvcu_bench_sample"], 4, None)
+    other = scope["simple_evaluate"](["hvcu_bench_sample"], 4, "temperature=0.5")
+    assert one != other
+    assert one == scope["simple_evaluate"](["hvcu_bench_sample"], 4, None)
+
+
+def test_a_config_file_counts_by_its_resolved_path_and_content(tmp_path: Path, monkeypatch) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    (tmp_path / "c.yaml").write_text("- model: hvcu_context\n  tasks: hvcu_bench_sample\n")
+    monkeypatch.chdir(tmp_path)
+    spellings = ["c.yaml", "./c.yaml", str(tmp_path / "c.yaml")]
+    signatures = [command_signature(["/v/bin/lmms-eval", "--config", s]) for s in spellings]
+    assert signatures[0] == signatures[1] == signatures[2]
+    (tmp_path / "c.yaml").write_text("- model: hvcu_context\n  tasks: hvcu_bench_context_sample\n")
+    assert command_signature(["/v/bin/lmms-eval", "--config", "c.yaml"]) != signatures[0]
+
+
+class Sampler(Counting):
+    """A model at temperature > 0: every answer is a new sample."""
+
+    drawn = 0
+
+    def generate_until(self, requests):
+        super().generate_until(requests)
+        replies = []
+        for _ in requests:
+            Sampler.drawn += 1
+            replies.append(f"sample {Sampler.drawn}")
+        return replies
+
+
+def test_repeats_of_one_instance_are_separate_samples_each_resumed_as_stored(tmp_path: Path) -> None:
+    (b,) = base_requests(1)
+    with pytest.raises(RuntimeError):
+        local(Sampler(fail_after=2), str(tmp_path), chunk_size=1).generate_until([b, b, b])
+    model = Sampler()
+    replies = local(model, str(tmp_path), chunk_size=1).generate_until([b, b, b])
+    assert len(set(replies)) == 3  # three samples, not one answer three times
+    assert model.asked == ["q0"]  # the two samples drawn before the kill are replayed, the third is drawn
+
+
+def test_repeated_chains_are_separate_samples(tmp_path: Path) -> None:
+    (chain,) = chain_requests(1)
+    chains = local(Sampler(), str(tmp_path)).generate_until_multi_round([chain, chain, chain])
+    assert len({tuple(c) for c in chains}) == 3
+
+
+def test_equal_requests_of_different_instances_in_one_call_are_paid_once(tmp_path: Path) -> None:
+    model = Counting()
+    wrapper = local(model, str(tmp_path))
+    wrapper.task_dict["t"] = {"test": [{"q": "same"}, {"q": "same"}, {"q": "other"}]}
+    assert wrapper.generate_until(base_requests(3)) == ["reply to same", "reply to same", "reply to other"]
+    assert model.asked == ["same", "other"]
+
+
+class BrokenDoc(dict):
+    """A document whose image cannot be decoded: looking into it raises."""
+
+    def __getitem__(self, _key):
+        raise OSError("image file is truncated")
+
+
+def test_an_error_outside_the_inner_call_leaves_the_run_unfinished(tmp_path: Path) -> None:
+    first = local(Counting(), str(tmp_path))
+    first.task_dict["t"]["test"][3] = BrokenDoc()
+    with pytest.raises(OSError, match="truncated"):  # lmms-eval's CLI catches it and exits 0
+        first.generate_until_multi_round(chain_requests(5))
+    first.end_run()
+    assert [m["state"] for m in run_manifests(tmp_path)] == ["unfinished"]
+    again = Counting()
+    local(again, str(tmp_path)).generate_until_multi_round(chain_requests(5))
+    assert again.asked == ["q2", "q3", "q2", "q3", "q4", "q4"]  # chunk [q2, q3] and [q4]; q0, q1 replayed
+
+
+@pytest.mark.parametrize("code", ["ENOLCK", "EOPNOTSUPP"])
+def test_a_file_system_without_locks_turns_the_default_cache_off_with_one_line(
+    tmp_path: Path, monkeypatch, capsys, code: str
+) -> None:
+    import errno
+    import fcntl
+
+    def refuse(_fd, _op):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    monkeypatch.setenv("HVCU_CACHE_DIR", str(tmp_path))
+    with FakeOpenAI(lambda body: "Answer: A") as server:
+        wrapper = ContextWrapper(inner="openai", model_version="m", base_url=server.base_url, api_key="x")
+        assert wrapper.request_cache is None
+        err = capsys.readouterr().err
+        assert "hvcu_context: request cache off (file locks are not supported in " in err
+        with pytest.raises(ValueError) as error:
+            ContextWrapper(inner="openai", model_version="m", base_url=server.base_url, api_key="x", cache="on")
+    assert str(error.value).startswith("hvcu_context: cache=on: file locks are not supported in ")
+    assert "\n" not in str(error.value)
+
+
+def test_a_probe_of_a_run_does_not_make_its_owner_skip_it(tmp_path: Path) -> None:
+    import fcntl
+    import threading
+
+    from hvcu_tasks.models import cache_runs
+
+    path = tmp_path / "lock"
+    path.touch()
+    probe = os.open(path, os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # someone listing runs at this moment
+    threading.Timer(0.1, os.close, [probe]).start()
+    fd = cache_runs.lock(path, retries=5)
+    assert fd is not None
+    assert cache_runs.live(tmp_path)
+    os.close(fd)
+    assert not cache_runs.live(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "knob",
+    [
+        ("--max_tokens", "5000"),
+        ("--batch_size", "4"),
+        ("--max_batch_size", "8"),
+        ("--device", "cuda:1"),
+        ("--process_docs_parallel", "1"),
+        ("--use_cache", "x"),
+        ("--baseline", "qwen25vl"),
+        ("--launcher_args", "name=sglang"),
+    ],
+)
+def test_knobs_that_send_the_same_requests_are_not_in_the_signature(knob: tuple[str, str]) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    assert command_signature(lmms_eval_argv(*knob)) == command_signature(lmms_eval_argv())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [("--limit", "5"), ("--offset", "2"), ("--repeats", "3"), ("--seed", "1"), ("--system_instruction", "Be brief")],
+)
+def test_arguments_that_change_the_requests_are_in_the_signature(change: tuple[str, str]) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    assert command_signature(lmms_eval_argv(*change)) != command_signature(lmms_eval_argv())
+
+
+def test_data_parallel_ranks_share_one_run_id_reuse_takes_every_share_and_each_reports(tmp_path: Path, capsys) -> None:
+    command = {"lmms_eval": {"tasks": "t"}}
+    ranks = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2, report=True) for r in (0, 1)]
+    assert ranks[0].run_id == ranks[1].run_id
+    for r, cache in enumerate(ranks):
+        for i in range(r, 10, 2):
+            cache.put(f"k{i}", f"A{i}")
+        cache.tally(["x"] * 5)
+        cache.end()
+    run_id = ranks[0].run_id
+    other = {"lmms_eval": {"tasks": "t2"}}
+    again = [
+        RequestCache(tmp_path, IDENTITY, command=other, reuse=run_id, rank=r, world_size=2, report=True) for r in (0, 1)
+    ]
+    hits = [sum(cache.get(f"k{i}") is not None for i in range(r, 10, 2)) for r, cache in enumerate(again)]
+    for cache in again:
+        cache.tally(["x"] * 5)
+        cache.end()
+    assert hits == [5, 5]
+    err = capsys.readouterr().err
+    assert "hvcu_context: rank 0: 5 replies reused from run " in err
+    assert "hvcu_context: rank 1: 5 replies reused from run " in err
+
+
+def test_a_killed_data_parallel_run_is_resumed_by_every_rank(tmp_path: Path) -> None:
+    command = {"lmms_eval": {"tasks": "t"}}
+    killed = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2) for r in (0, 1)]
+    for r, cache in enumerate(killed):
+        cache.put(f"k{r}", "A")
+        cache.failed(RuntimeError("killed"))
+    again = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2) for r in (0, 1)]
+    assert [c.run_id for c in again] == [killed[0].run_id] * 2
+    assert [c.get(f"k{r}") for r, c in enumerate(again)] == [("A", None), ("A", None)]
+
+
+def test_no_secret_bearing_argument_reaches_a_run_manifest(tmp_path: Path) -> None:
+    from hvcu_tasks.models.request_cache import command_signature
+
+    argv = lmms_eval_argv(
+        "--launcher_args",
+        "name=sglang,api_key=sk-launch1",
+        "--system_instruction",
+        "Bearer sk-sys2",
+        "--baseline",
+        "hf://user:sk-base3@host/repo",
+        "--gen_kwargs",
+        "temperature=0,api_key=sk-gen4",
+    )
+    RequestCache(tmp_path, IDENTITY, command=command_signature(argv)).end()
+    RequestCache(tmp_path, IDENTITY, command=command_signature(["/x/eval.py", "--api-key", "sk-raw5"])).end()
+    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    assert [s for s in ("sk-launch1", "sk-sys2", "sk-base3", "sk-gen4", "sk-raw5") if s in written] == []
+    shown = [m["command"] for m in run_manifests(tmp_path)]
+    assert {"tasks": "hvcu_bench", "model": "hvcu_context"} in shown and {"program": "eval.py"} in shown
+
+
+@pytest.mark.parametrize("text", ["reuse=false", "reuse=0", "reuse=none"])
+def test_reuse_off_as_lmms_eval_parses_it_is_none(text: str) -> None:
+    from lmms_eval.utils import simple_parse_args_string
+
+    from hvcu_tasks.models.request_cache import reuse_setting
+
+    assert reuse_setting(simple_parse_args_string(text)["reuse"]) == ()
+
+
+@pytest.mark.parametrize(("text", "name"), [("run=2026", "2026"), ("run=1.5", "1.5"), ("run=exp1", "exp1")])
+def test_run_names_as_lmms_eval_parses_them_are_names(text: str, name: str) -> None:
+    from lmms_eval.utils import simple_parse_args_string
+
+    from hvcu_tasks.models.request_cache import run_name
+
+    assert run_name(simple_parse_args_string(text)["run"]) == name
+
+
+def test_every_name_of_reuse_is_checked_even_with_all(tmp_path: Path) -> None:
+    first = local(Counting(), str(tmp_path))
+    first.generate_until(base_requests(1))
+    first.end_run()
+    with pytest.raises(ValueError, match="hvcu_context: reuse=all\\+typo: no run typo of this model"):
+        ContextWrapper.around(
+            Counting(), "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="all+typo"
+        )
+
+
+def test_a_manifest_is_written_durably(tmp_path: Path, monkeypatch) -> None:
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    assert len(synced) >= 2  # the manifest file and its folder

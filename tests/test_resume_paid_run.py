@@ -72,7 +72,9 @@ def finish(cmd: list[str], out: Path, cache: Path) -> str:
 
 def stored(cache: Path) -> int:
     """Replies stored in every run of every model under a cache root."""
-    return sum(len(read_replies(folder)) for folder in (cache / "requests-v2").glob("*/runs/*") if folder.is_dir())
+    return sum(
+        len(read_replies(folder)) for folder in (cache / "requests-v2").glob("*/runs/*/rank-*") if folder.is_dir()
+    )
 
 
 def outcome(out: Path) -> dict:
@@ -163,7 +165,7 @@ def test_a_new_checkpoint_served_under_the_same_name_is_asked_again(tmp_path: Pa
         reused = finish([*cmd[:4], args + ",reuse=all", *cmd[5:]], tmp_path / "reused", cache)
         third = len(server.requests)
 
-    runs = [json.loads(p.read_text()) for p in cache.glob("requests-v2/*/runs/*/run.json")]
+    runs = [json.loads(p.read_text()) for p in cache.glob("requests-v2/*/runs/*/rank-*/run.json")]
     runs.sort(key=lambda m: m["created_s"])
     assert (first, second, third) == (45, 45, 0)
     assert [m["state"] for m in runs] == ["finished"] * 3

@@ -17,24 +17,9 @@ credentials nor knobs that do not change a reply, NEUTRAL_ARGS), the inner model
 (IDENTITY_ATTRS) and, for client backends, the endpoint the client really talks to; URLs lose their user,
 password and query before they enter it; the cache's own arguments (cache, reuse, run: WRAPPER_ARGS) never
 do. One folder per identity, `<root>/<digest>/` (mode 0700), holds `identity.json` (what the digest stands
-for) and `runs/<run id>/`: `run.json` (the manifest: id, created, signature, command without credentials,
-rank, world size, state, counts; rewritten atomically), `lock`, and append-only JSONL files, one per writing
-process and session (so data-parallel ranks and concurrent runs never share a file).
-
-Runs, so that a name cannot answer for another model (a new checkpoint served under the same name and URL):
-a cache resumes the newest UNFINISHED run with the same signature (the command line without output options,
-OUTPUT_ARGS, or an explicit `run=` name; plus rank and world size) that no live process holds (flock on its
-`lock`, held until the run ends), else it starts a new run and reads nothing old. A run ends when the cache
-is ended, garbage-collected or the process exits; it is `finished` only when it was given requests, every
-one came back with a real, stored reply, no call raised and the process did not end on an unhandled
-exception; otherwise (and after a kill -9, which ends nothing) the same command resumes it and pays only
-what is missing. A call that raises ends the run at once (a new wrapper in the same process resumes it; the
-same wrapper's next call continues it). lmms-eval's CLI catches exceptions outside the model and exits 0:
-a crash after every reply came back (in scoring) leaves the run finished, so the rerun pays again - the safe
-side. Replies of finished runs, of other commands, and of the layout before runs (requests-v1, loose JSONL
-files: LEGACY) are used only on request: `reuse=all`, `reuse=RUN[+RUN]`, `reuse=v1` (newest run first when
-several hold a request); the output then says how many replies came from which run.
-`python -m hvcu_tasks.models.request_cache [ROOT]` lists every model's runs.
+for) and the runs (cache_runs.py: which run a cache resumes or starts, what it may reuse, their manifests).
+Each rank's share of a run, `runs/<id>/rank-<N>/`, holds append-only JSONL files, one per session of a
+process (a new one each time a share is opened or reopened), so ranks and concurrent runs never share a file.
 
 Each record is ASCII JSON (a reply cut inside an emoji, a lone surrogate, round-trips exactly) written with
 one `os.write` and fsync'd; a process killed mid-write leaves at most its file's last line torn, which readers
@@ -48,11 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import hashlib
 import importlib.metadata
 import inspect
-import io
 import json
 import logging
 import os
@@ -68,11 +51,14 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from hvcu_tasks.files import write_atomic
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no advisory locks
-    fcntl = None  # type: ignore[assignment]
+from hvcu_tasks.models import cache_runs as runs
+from hvcu_tasks.models.cache_runs import (  # noqa: F401 - the run settings, re-exported for the wrapper and scripts
+    LockUnsupported,
+    command_signature,
+    reuse_setting,
+    run_name,
+    write_manifest,
+)
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -370,41 +356,14 @@ def _record(raw: bytes) -> tuple[str, Reply] | None:
     return key, Reply(text, finish)
 
 
-# ---- runs ----
-
-RUNS = "runs"
-"""Subfolder of an identity folder: one folder per run (`run.json`, `lock`, the run's JSONL files)."""
-
-LEGACY = "v1"
-"""The name `reuse=` gives the replies stored before runs existed (requests-v1, loose JSONL files)."""
+# ---- runs (cache_runs.py decides which run; this class holds its replies) ----
 
 LEGACY_FOLDER = "requests-v1"
 """The default root of the layout without runs, next to CACHE_FOLDER."""
 
-OUTPUT_ARGS = frozenset(
-    {
-        "output_path",
-        "log_samples",
-        "log_samples_suffix",
-        "wandb_args",
-        "wandb_log_samples",
-        "swanlab_args",
-        "swanlab_log_samples",
-        "hf_hub_log_args",
-        "verbosity",
-        "show_config",
-        "timezone",
-        "write_out",
-        "use_cache",
-        "predict_only",
-        "tui",
-        "model_args",
-    }
-)
-"""lmms-eval arguments left out of a run's signature: where and how results are written (`model_args` are the
-model identity already, its sending knobs and `cache`/`reuse`/`run` never change which requests are sent)."""
+JOIN_WAIT_S = 120.0
+"""How long a rank above 0 without torch.distributed waits for rank 0 to open the command's run."""
 
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _EXITING = False
 """Set by an atexit hook that runs before any run ends at interpreter exit (an unhandled exception then counts)."""
 _EXIT_HOOKED = False
@@ -416,154 +375,8 @@ def _mark_exiting() -> None:
     _EXITING = True
 
 
-def _is_lmms_eval(program: str) -> bool:
-    """Whether argv[0] is lmms-eval's CLI (the `lmms-eval` script or `python -m lmms_eval`)."""
-    path = Path(program)
-    return path.name in ("lmms-eval", "lmms_eval") or (path.name == "__main__.py" and path.parent.name == "lmms_eval")
-
-
-def _lmms_eval_args(program: str, args: list[str]) -> dict[str, Any] | None:
-    """Return lmms-eval's parsed arguments that decide the requests (None when they do not parse)."""
-    if args and args[0] == "eval":
-        args = args[1:]
-    saved = sys.argv
-    try:
-        from lmms_eval.__main__ import parse_eval_args
-
-        sys.argv = [program, *args]
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            _parser, namespace = parse_eval_args()
-    except (Exception, SystemExit):  # noqa: BLE001 - not an lmms-eval command line after all: use the raw one
-        return None
-    finally:
-        sys.argv = saved
-    values = {k: v for k, v in vars(namespace).items() if k not in OUTPUT_ARGS}
-    if values.get("config"):
-        try:
-            values["config_sha256"] = hashlib.sha256(Path(values["config"]).read_bytes()).hexdigest()
-        except OSError:
-            pass
-    return _public(values)
-
-
-def command_signature(argv: list[str] | None = None, name: str | None = None) -> dict[str, Any]:
-    """Return what makes two runs "the same command": `name` if given, else the command line minus output options.
-
-    For lmms-eval's CLI that is its parsed arguments without OUTPUT_ARGS (so `--output_path`, `--log_samples`
-    and the model arguments, already the identity, do not count; a `--config` file counts by its content).
-    For any other program (a script calling simple_evaluate) it is the script's path and arguments.
-    """
-    if name is not None:
-        return {"run": name}
-    argv = list(sys.argv if argv is None else argv)
-    program, args = (argv[0] if argv else ""), argv[1:]
-    if _is_lmms_eval(program):
-        parsed = _lmms_eval_args(program, args)
-        if parsed is not None:
-            return {"lmms_eval": parsed}
-    return {"program": os.path.abspath(program) if program else "", "argv": args}
-
-
-def _shown_command(command: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the part of a signature written to disk: never a raw command line (it may hold a key)."""
-    if "argv" in command:
-        return {"program": command.get("program", "")}
-    return dict(command)
-
-
-def reuse_setting(value: Any) -> tuple[str, ...]:
-    """Return the `reuse` model argument as run names ('all', 'v1' or run ids, joined by '+'); () for none."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in OFF | {""}):
-        return ()
-    if isinstance(value, (list, tuple)):
-        value = "+".join(str(v) for v in value)
-    if not isinstance(value, str):
-        raise ValueError(f"hvcu_context: reuse must be none, all, {LEGACY} or run ids joined by '+', got {value!r}")
-    names = tuple(dict.fromkeys(part.strip() for part in value.split("+")))
-    bad = [n for n in names if not _RUN_NAME.fullmatch(n)]
-    if bad:
-        raise ValueError(f"hvcu_context: reuse={value}: {bad[0]!r} is not a run id (none, all, {LEGACY} or RUN+RUN)")
-    return ("all",) if "all" in names else names
-
-
-def run_name(value: Any) -> str | None:
-    """Return the `run` model argument (a name that stands for the command line in the run signature), or None."""
-    if value is None:
-        return None
-    if isinstance(value, str) and _RUN_NAME.fullmatch(value.strip()):
-        return value.strip()
-    raise ValueError(f"hvcu_context: run must be a name of letters, digits, '.', '_' or '-', got {value!r}")
-
-
-def _lock(path: Path) -> int | None:
-    """Open and exclusively lock a run's lock file; None when another open run holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    if fcntl is None:  # pragma: no cover - no advisory locks (Windows): a live run is not told apart
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _live(folder: Path) -> bool:
-    """Whether a run is open in some wrapper now (its lock is held)."""
-    try:
-        fd = _lock(folder / "lock")
-    except OSError:
-        return False
-    if fd is None:
-        return True
-    os.close(fd)
-    return False
-
-
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """Return a run folder's manifest (`run.json`), or None when it has none or it cannot be read."""
-    try:
-        data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("request cache: cannot read %s (%s); that run is left alone", folder / "run.json", exc)
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("run"), str) else None
-
-
-def list_runs(identity_folder: Path) -> list[dict[str, Any]]:
-    """Return the manifests of an identity folder's runs, oldest first, each with its `status` now.
-
-    status: `finished`; `live` (open in a wrapper now); `unfinished` (ended with requests missing, or killed).
-    """
-    found = []
-    for folder in sorted((Path(identity_folder) / RUNS).glob("*")):
-        manifest = read_manifest(folder) if folder.is_dir() else None
-        if manifest is None:
-            continue
-        if manifest.get("state") == "finished":
-            status = "finished"
-        else:
-            status = "live" if _live(folder) else "unfinished"
-        found.append({**manifest, "status": status, "folder": str(folder)})
-    return sorted(found, key=lambda m: (m.get("created_s", 0), m["run"]))
-
-
-def describe(manifest: Mapping[str, Any]) -> str:
-    """Return a run as people read it: `ID (finished, 2026-12-01 19:26)`."""
-    created = manifest.get("created_s")
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if isinstance(created, (int, float)) else "?"
-    return f"{manifest['run']} ({manifest.get('status', manifest.get('state', '?'))}, {when})"
-
-
-def _new_run_id() -> str:
-    """Return a fresh run id: local start time and 4 random hex digits (20261201T192600-ab12)."""
-    return f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
-
-
-class _Run:
-    """This process's part in a run: its lock, its record file, and what it was asked and answered."""
+class _Share:
+    """This process's share of a run (one rank's folder): its lock, its record file, what it was asked and answered."""
 
     def __init__(self, folder: Path, manifest: dict[str, Any], lock_fd: int) -> None:
         self.folder = folder
@@ -583,31 +396,23 @@ class _Run:
         self.ended = False
 
     def write_manifest(self, **changes: Any) -> bool:
-        """Update and atomically rewrite the run's manifest; warn (once) and return False when it cannot."""
+        """Update and durably rewrite the share's manifest; False (with a warning) when it cannot."""
         self.manifest.update(changes, updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        try:
-            write_atomic(self.folder / "run.json", json.dumps(self.manifest, indent=2, ensure_ascii=True) + "\n")
-        except OSError as exc:
-            log.warning("request cache: cannot write %s (%s)", self.folder / "run.json", exc.strerror or exc)
-            return False
-        return True
+        return write_manifest(self.folder, self.manifest)
 
     def why_unfinished(self) -> str | None:
-        """Return why the run is not finished (a rerun of the command resumes it), or None when it is."""
+        """Return why the model phase did not complete (a rerun of the command resumes the run), or None."""
         if self.raised is not None:
             return f"a call raised {self.raised}"
-        if _EXITING and getattr(sys, "last_value", None) is not None:
-            return f"the process ended with {type(sys.last_value).__name__}"
+        last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if _EXITING and last is not None:
+            return f"the process ended with {type(last).__name__}"
         if not self.given:
             return "it was given no requests"
-        if self.missing:
-            return f"{self.missing} of {self.given} requests got no real reply"
-        if self.unstored:
-            return f"{self.unstored} replies could not be stored"
         return None
 
     def end(self) -> None:
-        """End this process's part: finished when every request got a stored reply, else left to resume."""
+        """End this process's share: finished when the model phase completed (failed replies or not)."""
         with self.lock:
             if self.ended:
                 return
@@ -624,6 +429,7 @@ class _Run:
             from_run=self.from_run,
             reused=dict(self.reused),
             failed=self.missing,
+            unstored=self.unstored,
             replies=self.total,
         )
         if self.lock_fd is not None:
@@ -637,19 +443,30 @@ class _Run:
                 self.folder,
             )
         if self.report:
+            rank = f"rank {self.manifest.get('rank', 0)}: " if int(self.manifest.get("world_size", 1)) > 1 else ""
             for source, count in self.reused.items():
-                print(f"hvcu_context: {count} replies reused from run {self.sources[source]}", file=sys.stderr)
+                print(f"hvcu_context: {rank}{count} replies reused from run {self.sources[source]}", file=sys.stderr)
             if why and self.given:
-                print(f"hvcu_context: run {run} left unfinished ({why}); the same command resumes it", file=sys.stderr)
+                print(
+                    f"hvcu_context: {rank}run {run} left unfinished ({why}); the same command resumes it",
+                    file=sys.stderr,
+                )
+            elif not why and self.missing:
+                print(
+                    f"hvcu_context: {rank}run {run} finished with {self.missing} requests without a reply; "
+                    f"rerun with reuse={run} to ask only those",
+                    file=sys.stderr,
+                )
 
 
 class RequestCache:
-    """One run's replies of one model identity under `root`, each new one appended and fsync'd as it arrives.
+    """One rank's share of one run of one model identity under `root`; each new reply appended and fsync'd.
 
-    A new cache resumes the newest unfinished run of the same identity and signature (command line, rank,
-    world size) that no live wrapper holds, else starts a new run; it reads that run's replies and, with
-    `reuse`, those of the earlier runs named. The run ends (`end()`, the cache garbage-collected, or the
-    process exiting): finished when every request tallied got a real, stored reply and no call raised.
+    A new cache resumes the newest unfinished run of the same identity and signature (cache_runs.py) that no
+    live process holds, else starts a new run; it reads that run's replies (this rank's share) and, with
+    `reuse`, those of the earlier runs named (every rank's share). The share ends with `end()`, the cache
+    garbage-collected or the process exiting: finished unless a call raised (`failed`) or the process ended
+    on an unhandled exception. Every rank of a data-parallel command opens the same run id.
     """
 
     def __init__(
@@ -676,20 +493,20 @@ class RequestCache:
         card = self.folder / "identity.json"
         if not card.exists():
             write_atomic(card, json.dumps(self.identity, indent=2, sort_keys=True, ensure_ascii=True) + "\n")
-        (self.folder / RUNS).mkdir(exist_ok=True, mode=0o700)
-        self.command = command_signature() if command is None else dict(command)
-        self.signature = digest({"command": self.command, "rank": rank, "world_size": world_size})
-        wanted = reuse_setting(reuse)
-        self.earlier = list_runs(self.folder)
+        (self.folder / runs.RUNS).mkdir(exist_ok=True, mode=0o700)
+        self.command = runs.command_signature() if command is None else dict(command)
+        self.rank, self.world_size = rank, world_size
+        self.signature, self.ordinal = runs.run_signature(self.identity_digest, self.command, world_size)
+        wanted = runs.reuse_setting(reuse)
+        self.earlier = runs.list_runs(self.folder)
         self.source_names: dict[str, str] = {}
         sources = self._sources(wanted, reuse)
-        run = self._resume() or self._start(rank, world_size)
+        share = self._open_share()
         self._report = report
-        self.run_id: str = run.manifest["run"]
-        self.resumed = run.manifest.get("sessions", 1) > 1
-        self.replies = read_replies(run.folder)
+        self.run_id: str = share.manifest["run"]
+        self.resumed = share.manifest.get("sessions", 1) > 1
+        self.replies = read_replies(share.folder)
         self.loaded = len(self.replies)
-        run.total = self.loaded
         self.reused: dict[str, tuple[Reply, str]] = {}
         for name, folders in sources:
             if name == self.run_id:
@@ -700,127 +517,90 @@ class RequestCache:
                         self.reused.setdefault(key, (reply, name))
         self.hits = 0
         self.stored = 0
+        self.sample = 0
         self._lock = threading.Lock()
         self._broken = False
         self._warned: set[str] = set()
-        self._open(run)
+        self._open(share)
         if not _EXIT_HOOKED:  # after weakref's own exit hook, so this one runs first (atexit is LIFO)
             atexit.register(_mark_exiting)
             _EXIT_HOOKED = True
 
     # -- runs --
 
-    def _open(self, run: _Run) -> None:
-        """Make `run` the one this cache writes to (a new record file), ended with the cache at the latest."""
-        run.report = self._report
-        run.sources = self.source_names
-        run.total = len(self.replies)
-        self._run = run
-        self.run_id = run.manifest["run"]
-        self.path = run.folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
-        self._finalizer = weakref.finalize(self, run.end)
+    def _open(self, share: _Share) -> None:
+        """Make `share` the one this cache writes to (a new record file), ended with the cache at the latest."""
+        share.report = self._report
+        share.sources = self.source_names
+        share.total = len(self.replies)
+        self._run = share
+        self.run_id = share.manifest["run"]
+        self.path = share.folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        self._finalizer = weakref.finalize(self, share.end)
 
-    @property
-    def ended(self) -> bool:
-        """Whether this cache's run has ended (a call raised, or `end()`): `reopen()` continues it."""
-        return self._run.ended
-
-    def reopen(self) -> bool:
-        """Continue this cache's ended run in a new session; False (nothing more is stored) when another holds it."""
-        if not self._run.ended:
-            return True
-        folder = self._run.folder
-        fd = _lock(folder / "lock")
-        current = read_manifest(folder) if fd is not None else None
-        if fd is None or current is None:
-            if fd is not None:
-                os.close(fd)
-            self.warn("reopen", f"run {self.run_id} is open elsewhere now; later replies are not cached")
-            return False
-        run = _Run(folder, current, fd)
-        run.write_manifest(state="running", pid=os.getpid(), sessions=int(current.get("sessions", 1)) + 1)
-        self._open(run)
-        return True
-
-    def _legacy_folders(self) -> list[Path]:
-        """Return the folders holding this identity's replies stored before runs existed."""
-        folders = [self.folder]
-        if self.root.name == CACHE_FOLDER:
-            folders.append(self.root.parent / LEGACY_FOLDER / self.folder.name)
-        return [f for f in folders if f.is_dir() and any(f.glob("*.jsonl"))]
-
-    def _sources(self, wanted: tuple[str, ...], value: Any) -> list[tuple[str, list[Path]]]:
-        """Return (name, folders) of the earlier replies `reuse` asks for, newest run first (its reply wins when
-        several runs hold a request; the layout before runs comes last); an unknown name is a one-line error."""
-        by_id = {m["run"]: m for m in reversed(self.earlier)}
-        legacy = self._legacy_folders()
-        names = [*by_id, *([LEGACY] if legacy else [])] if wanted == ("all",) else list(wanted)
-        unknown = [n for n in names if n not in by_id and not (n == LEGACY and legacy)]
-        if unknown:
-            known = [describe(m) for m in reversed(self.earlier)]
-            known += [f"{LEGACY} (replies stored before runs existed)"] if legacy else []
-            listed = f"its runs: {', '.join(known)}" if known else "it has no earlier runs"
-            raise ValueError(
-                f"hvcu_context: reuse={value}: no run {unknown[0]} of this model in {self.folder}; {listed}"
-            )
-        sources = []
-        order = list(by_id)
-        for name in sorted(names, key=lambda n: order.index(n) if n in by_id else len(order)):
-            if name == LEGACY:
-                sources.append((name, legacy))
-                self.source_names[name] = f"{LEGACY} (replies stored before runs existed)"
-            else:
-                sources.append((name, [Path(by_id[name]["folder"])]))
-                self.source_names[name] = describe(by_id[name])
-        return sources
-
-    def _resume(self) -> _Run | None:
-        """Lock and return the newest unfinished, not live run of this signature, or None."""
-        for manifest in reversed(self.earlier):
-            if manifest.get("signature") != self.signature or manifest["status"] != "unfinished":
+    def _resumable(self) -> str | None:
+        """Return the id of the newest unfinished run of this signature that no live process holds, or None."""
+        for run in reversed(self.earlier):
+            if run["signature"] != self.signature or run["status"] != "unfinished":
                 continue
-            folder = Path(manifest["folder"])
-            fd = _lock(folder / "lock")
-            if fd is None:
+            if run["shares"][0]["folder"] == run["folder"]:  # the first layout (no rank folders): left alone
                 continue
-            current = read_manifest(folder)  # it may have ended between the listing and the lock
-            if current is None or current.get("state") == "finished":
-                os.close(fd)
-                continue
-            run = _Run(folder, current, fd)
-            run.write_manifest(state="running", pid=os.getpid(), sessions=int(current.get("sessions", 1)) + 1)
-            return run
+            return run["run"]
         return None
 
-    def _start(self, rank: int, world_size: int) -> _Run:
-        """Create, lock and return a new run of this signature."""
+    def _joinable(self) -> str | None:
+        """Return the newest run of this signature whose rank-0 share is open now (this command's, on rank 0)."""
+        deadline = time.monotonic() + JOIN_WAIT_S
         while True:
-            run_id = _new_run_id()
-            folder = self.folder / RUNS / run_id
-            try:
-                folder.mkdir(mode=0o700)
-            except FileExistsError:
+            for run in reversed(runs.list_runs(self.folder)):
+                if run["signature"] != self.signature:
+                    continue
+                by_rank = {s["manifest"].get("rank"): s for s in run["shares"]}
+                if by_rank.get(0, {}).get("live") and not by_rank.get(self.rank, {}).get("live"):
+                    return run["run"]
+            if time.monotonic() > deadline:
+                log.warning("request cache: rank %d found no run opened by rank 0; it starts its own", self.rank)
+                return None
+            time.sleep(0.2)
+
+    def _open_share(self) -> _Share:
+        """Lock and return this rank's share of the run to use: rank 0's choice (resumed or new) on every rank."""
+        rank, world = self.rank, self.world_size
+        if rank == 0 or world == 1:
+            run_id = runs.agreed_run_id(self._resumable() or runs.new_run_id(), rank, world)
+        else:
+            run_id = runs.agreed_run_id(None, rank, world) or self._joinable() or self._resumable()
+        for _attempt in range(8):
+            folder = runs.share_folder(self.folder / runs.RUNS / (run_id or runs.new_run_id()), rank)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = runs.lock(folder / "lock", retries=5)
+            if fd is None:  # another process opened it first (two commands resuming one run): start afresh
+                run_id = None
                 continue
-            break
-        fd = _lock(folder / "lock")
-        assert fd is not None  # a folder made just now: nobody else holds its lock
-        manifest = {
-            "run": run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "created_s": time.time(),
-            "state": "running",
-            "signature": self.signature,
-            "command": _public(_shown_command(self.command)),
-            "rank": rank,
-            "world_size": world_size,
-            "pid": os.getpid(),
-            "sessions": 1,
-        }
-        run = _Run(folder, manifest, fd)
-        if not run.write_manifest():
-            os.close(fd)
-            raise OSError(f"cannot write {folder / 'run.json'}")
-        return run
+            current = runs.read_manifest(folder)
+            if current is not None:
+                share = _Share(folder, current, fd)
+                share.write_manifest(state="running", pid=os.getpid(), sessions=int(current.get("sessions", 1)) + 1)
+                return share
+            manifest = {
+                "run": folder.parent.name,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "created_s": time.time(),
+                "state": "running",
+                "signature": self.signature,
+                "ordinal": self.ordinal,
+                "command": runs.shown_command(self.command),
+                "rank": rank,
+                "world_size": world,
+                "pid": os.getpid(),
+                "sessions": 1,
+            }
+            share = _Share(folder, manifest, fd)
+            if not share.write_manifest():
+                os.close(fd)
+                raise OSError(f"cannot write {folder / 'run.json'}")
+            return share
+        raise OSError(f"cannot open a run in {self.folder / runs.RUNS}: every candidate is held by another process")
 
     def start_lines(self) -> list[str]:
         """Return what the output says at start: the run resumed or started, and which earlier replies are used."""
@@ -838,48 +618,103 @@ class RequestCache:
             used = ", ".join(f"{names[n]}: {counts.get(n, 0)} replies" for n in names if n != self.run_id)
             lines.append(f"hvcu_context: reuse: requests this run has no reply for are answered from {used}")
         else:
-            others = [m for m in self.earlier if m["run"] != self.run_id]
+            others = [m for m in self.earlier if m["run"] != self.run_id and m["status"] != "live"]
             legacy = self._legacy_folders()
             if others or legacy:
                 parts = []
                 if others:
-                    parts.append(f"{len(others)} earlier runs of this model (newest: {describe(others[-1])})")
+                    parts.append(f"{len(others)} earlier runs of this model (newest: {runs.describe(others[-1])})")
                 if legacy:
-                    parts.append(f"replies stored before runs existed ({LEGACY})")
+                    parts.append(f"replies stored before runs existed ({runs.LEGACY})")
                 lines.append(
                     f"hvcu_context: {' and '.join(parts)} are NOT reused; reuse=all takes them, reuse=RUN[+RUN] "
-                    f"some (list: python -m hvcu_tasks.models.request_cache {self.root})"
+                    f"some (list: hvcu cache list {self.root})"
                 )
         return lines
+
+    @property
+    def ended(self) -> bool:
+        """Whether this cache's share has ended (a call raised, or `end()`): `reopen()` continues it."""
+        return self._run.ended
+
+    def reopen(self) -> bool:
+        """Continue this cache's ended share in a new session; False (nothing more is stored) when another holds it."""
+        if not self._run.ended:
+            return True
+        folder = self._run.folder
+        fd = runs.lock(folder / "lock", retries=5)
+        current = runs.read_manifest(folder) if fd is not None else None
+        if fd is None or current is None:
+            if fd is not None:
+                os.close(fd)
+            self.warn("reopen", f"run {self.run_id} is open elsewhere now; later replies are not cached")
+            return False
+        share = _Share(folder, current, fd)
+        share.write_manifest(state="running", pid=os.getpid(), sessions=int(current.get("sessions", 1)) + 1)
+        self._open(share)
+        return True
+
+    def _legacy_folders(self) -> list[Path]:
+        """Return the folders holding this identity's replies stored before runs existed."""
+        folders = [self.folder]
+        if self.root.name == CACHE_FOLDER:
+            folders.append(self.root.parent / LEGACY_FOLDER / self.folder.name)
+        return [f for f in folders if f.is_dir() and any(f.glob("*.jsonl"))]
+
+    def _sources(self, wanted: tuple[str, ...], value: Any) -> list[tuple[str, list[Path]]]:
+        """Return (name, folders) of the earlier replies `reuse` asks for, newest run first (its reply wins when
+        several runs hold a request; the layout before runs comes last); an unknown name is a one-line error."""
+        by_id = {m["run"]: m for m in reversed(self.earlier)}
+        legacy = self._legacy_folders()
+        named = [n for n in wanted if n != "all"]
+        unknown = [n for n in named if n not in by_id and not (n == runs.LEGACY and legacy)]
+        if unknown:
+            known = [runs.describe(m) for m in reversed(self.earlier)]
+            known += [f"{runs.LEGACY} (replies stored before runs existed)"] if legacy else []
+            listed = f"its runs: {', '.join(known)}" if known else "it has no earlier runs"
+            raise ValueError(
+                f"hvcu_context: reuse={value}: no run {unknown[0]} of this model in {self.folder}; {listed}"
+            )
+        names = [*by_id, *([runs.LEGACY] if legacy else [])] if "all" in wanted else named
+        sources = []
+        order = list(by_id)
+        for name in sorted(names, key=lambda n: order.index(n) if n in by_id else len(order)):
+            if name == runs.LEGACY:
+                sources.append((name, legacy))
+                self.source_names[name] = f"{runs.LEGACY} (replies stored before runs existed)"
+            else:
+                sources.append((name, [Path(s["folder"]) for s in by_id[name]["shares"]]))
+                self.source_names[name] = runs.describe(by_id[name])
+        return sources
 
     # -- accounting --
 
     def tally(self, texts: list[Any]) -> None:
-        """Count requests given to the model and their replies (a reply that is not real text leaves the run open)."""
+        """Count requests given to the model and those without a real reply (reported when the run ends)."""
         with self._lock:
             self._run.given += len(texts)
             self._run.missing += sum(1 for t in texts if not keepable(t))
 
     def failed(self, exc: BaseException) -> None:
-        """End the run now as unfinished because a call raised: the same command (or a new wrapper) resumes it."""
+        """End the share now as unfinished because a call raised: the same command (or `reopen()`) continues it."""
         self._run.raised = type(exc).__name__
         self.end()
 
     def end(self) -> None:
-        """End this run now (also done when the cache is garbage-collected or the process exits)."""
+        """End this share now (also done when the cache is garbage-collected or the process exits)."""
         self._finalizer()
 
     @property
     def state(self) -> str:
-        """The run's state on disk: running, finished or unfinished."""
+        """The share's state on disk: running, finished or unfinished."""
         return str(self._run.manifest.get("state"))
 
     # -- replies --
 
-    def key(self, request: Any) -> str | None:
-        """Return the key of a request under this identity, or None (sent uncached) when it cannot be keyed."""
+    def key(self, request: Any, sample: int = 0) -> str | None:
+        """Return the key of a request (its `sample`-th copy in a call) under this identity, or None (uncached)."""
         try:
-            return digest([self.identity_digest, request])
+            return digest([self.identity_digest, request] + ([{"sample": sample}] if sample else []))
         except Uncacheable as exc:
             log.debug("request cache: request not cached (%s)", exc)
         except Exception as exc:  # noqa: BLE001 - the cache never stops a request
@@ -967,36 +802,6 @@ class RequestCache:
     def close(self) -> None:
         """End this run (see `end`)."""
         self.end()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """List the runs of every model in a request cache: `python -m hvcu_tasks.models.request_cache [ROOT]`."""
-    args = sys.argv[1:] if argv is None else argv
-    if args:
-        root = Path(args[0]).expanduser()
-    else:
-        located = cache_location("on", api=True)
-        if located is None:  # pragma: no cover - cache_location raises instead
-            return 1
-        root = located
-    folders = sorted(f for f in root.glob("*") if (f / "identity.json").is_file()) if root.is_dir() else []
-    if not folders:
-        print(f"no request cache under {root}")
-        return 0
-    for folder in folders:
-        try:
-            identity = json.loads((folder / "identity.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            identity = {}
-        print(f"{folder}  {identity.get('backend', '?')} {json.dumps(identity.get('args', {}), sort_keys=True)}")
-        for m in list_runs(folder):
-            why = f"  ({m['why']})" if m.get("why") and m["status"] != "finished" else ""
-            reused = "".join(f", {n} from {run}" for run, n in (m.get("reused") or {}).items())
-            rank = f"rank {m.get('rank', 0)}/{m.get('world_size', 1)}"
-            print(f"  {describe(m)}  {rank}  {m.get('replies', '?')} replies{reused}{why}")
-        if any(folder.glob("*.jsonl")):
-            print(f"  {LEGACY} (replies stored before runs existed)")
-    return 0
 
 
 # ---- OpenAI clients ----
@@ -1087,7 +892,7 @@ def hook_client(client: Any, cache: RequestCache) -> bool:
     def lookup(args: tuple, kwargs: dict) -> tuple[str | None, Any]:
         if not _cacheable_call(args, kwargs):
             return None, None
-        key = cache.key(kwargs)
+        key = cache.key(kwargs, cache.sample)
         reply = cache.get(key)
         if reply is None:
             return key, None
@@ -1149,7 +954,3 @@ def openai_client(model: Any) -> Any:
         return None
     client = getattr(model, "client", None)
     return client if isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)) else None
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,19 +27,21 @@ With the default setting a cache folder that cannot be created turns the cache o
 (`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: by default a wrapper resumes the
 unfinished run of the same command (a killed run) and otherwise starts a new one that reads nothing old, so
 a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
-replies, `run=NAME` names the run instead of the command line (request_cache.py).
+replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
+model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from hvcu_tasks.models.cache_runs import LockUnsupported
 from hvcu_tasks.models.request_cache import (
     IDENTITY_ATTRS,
     RequestCache,
@@ -128,7 +130,7 @@ class ContextWrapper(lmms):
         `model_args` (what the model was built with) enter the request cache's model identity, with the model's
         own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
         it is, the cache stays off (default) or `cache=on` is an error. The run signature is this script's
-        command line unless `run` names it; `reuse` takes earlier runs' replies (request_cache.py).
+        command line unless `run` names it; `reuse` takes earlier runs' replies (cache_runs.py).
         """
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
@@ -200,8 +202,15 @@ class ContextWrapper(lmms):
                 reuse=reuse,
                 rank=self.rank,
                 world_size=self.world_size,
-                report=self.rank == 0,
+                report=True,
             )
+        except LockUnsupported as exc:
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off ({exc.strerror}: runs cannot be told apart)")
+                return
+            raise ValueError(
+                f"hvcu_context: cache={setting}: {exc.strerror}; give a cache=PATH on a local disk"
+            ) from None
         except OSError as exc:
             why = exc.strerror or str(exc)
             if setting == "auto":
@@ -253,7 +262,7 @@ class ContextWrapper(lmms):
     def generate_until(self, requests: list[Instance]) -> list[Any]:
         """Single-round requests go straight to the inner model (through the request cache when it is on)."""
         self._hint(requests, 1)
-        return self._generate(requests)
+        return self._guarded(lambda: self._by_sample(requests, self._generate))
 
     def _hint(self, requests: list[Instance], rounds: int) -> None:
         """Say once how to feed an inner routed backend that runs at batch size 1, naming the wrapper's command."""
@@ -262,7 +271,45 @@ class ContextWrapper(lmms):
         command = f"--model hvcu_context --model_args inner={self.inner_name}"
         hint_once(self.inner, self.inner_name, requests, rounds, command)
 
-    def _generate(self, requests: list[Instance]) -> list[Any]:
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        """Run one model call of the evaluation; anything it raises ends the cache's run as unfinished.
+
+        Whatever raises (the inner model, a document lookup, a task's doc_to_messages, an image decode), the
+        model phase did not complete: the same command resumes the run.
+        """
+        cache = self.request_cache
+        if cache is None:
+            return call()
+        cache.reopen()  # a call after one that raised (which ended the run) continues the run
+        try:
+            return call()
+        except BaseException as exc:
+            cache.failed(exc)
+            raise
+
+    @staticmethod
+    def _by_sample(requests: list[Any], answer: Callable[[list[Any], int], list[Any]]) -> list[Any]:
+        """Answer requests with `answer(part, k)`, part k holding each request's k-th copy in the list.
+
+        lmms-eval's `--repeats K` lists one Instance K times: each copy is its own sample (keyed with k), while
+        equal requests of different Instances (the context setting's level 1 and the base request) share one.
+        """
+        seen: dict[int, int] = {}
+        samples = []
+        for request in requests:
+            samples.append(seen.get(id(request), 0))
+            seen[id(request)] = samples[-1] + 1
+        replies: list[Any] = [None] * len(requests)
+        for sample in sorted(set(samples)):
+            part = [i for i, k in enumerate(samples) if k == sample]
+            got = answer([requests[i] for i in part], sample)
+            if len(got) != len(part):
+                raise RuntimeError(f"returned {len(got)} replies for {len(part)} requests")
+            for i, reply in zip(part, got, strict=True):
+                replies[i] = reply
+        return replies
+
+    def _generate(self, requests: list[Instance], sample: int = 0) -> list[Any]:
         """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
 
         A client backend's cache sits in its client, so its requests go to the inner model in one call.
@@ -270,23 +317,38 @@ class ContextWrapper(lmms):
         cache = self.request_cache
         if cache is None:
             return self._call_inner(requests)
-        cache.reopen()  # a call after one that raised (which ended the run) continues the run
-        try:
-            replies = self._call_inner(requests) if self._client_cached else self._generate_cached(cache, requests)
-        except BaseException as exc:
-            cache.failed(exc)
-            raise
+        if self._client_cached:
+            cache.sample = sample
+            try:
+                replies = self._call_inner(requests)
+            finally:
+                cache.sample = 0
+        else:
+            replies = self._generate_cached(cache, requests, sample)
         cache.tally([_text(reply) for reply in replies])
         return replies
 
-    def _generate_cached(self, cache: RequestCache, requests: list[Instance]) -> list[Any]:
-        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply."""
-        keys = [cache.key(self._request_content(r)) for r in requests]
+    def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
+        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply.
+
+        Equal requests within the call are sent once; each gets that reply.
+        """
+        keys = [cache.key(self._request_content(r), sample) for r in requests]
         replies: list[Any] = []
-        for key in keys:
+        first: dict[str, int] = {}
+        copies: list[tuple[int, int]] = []
+        todo = []
+        for i, key in enumerate(keys):
             stored = cache.get(key)
             replies.append(None if stored is None else stored.text)
-        todo = [i for i, reply in enumerate(replies) if reply is None]
+            if stored is not None:
+                continue
+            if key is not None and key in first:
+                copies.append((i, first[key]))
+                continue
+            if key is not None:
+                first[key] = i
+            todo.append(i)
         for start in range(0, len(todo), self.chunk_size):
             part = todo[start : start + self.chunk_size]
             got = self._call_inner([requests[i] for i in part])
@@ -296,6 +358,8 @@ class ContextWrapper(lmms):
                 replies[i] = reply
                 if keepable(_text(reply)):
                     cache.put(keys[i], _text(reply))
+        for i, source in copies:
+            replies[i] = replies[source]
         return replies
 
     def _call_inner(self, requests: list[Instance]) -> list[Any]:
@@ -322,21 +386,25 @@ class ContextWrapper(lmms):
         return {"messages": doc_to_messages(self.task_dict[task][split][doc_id]), "gen_kwargs": gen_kwargs}
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
-        """Delegate log-likelihood requests to the inner model."""
-        return self.inner.loglikelihood(requests)
+        """Delegate log-likelihood requests to the inner model (a raise leaves the cache's run unfinished)."""
+        return self._guarded(lambda: self.inner.loglikelihood(requests))
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
         """Run every document's rounds, `chunk_size` documents at a time (rounds.py); replies in request order."""
         from hvcu_tasks.models.routing import CHAIN_ROUNDS
 
         self._hint(requests, CHAIN_ROUNDS)
-        return run_rounds(
-            requests,
-            self.inner.task_dict,
-            self._generate,
-            self.chunk_size,
-            name=self.inner_name,
-            rank=self.rank,
-            rounds_sent=self.rounds_sent,
-            desc="hvcu_context chains",
-        )
+
+        def chains(part: list[Instance], sample: int) -> list[list[str | None]]:
+            return run_rounds(
+                part,
+                self.inner.task_dict,
+                lambda batch: self._generate(batch, sample),
+                self.chunk_size,
+                name=self.inner_name,
+                rank=self.rank,
+                rounds_sent=self.rounds_sent,
+                desc="hvcu_context chains",
+            )
+
+        return self._guarded(lambda: self._by_sample(requests, chains))
