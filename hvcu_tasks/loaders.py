@@ -333,6 +333,21 @@ def describe_expected_columns() -> str:
     )
 
 
+def _add_record(result: LoadResult, mapped: tuple[Sample | None, list[Problem]]) -> None:
+    """Add one mapped record's sample (when usable) and problems to `result`."""
+    sample, problems = mapped
+    result.problems.extend(problems)
+    if sample is not None:
+        result.samples.append(sample)
+
+
+def _checked_nonempty(result: LoadResult, last_index: int, source: str) -> LoadResult:
+    """Return `result`, with a problem when the source held no rows (`last_index` < 0)."""
+    if last_index < 0:
+        result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
+    return result
+
+
 def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
     """Map the rows of a user's local parquet file to Samples, failing clearly when the columns are not ones we know.
 
@@ -368,13 +383,8 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str)
                 ]
             )
         record = {**row, "id": row[id_col], "qa_levels": levels}
-        sample, problems = record_to_sample(record, family, source, _image_cell(row[img_col]), index)
-        result.problems.extend(problems)
-        if sample is not None:
-            result.samples.append(sample)
-    if index < 0:
-        result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
-    return result
+        _add_record(result, record_to_sample(record, family, source, _image_cell(row[img_col]), index))
+    return _checked_nonempty(result, index, source)
 
 
 def load_parquet(path: Path, family: str | None = None) -> LoadResult:
@@ -445,13 +455,8 @@ def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, sour
     result = LoadResult()
     index = -1
     for index, row in enumerate(rows):
-        sample, problems = record_to_sample(row, family, source, _image_cell(row.get("image")), index)
-        result.problems.extend(problems)
-        if sample is not None:
-            result.samples.append(sample)
-    if index < 0:
-        result.problems.append(Problem(source, "-", "rows", "holds no items (no rows)"))
-    return result
+        _add_record(result, record_to_sample(row, family, source, _image_cell(row.get("image")), index))
+    return _checked_nonempty(result, index, source)
 
 
 def parquet_family(path: Path) -> str | None:

@@ -150,6 +150,13 @@ def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
     return paths
 
 
+def check_signature(original: Any, expected: tuple[str, ...], name: str, advice: str) -> None:
+    """Raise IncompatibleLmmsEval naming `name`, its parameters and `advice` unless `original` takes `expected`."""
+    params = tuple(inspect.signature(original).parameters) if callable(original) else None
+    if params != expected:
+        raise IncompatibleLmmsEval(f"lmms_eval {name}{params} no longer matches {expected}; {advice}")
+
+
 def install_task_hook() -> None:
     """Wrap lmms-eval's TaskManager.initialize_tasks to also index TASKS_DIR (idempotent)."""
     from lmms_eval.tasks import TaskManager
@@ -157,12 +164,12 @@ def install_task_hook() -> None:
     original = TaskManager.initialize_tasks
     if getattr(original, "_hvcu_hook", False):
         return
-    params = tuple(inspect.signature(original).parameters)
-    if params != EXPECTED_SIGNATURE:
-        raise IncompatibleLmmsEval(
-            f"lmms_eval TaskManager.initialize_tasks{params} no longer matches {EXPECTED_SIGNATURE}; "
-            f"run lmms-eval with --include_path {TASKS_DIR} and set {OPT_OUT_ENV}=1"
-        )
+    check_signature(
+        original,
+        EXPECTED_SIGNATURE,
+        "TaskManager.initialize_tasks",
+        f"run lmms-eval with --include_path {TASKS_DIR} and set {OPT_OUT_ENV}=1",
+    )
 
     def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
         return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
@@ -232,13 +239,13 @@ def install_image_hook() -> None:
         original = getattr(ChatMessages, name, None)
         if getattr(original, "_hvcu_hook", False):
             continue
-        params = tuple(inspect.signature(original).parameters) if callable(original) else None
-        if params != expected:
-            raise IncompatibleLmmsEval(
-                f"lmms_eval ChatMessages.{name}{params} no longer matches {expected}; API backends will get "
-                "lmms-eval's own re-encoding of every HVCU image (larger requests, alpha dropped) until "
-                "hvcu_tasks/plugin.py is updated"
-            )
+        check_signature(
+            original,
+            expected,
+            f"ChatMessages.{name}",
+            "API backends will get lmms-eval's own re-encoding of every HVCU image (larger requests, alpha "
+            "dropped) until hvcu_tasks/plugin.py is updated",
+        )
         todo[name] = original
     for name, original in todo.items():
         setattr(ChatMessages, name, _sending_own_bytes(original))
@@ -260,13 +267,13 @@ def install_route_hook() -> None:
     original = ModelRegistryV2.get_model_class
     if getattr(original, "_hvcu_hook", False):
         return
-    params = tuple(inspect.signature(original).parameters)
-    if params != REGISTRY_SIGNATURE:
-        raise IncompatibleLmmsEval(
-            f"lmms_eval ModelRegistryV2.get_model_class{params} no longer matches {REGISTRY_SIGNATURE}; "
-            "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
-            "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/plugin.py is updated"
-        )
+    check_signature(
+        original,
+        REGISTRY_SIGNATURE,
+        "ModelRegistryV2.get_model_class",
+        "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
+        "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/plugin.py is updated",
+    )
 
     @functools.wraps(original)
     def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
