@@ -145,11 +145,13 @@ def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> 
     """
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as out:
-            out.write(raw)
-            if durable:
-                out.flush()
-                os.fsync(out.fileno())
+        tmp.write_bytes(raw)
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     if durable:
         _fsync_folder(Path(path).parent)
 
