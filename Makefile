@@ -40,7 +40,7 @@ demo: setup
 	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
 	@echo "    lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
 	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
-	@echo "    hvcu report runs/ --format html --out site/"
+	@echo "    hvcu report runs/ --format html --out site/ --data hub   # --data: where the chain browser takes images from"
 
 # The paper's tuning loop (§4.3, App. C/D): chains -> LLaMA-Factory dataset -> LoRA (global batch 128) -> merge ->
 # lmms-eval of base and tuned model (HVCU-Bench in both settings + general benchmarks: hvcu_suite) ->

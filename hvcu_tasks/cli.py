@@ -197,7 +197,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from hvcu_tasks.report.site import write_site
 
         runs_on_board = [e.model for e in entries if e.source == "run"]
-        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board)
+        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
     return 0
 
@@ -401,6 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(a model already on it as a run is refused)",
     )
     report.add_argument("--no-reference", action="store_true", help="leave out the paper's rows, human and chance")
+    report.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="SOURCE",
+        help="html: data the chain browser may show images of (a folder, hub, hub:REPO[@REV] or smoke; repeatable); "
+        "each is used only for runs whose recorded fingerprint it matches, never a folder a samples log names",
+    )
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
     )

@@ -410,28 +410,24 @@ def local_run(root: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_an_undecodable_image_gets_a_placeholder_and_a_note(tmp_path: Path, capsys) -> None:
+def test_images_of_the_data_passed_are_shown_and_only_with_it(tmp_path: Path, capsys) -> None:
     data, run = local_run(tmp_path)
-    (data / "Aesthetic-Appreciation.json").unlink()  # the data cannot be loaded: the logged image files are used
-    (data / "Image" / "Aesthetic-Appreciation" / "font_001.png").write_bytes(b"not an image")
-    page = write_browser([run], tmp_path / "site")
-    by_card = cards(page_data(page))
-    assert by_card[("m", "color_001")]["image"] is not None and by_card[("m", "color_001")]["note"] is None
-    assert by_card[("m", "font_001")]["image"] is None
-    assert "not a readable image" in by_card[("m", "font_001")]["note"]
+    by_card = cards(page_data(write_browser([run], tmp_path / "site", data=[str(data)])))
+    for sid in ("color_001", "font_001"):
+        assert by_card[("m", sid)]["image"] is not None and by_card[("m", sid)]["note"] is None
+    by_card = cards(page_data(write_browser([run], tmp_path / "bare")))  # the folder the log names is not read
+    for sid in ("color_001", "font_001"):
+        assert by_card[("m", sid)]["image"] is None and "hvcu report --data" in by_card[("m", sid)]["note"]
     err = capsys.readouterr().err
-    assert re.search(
-        r"^warning: .*_samples_hvcu_bench_aesth\.jsonl: aesthetic/font_001: image not shown \(.*not a readable image",
-        err,
-        re.M,
-    )
+    both = r"2 samples \(aesthetic/color_001, aesthetic/font_001\)"
+    assert re.search(rf"^warning: .*_samples_hvcu_bench_aesth\.jsonl: {both}: image not shown \(", err, re.M)
 
 
 @pytest.mark.slow
 def test_images_of_data_changed_since_the_run_are_not_shown(tmp_path: Path, capsys) -> None:
     data, run = local_run(tmp_path)
     Image.new("RGB", (64, 48), "green").save(data / "Image" / "Aesthetic-Appreciation" / "color_001.png")
-    page = write_browser([run], tmp_path / "site")
+    page = write_browser([run], tmp_path / "site", data=[str(data)])
     by_card = cards(page_data(page))
     for sid in ("color_001", "font_001"):
         assert by_card[("m", sid)]["image"] is None
@@ -468,7 +464,7 @@ def test_samples_files_of_other_hvcu_variants_are_left_out(tmp_path: Path) -> No
     assert write_browser([tmp_path / "run"], tmp_path / "site") is None
 
 
-# ---- logged image files: only inside the run folder or the data the run read -------------------------------
+# ---- logged image files: never published (the data passed with --data is the only source) --------------------
 
 
 def hand_run(root: Path, media: Path) -> tuple[Path, Path]:
@@ -498,15 +494,15 @@ def picture(path: Path) -> Path:
     return path
 
 
-def test_a_logged_image_file_outside_the_run_and_its_data_is_not_published(tmp_path: Path, capsys) -> None:
+def test_a_logged_image_file_outside_the_run_is_not_published(tmp_path: Path, capsys) -> None:
     secret = picture(tmp_path / "home" / "private.png")
     run, samples = hand_run(tmp_path, secret)
     page = write_browser([run], tmp_path / "site")
     card = cards(page_data(page))[("m", "color_001")]
-    assert card["image"] is None and "outside the run folder and the data it read" in card["note"]
+    assert card["image"] is None and "hvcu report --data" in card["note"]
     assert list((tmp_path / "site" / "thumbs").iterdir()) == []
     err = capsys.readouterr().err
-    assert f"warning: {samples}: aesthetic/color_001: image not shown (" in err and str(secret) in err
+    assert f"warning: {samples}: aesthetic/color_001: image not shown (" in err
 
 
 def test_a_logged_image_file_linked_from_inside_the_run_to_outside_is_not_published(tmp_path: Path) -> None:
@@ -515,12 +511,13 @@ def test_a_logged_image_file_linked_from_inside_the_run_to_outside_is_not_publis
     run, _samples = hand_run(tmp_path, link)
     link.symlink_to(secret)
     card = cards(page_data(write_browser([run], tmp_path / "site")))[("m", "color_001")]
-    assert card["image"] is None and "outside the run folder and the data it read" in card["note"]
+    assert card["image"] is None and card["note"].startswith("image not shown: ")
 
 
 @pytest.mark.parametrize("where", ["data/Image/Aesthetic-Appreciation/color_001.png", "run/m/color_001.png"])
-def test_a_logged_image_file_in_the_data_or_the_run_folder_is_shown(tmp_path: Path, where: str) -> None:
+def test_a_logged_image_file_in_the_data_or_the_run_folder_is_not_published_either(tmp_path: Path, where: str) -> None:
     run, _samples = hand_run(tmp_path, tmp_path / where)
     picture(tmp_path / where)
-    card = cards(page_data(write_browser([run], tmp_path / "site")))[("m", "color_001")]
-    assert card["image"] is not None and card["note"] is None
+    card = cards(page_data(write_browser([run], tmp_path / "site", data=[str(tmp_path / "data")])))[("m", "color_001")]
+    assert card["image"] is None and "cannot be loaded" in card["note"]
+    assert list((tmp_path / "site" / "thumbs").iterdir()) == []

@@ -140,7 +140,7 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 m = TASK_NAME.match(task)
                 if not m:
                     continue
-                name = run_model_name(results)
+                name = run_model_name(results, str(path))
                 identity = identity_of(configs.get(task), f"{path}: {task}")
                 data = data_kind(identity, bool(m.group("sample")))
                 run = runs.setdefault((name, data), AnalysisRun(name, data))

@@ -10,10 +10,11 @@ is embedded as JSON and rendered by a small script, 50 cards a page.
 What a samples line holds (lmms-eval 0.7): the questions with their options as the model read them, the raw
 replies, the harness's outcomes (aspect, gold, both parses, verdicts, failures), the data identity, and
 `input_media` (the image file, only when the data has image files). lmms-eval drops the document itself. So
-the image comes from the data the run read, named by its identity and checked against its fingerprint; when
-that data cannot be loaded, from the file the run logged, but only when that file lies inside the run folder
-or inside the data root the identity names (a samples log is input: it never gets any other file published).
-An image that cannot be shown gets a placeholder, a note on its card and a `warning:` line on stderr naming
+the image comes only from data the user passes (`hvcu report --data`: a folder, hub[:REPO[@REV]], smoke; the
+bundled smoke sample for smoke runs), and only from data whose fingerprint is the one the run recorded. The
+folder or file a samples log names is never read nor searched (a log is input the report does not control), so
+a picture replaced or deleted after the run is never shown in place of the one the model saw. An image that
+cannot be shown gets a placeholder, a note on its card and a `warning:` line on stderr naming
 the samples file and the sample.
 
 Images: each distinct image (by the SHA-256 of its stored bytes) becomes `site/thumbs/<hash>.jpg` (at most
@@ -84,19 +85,19 @@ def embed_json(value: Any) -> str:
 
 def model_of(samples: Path) -> str:
     """Return the model a samples file belongs to, named as `hvcu report` names it from the run's results file."""
-    from hvcu_tasks.report.runs import run_model_name
+    from hvcu_tasks.report.runs import checked_text, run_model_name
 
     stamp = samples.name.split("_samples_")[0]
     results = samples.with_name(f"{stamp}_results.json")
-    if not results.is_file():
-        return samples.parent.name  # lmms-eval's folder per model
+    if not results.is_file():  # lmms-eval's folder per model
+        return checked_text(samples.parent.name, f"{samples.parent}: folder name", "model name")
     try:
         data = json.loads(results.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
         raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")
-    return run_model_name(data)
+    return run_model_name(data, str(results))
 
 
 @dataclass
@@ -162,28 +163,16 @@ class DataImages:
     changed: bool = False
 
 
-def load_data_images(identity: dict[str, Any]) -> DataImages:
-    """Load the data a data identity names and return its images when its fingerprint is the one the run read."""
+def load_data_images(source: str, family: str, expected: Any) -> DataImages:
+    """Load one family of a data source the user passed and return its images when its fingerprint is `expected`."""
     from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.provenance import fingerprint, location_text
+    from hvcu_tasks.provenance import fingerprint
     from hvcu_tasks.schema import DataError, problem_lines
     from hvcu_tasks.validate import check_hub, image_sha256
 
-    family, kind, location = identity.get("family"), identity.get("kind"), identity.get("location")
-    where = location_text(identity)
-    if family not in FAMILIES:
-        return DataImages(None, f"the logged data identity names no known family ({family!r})")
-    if kind == "smoke":
-        source = "smoke"
-    elif kind == "hub":
-        revision = identity.get("revision") or identity.get("requested_revision")
-        source = f"hub:{location}" + (f"@{revision}" if revision else "")
-    elif kind == "local" and location:
-        source = str(location)
-    else:
-        return DataImages(None, f"the logged data identity names no known source (kind {kind!r})")
+    where = source if source in {"smoke", "hub"} or source.startswith("hub:") else str(Path(source).expanduser())
     try:
-        if kind == "hub":
+        if source == "hub" or source.startswith("hub:"):
             check_hub(source)
         loaded = load_source(source, family)
         problems = loaded.problems
@@ -192,15 +181,15 @@ def load_data_images(identity: dict[str, Any]) -> DataImages:
     except DataError as exc:
         problems = exc.problems
     except OSError as exc:
-        return DataImages(None, f"the data the run read ({where}) cannot be read: {exc}")
+        return DataImages(None, f"the data at {where} cannot be read: {exc}")
     if problems:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        return DataImages(None, f"the data the run read ({where}) cannot be loaded: {problem_lines(problems)[0]}{more}")
-    if found != identity.get("fingerprint"):
+        return DataImages(None, f"the data at {where} cannot be loaded: {problem_lines(problems)[0]}{more}")
+    if found != expected:
         return DataImages(
             None,
-            f"the data at {where} has changed since the run (its fingerprint is {found[:19]}…, "
-            f"the run read {str(identity.get('fingerprint'))[:19]}…)",
+            f"the data at {where} is not what the run read: it has changed since the run or is other data (its "
+            f"fingerprint is {found[:19]}…, the run read {str(expected)[:19]}…)",
             changed=True,
         )
     return DataImages({s.id: s.image for s in loaded.samples})
@@ -258,17 +247,44 @@ class Located:
 
 
 class DataSources:
-    """The data the runs read, each source loaded once."""
+    """The data the user passed (`hvcu report --data`) and the bundled smoke sample: the only places images come from.
 
-    def __init__(self) -> None:
-        self.loaded: dict[str, DataImages] = {}
+    A samples log names the data its run read (a folder, a hub repository); that name is input the report does not
+    control, so it is never loaded nor searched. A source is used for a run when its recorded fingerprint matches.
+    """
+
+    def __init__(self, data: Sequence[str] = ()) -> None:
+        self.passed = list(dict.fromkeys(str(d) for d in data))
+        self.loaded: dict[tuple[str, str, str], DataImages] = {}
+
+    def _load(self, source: str, family: str, expected: str) -> DataImages:
+        """Return one source's images for a family when its fingerprint is `expected`, each load done once."""
+        key = (source, family, expected)
+        if key not in self.loaded:
+            self.loaded[key] = load_data_images(source, family, expected)
+        return self.loaded[key]
 
     def images(self, identity: dict[str, Any]) -> DataImages:
-        """Return the images of the data an identity names."""
-        key = json.dumps(identity, sort_keys=True)
-        if key not in self.loaded:
-            self.loaded[key] = load_data_images(identity)
-        return self.loaded[key]
+        """Return the images of the passed data whose fingerprint is the one an identity recorded, else why none."""
+        from hvcu_tasks.provenance import location_text
+
+        family, expected = identity.get("family"), identity.get("fingerprint")
+        if family not in FAMILIES or not isinstance(expected, str):
+            return DataImages(None, "the logged data identity names no known family and fingerprint")
+        bundled = ["smoke"] if identity.get("kind") == "smoke" and "smoke" not in self.passed else []
+        whys = []
+        for source in [*self.passed, *bundled]:  # the bundled smoke sample is the toolkit's own, not a log's
+            found = self._load(source, family, expected)
+            if found.images is not None:
+                return found
+            whys.append(found)
+        if whys:
+            return DataImages(None, "; ".join(str(w.why) for w in whys), changed=all(w.changed for w in whys))
+        return DataImages(
+            None,
+            f"the run read {location_text(identity)}, which was not passed: images are shown only from data given "
+            "with `hvcu report --data`, checked against the fingerprint the run recorded",
+        )
 
 
 @dataclass
@@ -276,7 +292,6 @@ class Warnings:
     """What could not be shown, gathered per samples file and reason, printed as few lines as possible."""
 
     samples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)
 
     def unshown(self, located: Located, why: str | None) -> str:
         """Record a card whose image cannot be shown; return the note its placeholder shows."""
@@ -285,8 +300,8 @@ class Warnings:
         return f"image not shown: {why}"
 
     def lines(self) -> list[str]:
-        """Return the warning lines: one per samples file whose data was not loaded, one per (file, reason)."""
-        out = [f"{path}: {why}; images are taken from the files the run logged" for path, why in self.files.items()]
+        """Return the warning lines: one per samples file and reason."""
+        out = []
         for (path, why), names in self.samples.items():
             if len(names) == 1:
                 out.append(f"{path}: {names[0]}: image not shown ({why})")
@@ -297,53 +312,26 @@ class Warnings:
         return out
 
 
-def data_root(identity: dict[str, Any] | None) -> Path | None:
-    """Return the folder of the data a data identity names (local data, the smoke sample), None for the hub."""
-    if not identity:
-        return None
-    if identity.get("kind") == "smoke":
-        from hvcu_tasks.smoke import SMOKE_DIR
+def locate_image(card: Card, sources: DataSources) -> Located:
+    """Find a card's image: only in data the user passed whose fingerprint is the one its run recorded.
 
-        return SMOKE_DIR
-    location = identity.get("location")
-    return Path(location) if identity.get("kind") == "local" and isinstance(location, str) and location else None
-
-
-def allowed_media(media: str, run: Path, identity: dict[str, Any] | None) -> bool:
-    """Whether a logged image file lies (links resolved) inside the run folder or the data root the identity names."""
-    target = Path(media).resolve()
-    roots = [run, *([root] if (root := data_root(identity)) else [])]
-    return any(target.is_relative_to(root.resolve()) for root in roots)
-
-
-def locate_image(card: Card, sources: DataSources, warnings: Warnings) -> Located:
-    """Find a card's image: in the data its run read (when unchanged), else the file lmms-eval logged."""
+    The image file a samples log names (`input_media`) is never read: a picture replaced after the run would be
+    published in place of the one the model saw, and a log may name any file on the machine.
+    """
     setting = next(s for s in SETTINGS if s in card.records)
     record, path = card.records[setting], str(card.files[setting])
     label = f"{card.family}/{card.sample_id}"
-    why = None
     identity = record.get("data_identity")
-    if identity:
-        data = sources.images(identity)
-        if data.images is not None:
-            ref = data.images.get(card.sample_id)
-            if ref is not None:
-                return Located(label, path, ref.path if ref.path is not None else ref.data)
-            why = f"the data the run read has no sample {card.sample_id!r}"
-        elif data.changed:
-            return Located(label, path, why=data.why)
-        else:
-            why = data.why
-    media = record.get("input_media")
-    if isinstance(media, str) and Path(media).is_file():
-        if not allowed_media(media, card.runs[setting], identity):
-            logged = f"the run logged the image file {media}, which is outside the run folder and the data it read"
-            return Located(label, path, why=f"{why}; {logged}" if why else logged)
-        if why:
-            warnings.files.setdefault(path, why)
-        return Located(label, path, Path(media))
-    logged = f"the run logged the image file {media}, which is not there" if media else "the run logged no image file"
-    return Located(label, path, why=f"{why}; {logged}" if why else logged)
+    if not isinstance(identity, dict) or not identity:
+        why = "the run recorded no data identity, so no data can be checked as the one it read"
+        return Located(label, path, why=why)
+    data = sources.images(identity)
+    if data.images is None:
+        return Located(label, path, why=data.why)
+    ref = data.images.get(card.sample_id)
+    if ref is None:
+        return Located(label, path, why=f"the data the run read has no sample {card.sample_id!r}")
+    return Located(label, path, ref.path if ref.path is not None else ref.data)
 
 
 def _read(source: Path | bytes) -> bytes:
@@ -433,11 +421,13 @@ def setting_json(record: dict[str, Any], path: Path, questions: Questions) -> di
     }
 
 
-def page_data(cards: list[Card], site: Path, warnings: Warnings, workers: int) -> dict[str, Any]:
+def page_data(
+    cards: list[Card], site: Path, warnings: Warnings, workers: int, data: Sequence[str] = ()
+) -> dict[str, Any]:
     """Return the JSON the page embeds (models, families, aspects, interned questions, one entry per card)."""
     models = sorted({c.model for c in cards})
-    sources = DataSources()
-    located = [locate_image(card, sources, warnings) for card in cards]
+    sources = DataSources(data)
+    located = [locate_image(card, sources) for card in cards]
     images = write_images(located, site, workers)
     questions = Questions()
     entries = []
@@ -490,8 +480,11 @@ def render_page(data: dict[str, Any], notes: list[str]) -> str:
     )
 
 
-def write_browser(runs: Sequence[Path], site: Path) -> Path | None:
-    """Write `site/chains.html` (+ thumbnails) for the sample logs under the run folders; None when there are none."""
+def write_browser(runs: Sequence[Path], site: Path, data: Sequence[str] = ()) -> Path | None:
+    """Write `site/chains.html` (+ thumbnails) for the sample logs under the run folders; None when there are none.
+
+    `data`: the data sources (`hvcu report --data`: a folder, hub[:REPO[@REV]], smoke) images may come from.
+    """
     if not browsed_files(runs):
         return None
     cards = read_cards(runs)  # every file read first: a damaged line leaves the site as it was
@@ -499,12 +492,12 @@ def write_browser(runs: Sequence[Path], site: Path) -> Path | None:
     (site / THUMBS).mkdir(exist_ok=True)
     (site / VIEWS).mkdir(exist_ok=True)
     warnings = Warnings()
-    data = page_data(cards, site, warnings, workers=min(8, os.cpu_count() or 1))
+    embedded = page_data(cards, site, warnings, workers=min(8, os.cpu_count() or 1), data=data)
     notes = warnings.lines()
     for line in notes:
         print(f"warning: {line}", file=sys.stderr)
     page = site / PAGE
-    write_atomic(page, render_page(data, notes))
+    write_atomic(page, render_page(embedded, notes))
     return page
 
 

@@ -27,13 +27,15 @@ SETTING_COLOURS = {"base": OKABE_ITO[0], "context": OKABE_ITO[1]}
 
 
 def _pyplot():  # -> matplotlib.pyplot
-    """Return pyplot on the non-interactive backend with reproducible SVG output."""
+    """Return pyplot on the non-interactive backend with reproducible SVG output and every label literal text."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "hvcu"
+    plt.rcParams["text.parse_math"] = False  # a label is the text it is: "$x$" in a model name is no formula
+    plt.rcParams["text.usetex"] = False
     return plt
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.metrics import OFFICIAL_FULL_METRIC
 from hvcu_tasks.report.reference import reference_rows, rows_for
-from hvcu_tasks.report.runs import SMOKE, ModelResult, ReportError, is_na
+from hvcu_tasks.report.runs import SMOKE, ModelResult, ReportError, checked_text, is_na
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
     CHANCE_NAME,
@@ -287,6 +287,7 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
     for key in _TEXT_FIELDS:
         if not isinstance(raw[key], str) or not raw[key]:
             raise ReportError(f"{where}.{key}: expected a non-empty string, got {raw[key]!r}")
+        checked_text(raw[key], f"{where}.{key}", "text")
     if raw["source"] not in SOURCES:
         raise ReportError(f"{where}.source: {raw['source']!r} is not one of {', '.join(SOURCES)}")
     if not isinstance(raw["rankable"], bool):
@@ -311,6 +312,8 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
         raise ReportError(f"{where}.interval_base: low {bounds[0]} is above high {bounds[1]}")
     if not isinstance(raw["notes"], list) or not all(isinstance(n, str) for n in raw["notes"]):
         raise ReportError(f"{where}.notes: expected a list of strings")
+    for i, note in enumerate(raw["notes"]):
+        checked_text(note, f"{where}.notes[{i}]", "note")
     return Entry(
         model=raw["model"],
         label=raw["label"],

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import re
 from typing import Any
 
 from hvcu_tasks.files import csv_cell
@@ -29,18 +30,33 @@ def cell_text(value: Cell) -> str:
     return str(value)
 
 
+LINE_BREAKS = frozenset(("\r\n", "\r", "\n", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"))
+_MARKDOWN_SPECIAL = re.compile(
+    r"[\\|`*~$<>]|\r\n|[\r\n\x0b\x0c\x85\u2028\u2029]|\](?=[(\[:])|!(?=\[)|&(?=#?\w+;)"
+    r"|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
+)
+"""What Markdown would read as markup in a cell or a footnote: the cell bar, escapes, code, emphasis, strikethrough,
+math, raw HTML and autolinks, link and image brackets, entities, word-edge underscores; and line breaks."""
+
+
+def markdown_text(text: str) -> str:
+    """Return text as Markdown shows it literally on one line: markup backslash-escaped, a line break as `\\n`."""
+    return _MARKDOWN_SPECIAL.sub(lambda m: "\\n" if m.group() in LINE_BREAKS else "\\" + m.group(), text)
+
+
 def _markdown_note(note: str) -> str:
-    """Return a footnote with a leading list marker escaped (a note starting "* model" is not a nested list)."""
-    return "\\" + note if note.startswith(("*", "+", "-")) else note
+    """Return a footnote as literal Markdown; a leading list marker escaped (a note "* model" is not a nested list)."""
+    text = markdown_text(note)
+    return "\\" + text if text.startswith(("+", "-")) else text
 
 
 def to_markdown(table: Table) -> str:
-    """Return a GitHub-flavoured Markdown table with its title and footnotes."""
-    lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |"]
+    """Return a GitHub-flavoured Markdown table with its title and footnotes, every text shown literally."""
+    lines = [f"### {markdown_text(table.title)}", "", "| " + " | ".join(map(markdown_text, table.columns)) + " |"]
     lines.append(
         "|" + "|".join("---" if i == 0 or c in TEXT_COLUMNS else "---:" for i, c in enumerate(table.columns)) + "|"
     )
-    lines += ["| " + " | ".join(cell_text(c).replace("|", "\\|") for c in row) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(markdown_text(cell_text(c)) for c in row) + " |" for row in table.rows]
     if table.notes:
         lines += [""] + [f"- {_markdown_note(n)}" for n in table.notes]
     return "\n".join(lines) + "\n"
@@ -85,12 +101,15 @@ _LATEX_ESCAPES = {
     "–": "--",
     "†": r"\dag{}",
     "‡": r"\ddag{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
 
 
-def _latex(text: str) -> str:
-    """Escape LaTeX special characters."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+def latex_text(text: str) -> str:
+    """Return text as LaTeX typesets it literally: special characters escaped, a line break as a space."""
+    return "".join(_LATEX_ESCAPES.get(ch, " " if ch in LINE_BREAKS else ch) for ch in text)
 
 
 def to_latex(table: Table) -> str:
@@ -99,16 +118,16 @@ def to_latex(table: Table) -> str:
     lines = [
         "\\begin{table}[t]",
         "\\centering",
-        f"\\caption{{{_latex(table.title)}}}",
+        f"\\caption{{{latex_text(table.title)}}}",
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
-        " & ".join(_latex(c) for c in table.columns) + " \\\\",
+        " & ".join(latex_text(c) for c in table.columns) + " \\\\",
         "\\midrule",
-        *[" & ".join(_latex(cell_text(c)) for c in row) + " \\\\" for row in table.rows],
+        *[" & ".join(latex_text(cell_text(c)) for c in row) + " \\\\" for row in table.rows],
         "\\bottomrule",
         "\\end{tabular}",
     ]
-    lines += [f"\\par{{\\footnotesize {_latex(n)}}}" for n in table.notes]
+    lines += [f"\\par{{\\footnotesize {latex_text(n)}}}" for n in table.notes]
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
 

@@ -114,14 +114,38 @@ class ModelResult:
         self.notes.setdefault(setting, []).append(text)
 
 
-def run_model_name(results: dict[str, Any]) -> str:
-    """Return a readable model name from an lmms-eval results file."""
+NOT_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What a name read from a file may not hold: control characters (line breaks included), lone surrogates, line and
+paragraph separators, bidirectional overrides. None has a visible form in a table cell, a figure or a file name."""
+
+
+def checked_text(value: str, where: str, what: str) -> str:
+    """Return a text read from a file when it is one line of printable text; refuse it in one line naming `where`."""
+    found = NOT_TEXT.search(value)
+    if found:
+        char = found.group()
+        kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+        raise ReportError(
+            f"{where}: {what} {ascii(value)[:120]} holds {kind} (U+{ord(char):04X}); "
+            f"a {what} is one line of text: fix the file"
+        )
+    return value
+
+
+def run_model_name(results: dict[str, Any], where: str = "results file") -> str:
+    """Return a readable model name from an lmms-eval results file, refused when it is not one line of text.
+
+    Every renderer gets model names from here: `where` (the file) is named when the name is refused.
+    """
     config = results.get("config", {}) or {}
     args = dict(kv.split("=", 1) for kv in str(config.get("model_args") or "").split(",") if "=" in kv)
     for key in ("model_version", "model", "pretrained", "inner"):
         if args.get(key):
-            return str(args[key])
-    return str(results.get("model_name") or config.get("model") or "unknown")
+            return checked_text(str(args[key]), f"{where}: field config.model_args {key}", "model name")
+    for field_name, value in (("model_name", results.get("model_name")), ("config.model", config.get("model"))):
+        if value:
+            return checked_text(str(value), f"{where}: field {field_name}", "model name")
+    return "unknown"
 
 
 def _chain_verdicts(results_file: Path, task: str) -> tuple[dict[str, bool], dict[str, bool]]:
@@ -232,7 +256,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
             if not isinstance(results.get("config") or {}, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")
-            name = run_model_name(results)
+            name = run_model_name(results, str(f))
             model = models.setdefault(name, ModelResult(model=name))
             limit = (results.get("config") or {}).get("limit")
             if not isinstance(per_task, dict):

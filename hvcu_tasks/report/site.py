@@ -69,9 +69,9 @@ def model_tables(
     return tables
 
 
-def _chains_page(runs: Sequence[Path], out: Path) -> str | None:
-    """Write the chain browser and return its path relative to `out`, None when the runs logged no samples."""
-    page = write_browser(list(runs), out)
+def _chains_page(runs: Sequence[Path], out: Path, data: Sequence[str] = ()) -> str | None:
+    """Write the chain browser (images from `data` only) and return its path relative to `out`, None without logs."""
+    page = write_browser(list(runs), out, data)
     return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
 
 
@@ -115,14 +115,16 @@ def write_site(
     compare: tuple[ModelResult, ModelResult] | None = None,
     reference: bool = True,
     published: Sequence[str] = (),
+    data: Sequence[str] = (),
 ) -> list[Path]:
     """Write index.html and one page per model into `out` (figures already under it); return the written pages.
 
     `published`: models of a published board (`--base`) not among the runs. A page an earlier report left under
     models/ keeps its file name (it is never handed to another model) and stays linked; on a published model's
-    page only its leaderboard row is rewritten (from the merged board), the rest is as it was written.
+    page only its leaderboard row is rewritten (from the merged board), the rest is as it was written. `data`: the
+    data sources the chain browser may take images from (`hvcu report --data`).
     """
-    chains = _chains_page(runs, out)
+    chains = _chains_page(runs, out, data)
     shown = [m for m in models if m.settings or m.general]
     current = {m.model for m in shown}
     existing = existing_pages(out / MODELS_DIR)
