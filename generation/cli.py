@@ -35,6 +35,13 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, required: bool = Tru
         help="retries of a failed call (backoff 0.5 s doubling to 8 s)",
     )
     parser.add_argument(
+        "--max-wait",
+        type=float_range(0, 86400),
+        default=60.0,
+        help="longest single wait (seconds) a rate limit's Retry-After may impose; a call asked to wait longer "
+        "fails at once and its image is failed, for a rerun to finish (default 60)",
+    )
+    parser.add_argument(
         "--dead-after",
         type=int_range(1, 100000),
         default=20,
@@ -58,6 +65,7 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
         timeout_s=args.timeout,
         max_retries=args.retries,
         dead_after=args.dead_after,
+        max_wait_s=getattr(args, "max_wait", 60.0),
     )
 
 

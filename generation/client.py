@@ -20,12 +20,15 @@ import mimetypes
 import os
 import random
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from hvcu_tasks import jsonio
 
 T = TypeVar("T")
 
@@ -34,6 +37,7 @@ RETRY_STATUSES = {408, 409, 429}
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 RETRY_AFTER_CAP_S = 60.0
+"""Default longest single wait a server's Retry-After may impose (`--max-wait`); asking longer fails the call."""
 CALLS_PER_POOL = 8
 """Concurrent calls per HTTP connection pool: httpx scans every connection of its pool for each request, so
 at high concurrency several small pools cost far less CPU per call than one large one."""
@@ -64,6 +68,8 @@ class ClientConfig:
     """Consecutive failed requests, with no successful reply between them, after which the endpoint is down."""
     dead_after_s: float = 60.0
     """Seconds without a successful reply after which 3 consecutive failed requests mean the endpoint is down."""
+    max_wait_s: float = RETRY_AFTER_CAP_S
+    """Longest single wait a rate limit's Retry-After may impose; a longer one fails the call at once."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -78,6 +84,8 @@ class ClientConfig:
             raise ValueError("dead_after must be at least 1")
         if not isinstance(self.dead_after_s, (int, float)) or not self.dead_after_s > 0:
             raise ValueError("dead_after_s must be a positive number of seconds")
+        if not isinstance(self.max_wait_s, (int, float)) or not math.isfinite(self.max_wait_s) or self.max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be 0 or more seconds, got {self.max_wait_s!r}")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
 
@@ -91,6 +99,8 @@ class Usage:
     failures: int = 0
     """Calls that failed after every retry (HTTP error, no connection, timeout, empty or malformed body)."""
     retries: int = 0
+    rate_limited: int = 0
+    """HTTP 429 answers (each one also counts as a retry or, when it could not be waited out, a failure)."""
     unusable: int = 0
     """Replies the model wrote that the caller could not use (returned as errors, never cached)."""
     prompt_tokens: int = 0
@@ -125,7 +135,10 @@ class ResponseCache:
         """Return a stored reply, or None."""
         with self._lock:
             row = self._db.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        if row is None:
+            return None
+        value, _ = jsonio.loads_reply(row[0])
+        return value if isinstance(value, dict) else None  # an unreadable row is asked again
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a reply (first writer wins)."""
@@ -219,7 +232,7 @@ def _retry_after(exc: Exception) -> float | None:
         wait = float(value) if value is not None else None
     except ValueError:
         return None
-    return min(wait, RETRY_AFTER_CAP_S) if wait is not None and math.isfinite(wait) and wait >= 0 else None
+    return wait if wait is not None and math.isfinite(wait) and wait >= 0 else None
 
 
 def _usable(text: object, accept: Callable[[str], Any] | None) -> bool:
@@ -263,6 +276,8 @@ class ChatClient:
     config: ClientConfig
     cache: ResponseCache | None = None
     usage: Usage = field(default_factory=Usage)
+    say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+    """Where the once-per-run notice of a rate limit goes (stderr)."""
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI
@@ -321,7 +336,9 @@ class ChatClient:
                 try:
                     text = await self._attempt(messages, params)
                 except _Retryable as exc:
-                    if not exc.rate_limited:
+                    if exc.rate_limited:
+                        self._rate_limited(exc)
+                    else:
                         self.health.failed(str(exc))
                     if self.health.down:
                         self.usage.failures += 1
@@ -329,6 +346,12 @@ class ChatClient:
                     if attempt == self.config.max_retries:
                         self.usage.failures += 1
                         raise ClientError(f"{exc} (after {attempt + 1} attempt(s))") from exc
+                    if exc.wait_s is not None and exc.wait_s > self.config.max_wait_s:
+                        self.usage.failures += 1
+                        raise ClientError(
+                            f"{exc}: it asks to wait {exc.wait_s:g} s (Retry-After), over --max-wait "
+                            f"{self.config.max_wait_s:g} s; rerun later to finish"
+                        ) from exc
                     self.usage.retries += 1
                     backoff = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt) * self._jitter.uniform(0.75, 1.25)
                     await asyncio.sleep(exc.wait_s if exc.wait_s is not None else backoff)
@@ -344,8 +367,20 @@ class ChatClient:
                 return text
         raise AssertionError("unreachable: the loop returns or raises")
 
+    def _rate_limited(self, exc: _Retryable) -> None:
+        """Count one HTTP 429 answer; say the first one of the run, with the wait it asks for."""
+        self.usage.rate_limited += 1
+        if self.usage.rate_limited > 1:
+            return
+        asked = "no Retry-After" if exc.wait_s is None else f"Retry-After {exc.wait_s:g} s"
+        self.say(
+            f"rate limited: HTTP 429 from {self.config.base_url} ({asked}); a single wait is capped at --max-wait "
+            f"{self.config.max_wait_s:g} s, a call asked to wait longer fails (said once; the count is in the summary)"
+        )
+
     async def _attempt(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
         """One HTTP request: the reply text, or _Retryable / ClientError saying why there is none."""
+        import httpx
         import openai
 
         # A plain POST of the JSON body: the SDK's typed `chat.completions.create` walks every message part
@@ -356,7 +391,9 @@ class ChatClient:
         body = json.dumps({"model": self.config.model, "messages": messages, **params}).encode()
         client = self._clients[self._turn % len(self._clients)]  # round robin over the connection pools
         self._turn += 1
-        request = client.post("/chat/completions", content=body, cast_to=object)
+        # The body comes back raw and is parsed by the one JSON reader: a body nested 100,000 deep is an
+        # unusable reply, not a RecursionError.
+        request = client.post("/chat/completions", content=body, cast_to=httpx.Response)
         try:
             # The SDK's timeout bounds each read; this bounds the whole attempt (a server that trickles bytes).
             response = await asyncio.wait_for(request, self.config.timeout_s)
@@ -371,8 +408,11 @@ class ChatClient:
         except (openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as exc:
             # Connection refused or dropped, a timeout, a body that is not JSON or not a completion.
             raise _Retryable(f"{type(exc).__name__} from {self.config.base_url}: {str(exc)[:300]}") from exc
-        text = _reply_text(response)
-        usage = response.get("usage")
+        parsed, unusable = jsonio.loads_reply(response.content)
+        if unusable is not None:
+            raise _Retryable(f"{unusable} from {self.config.base_url}")
+        text = _reply_text(parsed)
+        usage = parsed.get("usage")
         self.usage.prompt_tokens += _token_count(usage, "prompt_tokens")
         self.usage.completion_tokens += _token_count(usage, "completion_tokens")
         return text

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from generation.client import ChatClient, ClientConfig, ResponseCache, Usage
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import write_atomic
 
 T = TypeVar("T")
@@ -55,9 +56,9 @@ def load_settings(path: Path | None, cls: type[C]) -> C:
 
             data = yaml.safe_load(text) or {}
         else:
-            data = json.loads(text)
-    except ValueError as exc:  # json.JSONDecodeError
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+            data = jsonio.loads(text, source=path)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{path}: {exc.reason}") from exc
     except Exception as exc:  # yaml.YAMLError, without importing yaml for JSON files
         raise ValueError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -80,9 +81,9 @@ def read_records(folder: Path) -> dict[str, dict[str, Any]]:
     records = {}
     for f in sorted(Path(folder).glob("*.json")):
         try:
-            records[f.stem] = json.loads(f.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{f}: damaged item record ({exc}); delete it to redo that item") from exc
+            records[f.stem] = jsonio.read_json(f)
+        except jsonio.JsonReadError as exc:
+            raise ValueError(f"{f}: damaged item record ({exc.reason}); delete it to redo that item") from exc
     return records
 
 

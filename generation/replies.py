@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import LONE_SURROGATE
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
@@ -17,14 +17,13 @@ class ReplyError(ValueError):
 
 def _objects(text: str) -> list[dict[str, Any]]:
     """Return every top-level JSON object found in text, in order."""
-    decoder = json.JSONDecoder()
     found, i = [], 0
     while (start := text.find("{", i)) != -1:
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        decoded = jsonio.raw_decode(text, start)
+        if decoded is None:
             i = start + 1
             continue
+        value, end = decoded
         if isinstance(value, dict):
             found.append(value)
         i = end

@@ -19,6 +19,7 @@ from generation.jobs import in_shard, load_settings, read_records, run_jobs, wri
 from generation.mcts import MCTSConfig, Tree, search
 from generation.policy import ModelPolicy, call_seed, prompt, user_message
 from generation.replies import ReplyError, parse_json_reply, text_fields
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import ImageError, check_image
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp"}
@@ -158,16 +159,16 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
 
     Finished images are never redone, so a second run with other settings would silently mix two datasets.
     """
-    identity = _flat(json.loads(json.dumps(identity)))  # tuples as lists, nested settings as "search.x"
+    identity = _flat(jsonio.loads(json.dumps(identity)))  # tuples as lists, nested settings as "search.x"
     path = Path(out) / "run.json"
     if not path.exists():
         Path(out).mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(identity, indent=2, sort_keys=True) + "\n")
         return
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: damaged ({exc}); it records how {out} was made") from exc
+        recorded = jsonio.read_json(path)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{path}: damaged ({exc.reason}); it records how {out} was made") from exc
     recorded = _flat(recorded)
     differs = [
         f"{name} {recorded.get(name)!r} -> {identity.get(name)!r}"
@@ -245,6 +246,9 @@ def summary_line(stats: dict[str, Any], out: Path) -> str:
     if stats.get("images_not_attempted"):
         parts.append(f"{stats['images_not_attempted']} not attempted")
     line = f"{stats.get('method', 'synthesis')}: images {', '.join(parts)}; {stats['chains']} chains in {out}"
+    limited = (stats.get("usage_this_run") or {}).get("rate_limited", 0)
+    if limited:
+        line += f"; {limited} rate-limited answer(s) (HTTP 429)"
     if stats["images_failed"] or stats.get("images_not_attempted"):
         line += " (rerun the same command to retry the failed images)"
     return line
@@ -279,7 +283,7 @@ def merge(shards: Sequence[Path], out: Path) -> dict[str, Any]:
             raise ValueError(f"{shard}: not an `hvcu mcts` output folder (no images/ in it)")
         identity = Path(shard) / "run.json"
         if identity.exists():
-            check_identity(out, json.loads(identity.read_text(encoding="utf-8")))
+            check_identity(out, jsonio.read_json(identity))
         for f in sorted((Path(shard) / "images").glob("*.json")):
             target = out / "images" / f.name
             if target.exists() and target.read_text() != f.read_text():

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.metrics import Outcome, group_chains, is_complete
 from hvcu_tasks.official_parsing import parse_official
 
@@ -122,10 +122,12 @@ def chains_of_file(task: str, path: Path, details: bool = False) -> list[dict[st
         if not text.strip():
             continue
         try:
-            _add_line(read, json.loads(text), task, setting, n)
+            _add_line(read, jsonio.loads(text, source=path, line=n), task, setting, n)
+        except jsonio.JsonReadError as exc:
+            raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({exc.reason})") from None
         except LevelMismatchError as exc:
             raise ValueError(f"{path}:{n}: {exc}") from exc
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not an HVCU-Bench samples line ({type(exc).__name__}: {exc})") from exc
     try:
         grouped = group_chains(read.outcomes)

@@ -6,11 +6,11 @@ is not asked for again; offline, only the cache is read. A file that cannot be h
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.hub import OFFLINE_HINT, HubRevision, Layout, cache_dir, fail, hub_problem, listing
 from hvcu_tasks.loaders import IMAGE_EXTENSIONS
@@ -65,8 +65,8 @@ def download_all(rev: HubRevision, paths: Sequence[str]) -> list[Path]:
 def image_paths(json_file: Path, stem: str, files: Iterable[str]) -> list[str]:
     """Return the repository paths of the images a family's JSON names: per id the first extension the commit has."""
     try:
-        records = json.loads(json_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        records = jsonio.read_json(json_file)
+    except (OSError, ValueError):
         return []  # the JSON reader reports the broken file itself
     present = set(files)
     wanted: list[str] = []

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import ASPECTS, FAMILIES, LEVELS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
 from hvcu_tasks.files import LONE_SURROGATE, UnsafeNameError, check_name
 from hvcu_tasks.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
@@ -52,19 +52,12 @@ Report = Callable[[str, str], None]
 """Records one problem of the record being read: (field, message)."""
 
 
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
 def _loads(text: str) -> Any:
-    """Parse JSON text, refusing duplicate keys."""
-    return json.loads(text, object_pairs_hook=_json_object)
+    """Parse JSON text held in a field, refusing duplicate keys; JsonReadError (a ValueError) says why not."""
+    try:
+        return jsonio.loads(text, unique_keys=True)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(exc.reason) from None
 
 
 def _text(value: Any, fld: str, add: Report) -> str | None:
@@ -238,8 +231,12 @@ def load_official_json(path: Path, family: str | None = None, image_dir: Path | 
         return result
     image_dir = image_dir or path.parent / "Image" / path.stem
     try:
-        records = _loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        records = jsonio.read_json(path, unique_keys=True)
+    except jsonio.JsonReadError as exc:
+        at = "" if exc.line is None else f" (line {exc.line})"
+        result.problems.append(Problem(str(path), "-", "file", f"cannot read JSON{at}: {exc.reason}"))
+        return result
+    except OSError as exc:
         result.problems.append(Problem(str(path), "-", "file", f"cannot read JSON: {exc}"))
         return result
     if not isinstance(records, list):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.schema import Sample
 
 SCHEME = "hvcu-data/1"
@@ -101,7 +102,7 @@ def encode(identity: Mapping[str, Any]) -> str:
 
 def decode(text: str) -> dict[str, Any]:
     """Return the identity held in a document column."""
-    return json.loads(text)
+    return jsonio.loads(text, source="identity column")
 
 
 def published_match(

@@ -7,13 +7,13 @@ scores each group with the stored `model_response_key` (the authors' rule) or, w
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
 from hvcu_tasks.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.parsing import parse_choice
@@ -156,8 +156,10 @@ def _options(turn: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 def _load(path: Path) -> Any:
     """Read a JSON file, or raise a DataError naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return jsonio.read_json(path)
+    except jsonio.JsonReadError as exc:
+        raise _fail(path, "file", f"cannot read JSON: {exc.reason}") from exc
+    except OSError as exc:
         raise _fail(path, "file", f"cannot read JSON: {exc}") from exc
 
 
@@ -396,12 +398,14 @@ def read_prediction_jsonl(path: Path) -> list[Prediction]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = jsonio.loads(line, source=path, line=n)
             fam = family_from_name(str(rec["family"]))
             if fam is None:
                 raise ValueError(f"unknown family {rec['family']!r}")
             out.append(Prediction(fam, str(rec["sample_id"]), int(rec["level"]), str(rec["response"])))
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+        except jsonio.JsonReadError as exc:
+            problems.append(Problem(f"{path}:{n}", "-", "line", exc.reason))
+        except (KeyError, ValueError, TypeError) as exc:
             problems.append(Problem(f"{path}:{n}", "-", "line", f"expected family, sample_id, level, response: {exc}"))
     if problems:
         raise DataError(problems)

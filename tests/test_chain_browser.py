@@ -243,7 +243,7 @@ def test_a_damaged_samples_line_is_one_error_naming_file_and_line(tmp_path: Path
     path.write_text(json.dumps(good) + '\n{"doc_id": 1, "acc_full": \n', encoding="utf-8")
     with pytest.raises(ValueError) as exc:
         write_browser([tmp_path / "run"], tmp_path / "site")
-    assert str(exc.value).startswith(f"{path}:2: not an HVCU-Bench samples line (JSONDecodeError: ")
+    assert str(exc.value).startswith(f"{path}:2: not an HVCU-Bench samples line (not valid JSON: ")
     assert "\n" not in str(exc.value)
 
 

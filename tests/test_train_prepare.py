@@ -174,6 +174,10 @@ def _bad_file(tmp_path: Path, *lines: object) -> Path:
         ),
         (lambda c: c.update(sample_id="x"), "line: unknown key(s) ['sample_id']"),
         (lambda c: c.pop("levels"), "line: missing key(s) ['levels']"),
+        (
+            lambda c: c.update(image="imgs/ad\x000.png"),
+            "image: holds a NUL byte, which no file path can: 'imgs/ad\\x000.png'",
+        ),
     ],
 )
 def test_a_bad_line_is_rejected_naming_file_line_and_field(tmp_path: Path, mutate, where: str) -> None:
@@ -190,8 +194,10 @@ def test_every_bad_line_is_reported_at_once(tmp_path: Path) -> None:
     path = _bad_file(tmp_path, "{not json", chain("imgs/ad_0.png", "ok"), [1, 2], "")
     with pytest.raises(ChainError) as err:
         read_chains([path], image_root=tmp_path)
-    assert err.value.problems == [f"{path}:1: line: not JSON: Expecting property name enclosed in double quotes",
-                                  f"{path}:3: line: must be a JSON object, got list"]  # fmt: skip
+    assert err.value.problems == [
+        f"{path}:1: line: not valid JSON: Expecting property name enclosed in double quotes (line 1 column 2)",
+        f"{path}:3: line: must be a JSON object, got list",
+    ]
 
 
 def test_an_empty_chains_file_is_an_error(tmp_path: Path) -> None:

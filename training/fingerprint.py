@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import write_atomic
 from training.prepare import dataset_files
 
@@ -68,7 +69,7 @@ def file_sha256(path: Path) -> str:
 def make(content: dict[str, Any], config: Path) -> Fingerprint:
     """Return the fingerprint of some content computed from a config file."""
     digest = hashlib.sha256(_canonical(content).encode("utf-8")).hexdigest()
-    return Fingerprint(digest, str(Path(config).resolve()), json.loads(_canonical(content)))
+    return Fingerprint(digest, str(Path(config).resolve()), jsonio.loads(_canonical(content)))
 
 
 def train_fingerprint(train: dict[str, Any], train_config: Path) -> Fingerprint:
@@ -95,9 +96,11 @@ def read(folder: Path) -> Fingerprint | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonio.read_json(path)
         return Fingerprint(str(data["fingerprint"]), str(data["config"]), dict(data["content"]))
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{exc}; use --force or another --out") from exc
+    except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: malformed fingerprint ({exc!r}); use --force or another --out") from exc
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import files
+from hvcu_tasks import files, jsonio
 from hvcu_tasks.files import ImageError, check_folder, check_name, inside, make_folder, write_atomic
 
 COMPOSITIONS = ("full-data", "full-hierarchy", "l3-only")
@@ -140,10 +140,15 @@ def parse_chain(
     if "image" in obj:
         if not isinstance(raw, str) or not raw.strip():
             problems.append(("image", f"must be a non-empty path, got {raw!r}"))
+        elif "\x00" in raw:
+            problems.append(("image", f"holds a NUL byte, which no file path can: {raw!r}"[:300]))
         else:
             path = Path(raw)
-            image = (path if path.is_absolute() else image_root / path).resolve()
-            bad = check_image(image)
+            try:
+                image = (path if path.is_absolute() else image_root / path).resolve()
+                bad = check_image(image)
+            except (OSError, ValueError) as exc:  # a name the OS refuses (too long, undecodable, ...)
+                image, bad = None, f"cannot be opened as a path ({exc}): {raw!r}"[:300]
             if bad:
                 problems.append(("image", bad))
     method = obj.get("method")
@@ -196,9 +201,9 @@ def read_chains(paths: Sequence[Path], image_root: Path | None = None) -> Chains
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.append(LineProblem(str(path), number, "line", f"not JSON: {exc.msg}"))
+                obj = jsonio.loads(text, source=path, line=number)
+            except jsonio.JsonReadError as exc:
+                problems.append(LineProblem(str(path), number, "line", exc.reason))
                 continue
             chain, found = parse_chain(obj, root, f"{path}:{number}", check_image)
             problems += [LineProblem(str(path), number, f, m) for f, m in found]
@@ -317,9 +322,9 @@ def load_dataset_info(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such dataset_info.json")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON file ({exc}); fix or remove it") from exc
+        info = jsonio.read_json(path)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{path}: not a JSON file ({exc.reason}); fix or remove it") from exc
     if not isinstance(info, dict):
         raise ValueError(f"{path}: must be a JSON object of dataset entries")
     return info

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import make_folder, write_atomic
 from training.prepare import dataset_files
 
@@ -124,7 +125,7 @@ def keys_tag() -> str:
 def _cached_keys(path: Path) -> frozenset[str] | None:
     """Return the argument names remembered in `path`, or None when it is missing or not a list of names."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonio.read_json(path)
     except (OSError, ValueError):
         return None
     if not isinstance(data, list) or not data or not all(isinstance(k, str) for k in data):
@@ -260,9 +261,11 @@ def read_layout(path: Path) -> LayoutRecord:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no layout.json (render the configs with `hvcu train config`)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON file ({exc}); render the configs again with `hvcu train config`") from exc
+        data = jsonio.read_json(path)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(
+            f"{path}: not a JSON file ({exc.reason}); render the configs again with `hvcu train config`"
+        ) from exc
     problems = ["must be a JSON object"] if not isinstance(data, dict) else _layout_problems(data)
     if problems:
         raise ValueError(f"{path}: {'; '.join(problems)}; render the configs again with `hvcu train config`")

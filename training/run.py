@@ -9,7 +9,6 @@ from another export config is exported again.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from hvcu_tasks import jsonio
 from training import fingerprint
 from training.fingerprint import FINGERPRINT_FILE, Fingerprint
 from training.render import LAYOUT_FILE, LayoutRecord, deepspeed_installed, load_yaml, read_layout
@@ -82,8 +82,8 @@ def is_exported(export_dir: Path) -> bool:
     if not (d / INDEX).is_file():
         return (d / "model.safetensors").is_file()
     try:
-        shards = set(json.loads((d / INDEX).read_text(encoding="utf-8"))["weight_map"].values())
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+        shards = set(jsonio.read_json(d / INDEX)["weight_map"].values())
+    except (OSError, jsonio.JsonReadError, KeyError, TypeError, AttributeError):
         return False
     return bool(shards) and all((d / str(shard)).is_file() for shard in shards)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from generation.audit.verdicts import ItemKey, write_text
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.loaders import load_path
 from hvcu_tasks.schema import DataError, Sample
@@ -71,7 +72,7 @@ def read_bench(root: Path, families: Sequence[str]) -> dict[ItemKey, SourceItem]
         raise DataError(problems)
     records: dict[ItemKey, Mapping[str, Any]] = {}
     for family in families:
-        for record in json.loads((root / f"{stem(family)}.json").read_text(encoding="utf-8")):
+        for record in jsonio.read_json(root / f"{stem(family)}.json"):
             records[(family, str(record["id"]).strip())] = record
     items = {}
     for s in loaded.samples:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, check_threshold
 from generation.audit.verdicts import check_annotator_name
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES
 
 AUDIT_FILE = "audit.json"
@@ -51,11 +52,11 @@ class AuditConfig:
     def from_file(cls, path: Path) -> AuditConfig:
         """Read audit.json; unknown or missing keys are errors naming the file."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = jsonio.read_json(path)
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: not an audit folder (no {AUDIT_FILE}; start one with export)") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+        except jsonio.JsonReadError as exc:
+            raise ValueError(f"{path}: {exc.reason}") from exc
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names) if isinstance(data, dict) else []
         if not isinstance(data, dict) or unknown:

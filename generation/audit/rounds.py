@@ -63,6 +63,7 @@ from generation.audit.verdicts import (
     write_csv,
     write_text,
 )
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import inside
 
 SOURCE_DIR = "source"
@@ -78,11 +79,11 @@ def _write_json(path: Path, data: Any) -> None:
 def _read_json(path: Path) -> Any:
     """Read a JSON file the audit wrote, with a clear error when it is missing or broken."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return jsonio.read_json(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: missing from the audit folder") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{path}: {exc.reason}") from exc
 
 
 def _round_dir(root: Path, n: int) -> Path:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import ASPECTS, aspect_from_text, family_from_name
 from hvcu_tasks.files import UnsafeNameError, check_image, check_name, name_key
 from hvcu_tasks.schema import DataError, Problem
@@ -55,9 +55,9 @@ def _raw_rows(path: Path) -> list[tuple[str, dict[str, object]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError([Problem(str(path), f"line {i}", "-", f"not JSON: {exc}")]) from exc
+            obj = jsonio.loads(line, source=path, line=i)
+        except jsonio.JsonReadError as exc:
+            raise DataError([Problem(str(path), f"line {i}", "-", f"not JSON: {exc.reason}")]) from exc
         if not isinstance(obj, dict):
             raise DataError([Problem(str(path), f"line {i}", "-", "expected a JSON object")])
         rows.append((f"line {i}", obj))

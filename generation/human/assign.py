@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS
 from hvcu_tasks.files import check_name as check_path_name
 from hvcu_tasks.schema import Sample
@@ -159,9 +160,9 @@ class Assignment:
     def from_json(cls, text: str, source: str) -> Assignment:
         """Read `assignment.json` text; unknown or missing keys are errors naming `source`."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{source}: not JSON ({exc})") from exc
+            data = jsonio.loads(text, source=source)
+        except jsonio.JsonReadError as exc:
+            raise ValueError(f"{source}: not JSON ({exc.reason})") from exc
         _expect_keys(data, {"format", "bench", "seed", "groups", "items"}, source)
         if data["format"] != FORMAT:
             raise ValueError(f"{source}: format {data['format']!r} is not {FORMAT!r}")

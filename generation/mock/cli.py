@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.argtypes import float_range, int_range
 
 DEFAULT_PORT = 8765
@@ -79,7 +79,7 @@ def _answering_pid(url: str) -> int | None:
 
     try:
         with urllib.request.urlopen(f"{url}/models", timeout=2) as response:
-            listing = json.loads(response.read())
+            listing, _ = jsonio.loads_reply(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
     mock = listing.get("hvcu_mock") if isinstance(listing, dict) else None

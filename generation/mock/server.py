@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 from generation.mock.answers import GoldIndex, MockSettings, Unrecognised, reply_to
+from hvcu_tasks import jsonio
 
 MODEL_ID = "mock"
 UNKNOWN_GOLD = "mock: a multiple-choice question whose gold key is unknown"
@@ -31,6 +32,17 @@ def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
     prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []) if isinstance(m, dict))
     completion = len(text.split())
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _content_length(value: str | None) -> tuple[int, tuple[int, dict[str, Any]] | None]:
+    """Return (body length, None), or (0, (4xx status, error body)) for a Content-Length that is unusable."""
+    text = (value or "0").strip()
+    if not text.isdigit() or not text.isascii():
+        return 0, _error(400, f"Content-Length {value!r} is not a whole number of bytes")
+    length = int(text[:20])  # 20 digits are more than any size; a longer string is over the limit anyway
+    if length > MAX_BODY or len(text) > 20:
+        return 0, _error(413, f"request body of {text[:20]} bytes is over the mock's {MAX_BODY}")
+    return length, None
 
 
 def respond(
@@ -50,9 +62,9 @@ def respond(
         status, payload = _error(405, f"{method} {path}: use POST")
     else:
         try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            status, payload = _error(400, f"the request body is not JSON: {exc}")
+            body = jsonio.loads(raw, source="request body")
+        except jsonio.JsonReadError as exc:
+            status, payload = _error(400, f"the request body is not usable JSON: {exc.reason}")
         else:
             if isinstance(body, dict) and body.get("stream"):
                 status, payload = _error(400, 'streaming is not supported by the mock: send "stream": false')
@@ -108,10 +120,10 @@ def make_server(
         disable_nagle_algorithm = True
 
         def _send(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                status, payload = _error(413, f"request body of {length} bytes is over the mock's {MAX_BODY}")
-                self.close_connection = True
+            length, problem = _content_length(self.headers.get("Content-Length"))
+            if problem is not None:
+                status, payload = problem
+                self.close_connection = True  # the body's end is unknown: this connection cannot be reused
             else:
                 raw = self.rfile.read(length) if length else b""
                 status, payload = respond(method, self.path, raw, settings, gold, log)

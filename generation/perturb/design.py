@@ -22,6 +22,7 @@ from typing import Any
 from PIL import ImageColor, ImageFont
 
 from generation.perturb.fonts import FONT_FAMILIES, WEIGHTS, font_file, is_font_path
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import ImageError, check_image, write_atomic
 
 ANCHORS = tuple(h + v for v in "tmb" for h in "lmr")
@@ -379,9 +380,9 @@ def load_design(path: Path) -> Design:
     """Read and validate a design JSON file."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from None
+        obj = jsonio.read_json(path)
+    except jsonio.JsonReadError as exc:
+        raise ValueError(f"{path}: {exc.reason}") from None
     return design_from_dict(obj, str(path), path.parent)
 
 

@@ -34,6 +34,7 @@ from PIL import Image, ImageOps
 from generation.perturb.design import Design, design_json, load_design
 from generation.perturb.raster import to_rgb
 from generation.perturb.variants import ASPECTS, make_variant, sample_variants
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import (
     ImageError,
     UnsafeNameError,
@@ -110,9 +111,9 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
     records = []
     for number, line in enumerate(text.splitlines(), 1):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line {number}: not JSON ({exc})") from None
+            record = jsonio.loads(line, source=path, line=number)
+        except jsonio.JsonReadError as exc:
+            raise ValueError(f"{path}: line {number}: not JSON ({exc.reason})") from None
         records.append(_check_record(record, f"{path}: line {number}"))
     return records
 

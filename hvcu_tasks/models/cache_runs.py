@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import write_atomic
 
 try:
@@ -318,7 +319,7 @@ def live(folder: Path) -> bool:
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """Return a share's manifest (`run.json`), or None when it has none or it cannot be read."""
     try:
-        data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        data = jsonio.read_json(folder / "run.json")
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -426,7 +427,7 @@ def listing(root: Path) -> list[str]:
     lines = []
     for folder in folders:
         try:
-            identity = json.loads((folder / "identity.json").read_text(encoding="utf-8"))
+            identity = jsonio.read_json(folder / "identity.json")
         except (OSError, ValueError):
             identity = {}
         lines.append(f"{folder}  {identity.get('backend', '?')} {json.dumps(identity.get('args', {}), sort_keys=True)}")

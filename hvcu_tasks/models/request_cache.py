@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.files import write_atomic
 from hvcu_tasks.models import cache_runs as runs
 from hvcu_tasks.models.cache_runs import (  # noqa: F401 - the run settings, re-exported for the wrapper and scripts
@@ -142,8 +143,22 @@ def cache_setting(value: Any) -> str | Path:
             return "off"
         if word == "auto":
             return "auto"
-        return Path(value.strip()).expanduser()
+        return cache_folder(Path(value.strip()).expanduser())
     raise ValueError(f"hvcu_context: cache must be on, off or a folder, got {value!r}")
+
+
+def cache_folder(path: Path) -> Path:
+    """Return `cache=PATH` as given; ValueError (one line, naming it) when it or a folder above it is not a folder."""
+    for at in (path, *path.parents):
+        if at.is_dir():
+            return path
+        if at.exists() or at.is_symlink():
+            where = "it" if at == path else str(at)
+            raise ValueError(
+                f"hvcu_context: cannot create the request cache {path}: Not a directory; {where} exists and is "
+                "not a folder: give a cache=PATH folder (created when missing) or cache=off"
+            )
+    return path
 
 
 def cache_location(setting: str | Path, api: bool) -> Path | None:
@@ -345,8 +360,8 @@ def read_replies(folder: Path) -> dict[str, Reply]:
 def _record(raw: bytes) -> tuple[str, Reply] | None:
     """Return (key, reply) from one JSONL line, or None when it is not a whole, well-formed record."""
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = jsonio.loads(raw)
+    except jsonio.JsonReadError:
         return None
     if not isinstance(data, dict):
         return None

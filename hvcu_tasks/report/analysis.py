@@ -10,12 +10,12 @@ fingerprint per family where recorded). Every table has a chance row: what a uni
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
 from hvcu_tasks.metrics import (
     CHANCE_FULL,
@@ -126,11 +126,11 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
             raise ReportError(f"{root}: no such file or folder")
         for path in results_files(root):
             try:
-                results = json.loads(path.read_text(encoding="utf-8"))
+                results = jsonio.read_json(path)
                 per_task = results["results"]
                 config = results.get("config") or {}
                 configs = results.get("configs") or {}
-            except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            except (OSError, jsonio.JsonReadError, KeyError, TypeError, AttributeError) as exc:
                 raise ReportError(f"{path}: not an lmms-eval results file ({exc})") from exc
             if not all(isinstance(x, dict) for x in (per_task, config, configs)):
                 raise ReportError(

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.chains import chains_of_file, samples_files
 from hvcu_tasks.families import ASPECTS, FAMILIES
 from hvcu_tasks.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
@@ -92,8 +93,8 @@ def model_of(samples: Path) -> str:
     if not results.is_file():  # lmms-eval's folder per model
         return checked_text(samples.parent.name, f"{samples.parent}: folder name", "model name")
     try:
-        data = json.loads(results.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = jsonio.read_json(results)
+    except (OSError, jsonio.JsonReadError) as exc:
         raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
         raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")

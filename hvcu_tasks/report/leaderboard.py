@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES
 from hvcu_tasks.metrics import OFFICIAL_FULL_METRIC
 from hvcu_tasks.report.reference import reference_rows, rows_for
@@ -330,11 +331,11 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
 def read_leaderboard(path: Path) -> list[Entry]:
     """Read and check a published leaderboard.json; a wrong schema, version or field stops naming file and field."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        data = jsonio.read_json(path)
+    except OSError as exc:
         raise ReportError(f"{path}: cannot read it ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}: not JSON ({exc})") from exc
+    except jsonio.JsonReadError as exc:
+        raise ReportError(f"{path}: not JSON ({exc.reason})") from exc
     if not isinstance(data, dict):
         raise ReportError(f"{path}: expected a leaderboard object, got {type(data).__name__}")
     if data.get("schema") != SCHEMA:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from hvcu_tasks import jsonio
 
 REFERENCE_FILE = Path(__file__).resolve().parent / "paper_reference.json"
 
@@ -25,7 +26,7 @@ class ReferenceRow:
 @cache
 def reference_rows() -> tuple[ReferenceRow, ...]:
     """Return every shipped reference row."""
-    data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
+    data = jsonio.read_json(REFERENCE_FILE)
     return tuple(
         ReferenceRow(r["model"], r["setting"], r["families"], float(r["score"]), r["source"], bool(r.get("human")))
         for r in data["rows"]
@@ -39,5 +40,5 @@ def rows_for(setting: str) -> list[ReferenceRow]:
 
 def general_reference() -> tuple[str, list[str], list[tuple[str, list[float]]]]:
     """Return the paper's Table 7: source, column labels, and (model, values) rows."""
-    data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["general"]
+    data = jsonio.read_json(REFERENCE_FILE)["general"]
     return data["source"], list(data["columns"]), [(r["model"], list(r["values"])) for r in data["rows"]]

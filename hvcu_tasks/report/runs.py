@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import jsonio
 from hvcu_tasks.families import ASPECTS, FAMILIES
 from hvcu_tasks.metrics import (
     ACCURACY_METRICS,
@@ -250,9 +250,9 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
         found_any = False
         for f in files:
             try:
-                results = json.loads(f.read_text(encoding="utf-8"))
+                results = jsonio.read_json(f)
                 per_task = results["results"]
-            except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (OSError, jsonio.JsonReadError, KeyError, TypeError) as exc:
                 raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
             if not isinstance(results.get("config") or {}, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")

@@ -1,0 +1,134 @@
+"""The one way the toolkit reads JSON and JSONL: every decode failure becomes one `JsonReadError` line.
+
+Data, results, sample logs, boards, caches, manifests and model replies are all parsed here, so each of
+them gets the same guards: nesting deeper than `MAX_DEPTH` is refused before the (recursive) decoder
+sees it, an integer longer than Python's digit limit, bytes that are not UTF-8, a key given twice (where
+asked) and plain syntax errors all raise `JsonReadError`, whose text is `FILE:LINE: reason`. Model
+replies go through `loads_reply`, which never raises: it returns the value or the reason the reply is
+unusable. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects accepted; no file or reply the toolkit reads needs more than ~10."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class JsonReadError(ValueError):
+    """A JSON text could not be read; `source`, `line` and `reason` say where and why, `str()` in one line."""
+
+    def __init__(self, reason: str, source: str | Path | None = None, line: int | None = None) -> None:
+        self.reason = " ".join(str(reason).split())
+        self.source = None if source is None else str(source)
+        self.line = line
+        where = self.source if self.source is not None else "JSON text"
+        super().__init__(f"{where}{'' if line is None else f':{line}'}: {self.reason}")
+
+
+def _depth(text: str) -> int:
+    """Return the deepest bracket nesting of a JSON text, strings skipped (no recursion)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(brackets) <= MAX_DEPTH:
+        return len(brackets)
+    return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _reason(text: str, unique_keys: bool) -> tuple[Any, str | None, int | None]:
+    """Parse text; return (value, None, None) or (None, reason, line of the text where it failed)."""
+    if _depth(text) > MAX_DEPTH:
+        return None, f"nested deeper than {MAX_DEPTH} levels of arrays/objects", None
+    try:
+        return json.loads(text, object_pairs_hook=_unique if unique_keys else None), None, None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})", exc.lineno
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels of arrays/objects", None
+    except ValueError as exc:
+        message = str(exc)
+        if "digits" in message and "limit" in message:
+            return None, "holds an integer longer than Python's 4300-digit limit", None
+        return None, message, None
+
+
+def loads(
+    text: str | bytes, *, source: str | Path | None = None, line: int | None = None, unique_keys: bool = False
+) -> Any:
+    """Parse one JSON text; raise JsonReadError naming `source` (and `line`) when it cannot be read."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonReadError(_undecodable(exc), source, line) from None
+    value, reason, at = _reason(text, unique_keys)
+    if reason is not None:
+        # A whole file's error names the file's line; a JSONL line keeps its own number.
+        raise JsonReadError(reason, source, line if line is not None or source is None else at)
+    return value
+
+
+def _undecodable(exc: UnicodeDecodeError) -> str:
+    """Return the reason for bytes that are not UTF-8."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
+def _text(path: Path) -> str:
+    """Return a file's UTF-8 text; OSError propagates, undecodable bytes raise JsonReadError."""
+    try:
+        with open(path, "rb") as f:  # not Path.read_bytes: tests count image reads through it
+            data = f.read()
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonReadError(_undecodable(exc), path) from None
+
+
+def read_json(path: str | Path, *, unique_keys: bool = False) -> Any:
+    """Read one JSON file; raise JsonReadError (`FILE:LINE: reason`) when it is not readable JSON, OSError if absent."""
+    path = Path(path)
+    return loads(_text(path), source=path, unique_keys=unique_keys)
+
+
+def iter_jsonl(path: str | Path, *, unique_keys: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, value) for each non-blank line of a JSONL file; raise JsonReadError at a bad line."""
+    path = Path(path)
+    for number, text in enumerate(_text(path).splitlines(), 1):
+        if text.strip():
+            yield number, loads(text, source=path, line=number, unique_keys=unique_keys)
+
+
+def loads_reply(text: str | bytes) -> tuple[Any, str | None]:
+    """Parse a model or server reply; return (value, None), or (None, 'unusable reply: ...') — never raises."""
+    try:
+        return loads(text), None
+    except JsonReadError as exc:
+        return None, f"unusable reply: {exc.reason}"
+
+
+def raw_decode(text: str, start: int) -> tuple[Any, int] | None:
+    """Decode the JSON value starting at `start` of text; (value, end), or None when none is readable there."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    if _depth(text[start:end]) > MAX_DEPTH:
+        return None
+    return value, end
