@@ -32,6 +32,20 @@ MAX_NAME_BYTES = 200
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """A UTF-16 surrogate code point: never part of valid Unicode text, and it cannot be written as UTF-8."""
 
+NOT_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What a name read from a file may not hold: control characters (line breaks included), lone surrogates, line and
+paragraph separators, bidirectional overrides. None has a visible form in a table cell, a figure or a file name."""
+
+
+def name_problem(value: str) -> str | None:
+    """Return why a name read from a file is not one line of printable text (None when it is)."""
+    found = NOT_TEXT.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    return f"{ascii(value)[:120]} holds {kind} (U+{ord(char):04X})"
+
 
 def image_identity(path: Path | str | None, data: bytes | None) -> tuple:
     """Return an image's in-process key: its file's identity, or a digest of its bytes; OSError for an unreadable file.

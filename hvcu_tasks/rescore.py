@@ -15,6 +15,7 @@ from typing import Any
 
 from hvcu_tasks import jsonio
 from hvcu_tasks.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.files import name_problem
 from hvcu_tasks.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.parsing import parse_choice
 from hvcu_tasks.schema import DataError, Problem
@@ -137,6 +138,10 @@ def _model_of(path: Path, data: Any) -> tuple[str | None, str | None]:
     """Return (model key, model_name as written): the file stem in the Result tree, else from `model_name`."""
     value = data.get("model_name") if isinstance(data, Mapping) else None
     name = value.strip() if isinstance(value, str) and value.strip() else None
+    for field, text in (("model_name", name), ("file name", path.stem)):
+        problem = None if text is None else name_problem(text)
+        if problem:
+            raise DataError([Problem(str(path), "-", field, f"model name {problem}: a model name is one line of text")])
     if _layout(path)[2]:  # Result/<Family>/<Indep|Context>/<model>.json: the file is named after the model
         return path.stem.replace("-", "_"), name
     # The authors name a result file model_name.split('/')[-1] with '-' -> '_'.

@@ -276,3 +276,26 @@ def test_a_name_in_a_published_leaderboard_that_is_not_one_line_of_text_is_refus
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith(f"error: {board}: entries[{last}].model: text 'evil\\n")
+
+
+# ---- hvcu score: the authors' result files name their model too ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", [INJECTED, "gpt\ud800", "gpt\u202eevil"])
+def test_score_refuses_a_model_name_that_is_not_one_line_of_text(authors_results: Path, name: str, capsys) -> None:
+    path = next(authors_results.iterdir())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, "model_name": name}), encoding="utf-8")
+    assert main(["score", str(path)]) != 0
+    out, err = capsys.readouterr()
+    assert "GPT-9" not in out
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(path) in lines[0] and "model_name" in lines[0]
+
+
+def test_score_shows_a_name_with_markup_as_it_is(authors_results: Path, capsys) -> None:
+    path = next(authors_results.iterdir())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, "model_name": "org/m$x^$"}), encoding="utf-8")
+    assert main(["score", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["model_name"] == "org/m$x^$"

@@ -10,6 +10,7 @@ from typing import Any
 
 from hvcu_tasks import jsonio
 from hvcu_tasks.families import ASPECTS, FAMILIES
+from hvcu_tasks.files import name_problem
 from hvcu_tasks.metrics import (
     ACCURACY_METRICS,
     COUNT_PREFIXES,
@@ -114,21 +115,11 @@ class ModelResult:
         self.notes.setdefault(setting, []).append(text)
 
 
-NOT_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""What a name read from a file may not hold: control characters (line breaks included), lone surrogates, line and
-paragraph separators, bidirectional overrides. None has a visible form in a table cell, a figure or a file name."""
-
-
 def checked_text(value: str, where: str, what: str) -> str:
     """Return a text read from a file when it is one line of printable text; refuse it in one line naming `where`."""
-    found = NOT_TEXT.search(value)
-    if found:
-        char = found.group()
-        kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
-        raise ReportError(
-            f"{where}: {what} {ascii(value)[:120]} holds {kind} (U+{ord(char):04X}); "
-            f"a {what} is one line of text: fix the file"
-        )
+    problem = name_problem(value)
+    if problem:
+        raise ReportError(f"{where}: {what} {problem}; a {what} is one line of text: fix the file")
     return value
 
 
