@@ -120,7 +120,7 @@ def sig_digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _is_lmms_eval(program: str) -> bool:
+def is_lmms_eval(program: str) -> bool:
     """Whether argv[0] is lmms-eval's CLI (the `lmms-eval` script or `python -m lmms_eval`)."""
     path = Path(program)
     return path.name in ("lmms-eval", "lmms_eval") or (path.name == "__main__.py" and path.parent.name == "lmms_eval")
@@ -177,7 +177,7 @@ def command_signature(argv: list[str] | None = None, name: str | None = None) ->
         return {"run": name}
     argv = list(sys.argv if argv is None else argv)
     program, args = (argv[0] if argv else ""), argv[1:]
-    if _is_lmms_eval(program):
+    if is_lmms_eval(program):
         parsed = _lmms_eval_args(program, args)
         if parsed is not None:
             entry = entry_arguments()

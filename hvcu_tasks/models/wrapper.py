@@ -33,15 +33,16 @@ model phase completed (every call returned and nothing raised out of the wrapper
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
-from hvcu_tasks.models.cache_runs import LockUnsupported
+from hvcu_tasks.models.cache_runs import LockUnsupported, is_lmms_eval
 from hvcu_tasks.models.request_cache import (
     IDENTITY_ATTRS,
     RequestCache,
@@ -85,6 +86,24 @@ def chunk_size_of(value: Any) -> int:
     return value
 
 
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """Turn the wrapper's own ValueError into one stderr line and exit status 2 under lmms-eval's command line.
+
+    lmms-eval's CLI catches every Exception, prints its traceback and exits 0, so a mistyped model argument would
+    look like a finished run; SystemExit passes through it. Called from code (simple_evaluate, a script), the
+    ValueError is raised as it is.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        if not is_lmms_eval(sys.argv[0] if sys.argv else ""):
+            raise
+        message = " ".join(str(exc).split()).removeprefix("hvcu_context: ")
+        print(f"hvcu_context: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 class ContextWrapper(lmms):
     """Drive an inner chat model round by round over chunks of documents (true multi-turn messages)."""
 
@@ -99,20 +118,27 @@ class ContextWrapper(lmms):
         run: Any = None,
         **inner_args: Any,
     ) -> None:
-        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run."""
+        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run.
+
+        A bad argument of the wrapper's own is a ValueError; under lmms-eval's command line (which prints any
+        exception's traceback and exits 0) it is one `hvcu_context: error:` line on stderr and exit status 2.
+        """
         super().__init__()
-        if not inner:
-            raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
-        size = chunk_size_of(chunk_size)
-        setting = cache_setting(cache)
-        reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
-        name_of_run = run_name(run)
+        with _usage_errors():
+            if not inner:
+                raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
+            size = chunk_size_of(chunk_size)
+            setting = cache_setting(cache)
+            reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
+            name_of_run = run_name(run)
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
-        self._check_chat(cls, inner)
+        with _usage_errors():
+            self._check_chat(cls, inner)
         self._attach(cls(**inner_args), inner, size)
-        self._open_cache(setting, inner_args, reuse, name_of_run)
+        with _usage_errors():
+            self._open_cache(setting, inner_args, reuse, name_of_run)
 
     @classmethod
     def around(

@@ -30,6 +30,25 @@ def test_cache_naming_a_file_is_one_line_before_the_inner_model_is_built(tmp_pat
     assert "\n" not in message and "not a folder" in message
 
 
+@pytest.mark.slow
+def test_cache_naming_a_file_under_the_lmms_eval_cli_exits_2_with_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    existing = tmp_path / "replies.txt"
+    existing.write_text("not a folder")
+    args = f"inner=openai,model_version=m,base_url=http://127.0.0.1:9/v1,cache={existing}"
+    cmd = [str(Path(sys.executable).parent / "lmms-eval"), "--model", "hvcu_context", "--model_args", args]
+    cmd += ["--tasks", "hvcu_bench_sample", "--output_path", str(tmp_path / "out")]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("hvcu_context: error:")]
+    assert len(errors) == 1 and str(existing) in errors[0] and "Not a directory" in errors[0]
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*_results.json"))
+
+
 # --- a rate limit asking for an hour --------------------------------------------------------------------------------
 
 
