@@ -38,6 +38,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from hvcu_tasks.models.rounds import ROUND_TASK, run_rounds
 from hvcu_tasks.plugin import ROUTE_OPT_OUT_ENV, opted_out
 
 ROUTED_BACKENDS: dict[str, str] = {"vllm": "engine", "qwen2_5_vl": "hf", "qwen3_vl": "hf", "llava_hf": "hf"}
@@ -61,8 +62,6 @@ def routing_off() -> bool:
 
 def is_hvcu_request(request: Any) -> bool:
     """Whether a request belongs to one of this package's tasks (or to a round the driver is sending)."""
-    from hvcu_tasks.models.rounds import ROUND_TASK
-
     task = request.args[4]
     return isinstance(task, str) and (task.startswith(TASK_PREFIX) or task == ROUND_TASK)
 
@@ -99,8 +98,6 @@ def feed_hint(command: str, kind: str, conversations: int, rounds: int = 1) -> s
 
 def own_requests(requests: Sequence[Any]) -> int:
     """Count the requests of this package's tasks (not the rounds the driver is sending)."""
-    from hvcu_tasks.models.rounds import ROUND_TASK
-
     return sum(1 for r in requests if is_hvcu_request(r) and r.args[4] != ROUND_TASK)
 
 
@@ -150,7 +147,6 @@ def route(cls: type, model_id: str) -> type:
 
 def routed(base: type, model_id: str) -> type:
     """Build the subclass of `base` whose HVCU multi-round requests run whole rounds through rounds.run_rounds."""
-    from hvcu_tasks.models.rounds import run_rounds
 
     def generate_until(self, requests):  # noqa: ANN001, ANN202
         hint_once(self, model_id, requests)

@@ -63,6 +63,7 @@ from hvcu_tasks.models.request_cache import (
 )
 from hvcu_tasks.models.rounds import reply_text as _text
 from hvcu_tasks.models.rounds import run_rounds
+from hvcu_tasks.models.routing import CHAIN_ROUNDS, hint_once
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
@@ -292,8 +293,6 @@ class ContextWrapper(lmms):
 
     def _hint(self, requests: list[Instance], rounds: int) -> None:
         """Say once how to feed an inner routed backend that runs at batch size 1, naming the wrapper's command."""
-        from hvcu_tasks.models.routing import hint_once
-
         command = f"--model hvcu_context --model_args inner={self.inner_name}"
         hint_once(self.inner, self.inner_name, requests, rounds, command)
 
@@ -417,8 +416,6 @@ class ContextWrapper(lmms):
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
         """Run every document's rounds, `chunk_size` documents at a time (rounds.py); replies in request order."""
-        from hvcu_tasks.models.routing import CHAIN_ROUNDS
-
         self._hint(requests, CHAIN_ROUNDS)
 
         def chains(part: list[Instance], sample: int) -> list[list[str | None]]:
