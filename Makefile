@@ -117,7 +117,7 @@ test: lint browser
 # pyproject's [tool.mutmut], each run against the fast tests that cover the mutated function; then the score per file
 # and every survivor (tests/tools/mutation_report.py), then one-word drops from the parser's keyword lists, which
 # mutmut does not make (tests/tools/keyword_mutation.py). Starts afresh each time. MUTANTS narrows the mutmut part,
-# e.g. MUTANTS='hvcu_tasks.parsing.*'; MUTATION_MIN=90 fails a file scoring below 90%.
+# e.g. MUTANTS='hvcu_tasks.core.parsing.*'; MUTATION_MIN=90 fails a file scoring below 90%.
 MUTANTS        ?=
 MUTATION_JOBS  ?= 2
 MUTATION_MIN   ?= 0

@@ -40,12 +40,12 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from PIL import Image
 
-from hvcu_tasks import context
-from hvcu_tasks import images as hvcu_images
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.models.wrapper import DEFAULT_CHUNK_SIZE, ContextWrapper
-from hvcu_tasks.schema import ImageRef
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.schema import ImageRef
+from hvcu_tasks.data import images as hvcu_images
+from hvcu_tasks.data.loaders import load_source
+from hvcu_tasks.lmms import context
+from hvcu_tasks.lmms.models.wrapper import DEFAULT_CHUNK_SIZE, ContextWrapper
 
 REPO = Path(__file__).resolve().parent.parent
 DISTINCT_IMAGES = 16

@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hvcu_tasks.families import ASPECTS, FAMILIES  # noqa: E402
+from hvcu_tasks.core.families import ASPECTS, FAMILIES  # noqa: E402
 
 CONFIGS: dict[str, tuple[str, str]] = {
     "replay-base": ("hvcu_bench", "replay"),
@@ -233,8 +233,8 @@ def count_decodes() -> dict[str, int]:
 
 def model_classes() -> Iterator[tuple[Any, str]]:
     """Yield (class, method) pairs whose outermost calls are the model phase."""
-    from hvcu_tasks.models.replay import ReplayModel
-    from hvcu_tasks.models.wrapper import ContextWrapper
+    from hvcu_tasks.lmms.models.replay import ReplayModel
+    from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
     yield ReplayModel, "generate_until"
     yield ContextWrapper, "generate_until_multi_round"
@@ -281,8 +281,8 @@ def child(spec: dict[str, Any]) -> None:
 
 
 def images_counter() -> int | None:
-    """Return the decode counter of hvcu_tasks.images when that module keeps one, else None."""
-    module = sys.modules.get("hvcu_tasks.images")
+    """Return the decode counter of hvcu_tasks.data.images when that module keeps one, else None."""
+    module = sys.modules.get("hvcu_tasks.data.images")
     for name in ("DECODES", "decodes", "decode_count"):
         value = getattr(module, name, None) if module else None
         if callable(value):

@@ -2,7 +2,7 @@
 
 Four lmms-eval figures, each in a fresh interpreter:
 
-1. cold plugin import: `python -X importtime -c "import hvcu_tasks.plugin; hvcu_tasks.plugin.manifests()"`,
+1. cold plugin import: `python -X importtime -c "import hvcu_tasks.lmms.plugin; hvcu_tasks.lmms.plugin.manifests()"`,
    our share = the cumulative import time of our outermost modules (everything they pull in that was not
    loaded yet, PIL included), lmms-eval's own import reported apart;
 2. the same after lmms-eval is loaded (what the CLI does: lmms-eval is loaded before its entry points);
@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = ("hvcu_tasks", "generation")
-PLUGIN_CODE = "import hvcu_tasks.plugin; hvcu_tasks.plugin.manifests()"
+PLUGIN_CODE = "import hvcu_tasks.lmms.plugin; hvcu_tasks.lmms.plugin.manifests()"
 LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 # Our plugin imported once lmms-eval is loaded (as the CLI does: it loads lmms-eval, then its entry points).
@@ -46,7 +46,7 @@ TASKS = """
 import json, os, time
 import lmms_eval.evaluator as ev
 from lmms_eval.tasks import TaskManager
-import hvcu_tasks.context as context, hvcu_tasks.harness as harness
+import hvcu_tasks.lmms.context as context, hvcu_tasks.lmms.harness as harness
 spent = {"s": 0.0}
 def timed(fn):
     def run(*a, **k):
@@ -59,7 +59,7 @@ def timed(fn):
 harness.process_docs = timed(harness.process_docs)
 context.process_docs = timed(context.process_docs)
 os.environ["HVCU_NO_AUTO_TASKS"] = "1"
-import hvcu_tasks.plugin as plugin
+import hvcu_tasks.lmms.plugin as plugin
 plugin.manifests()
 TaskManager()  # warm-up: the first index pays for file-system caches
 t = time.perf_counter(); TaskManager(); without = time.perf_counter() - t

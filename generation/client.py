@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hvcu_tasks import jsonio
+from hvcu_tasks.data import jsonio
 
 T = TypeVar("T")
 

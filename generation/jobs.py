@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from generation.client import ChatClient, ClientConfig, ResponseCache, Usage
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import write_atomic
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import write_atomic
 
 T = TypeVar("T")
 C = TypeVar("C")

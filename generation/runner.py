@@ -19,8 +19,8 @@ from generation.jobs import in_shard, load_settings, read_records, run_jobs, wri
 from generation.mcts import MCTSConfig, Tree, search
 from generation.policy import ModelPolicy, call_seed, prompt, user_message
 from generation.replies import ReplyError, parse_json_reply, text_fields
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import ImageError, check_image
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import ImageError, check_image
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp"}
 

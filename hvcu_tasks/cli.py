@@ -11,14 +11,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
-from hvcu_tasks.metrics import FamilyScores
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.core.metrics import FamilyScores
+from hvcu_tasks.core.schema import DataError
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate a dataset and print one line per problem, then the counts."""
-    from hvcu_tasks.validate import validate
+    from hvcu_tasks.data.validate import validate
 
     report = validate(args.source, decode_images=not args.no_decode, use_cache=not args.no_cache)
     for problem in report.problems:
@@ -31,7 +31,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for line in report.count_warnings + ([report.count_note] if report.count_note else []):
         print(line)
     if report.identities:
-        from hvcu_tasks.validate import identity_lines
+        from hvcu_tasks.data.validate import identity_lines
 
         print("\n".join(identity_lines(report.identities)))
     if report.problems:
@@ -44,7 +44,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> list[dict]:
     """Score authors' result files and folders: one JSON-ready entry per (model, setting), with its Overall Score."""
-    from hvcu_tasks.rescore import score_runs
+    from hvcu_tasks.results.rescore import score_runs
 
     return score_runs(paths, family, reparse)
 
@@ -114,7 +114,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _cmd_chains(args: argparse.Namespace) -> int:
     """Print one JSON line per sample chain found in lmms-eval samples files."""
-    from hvcu_tasks.chains import chains_of_file, samples_files
+    from hvcu_tasks.results.chains import chains_of_file, samples_files
 
     files = samples_files(args.paths)
     if not files:
@@ -128,7 +128,7 @@ def _cmd_chains(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.writelines(lines)
         return 0
-    from hvcu_tasks.files import write_atomic
+    from hvcu_tasks.data.files import write_atomic
 
     if args.out.is_dir():
         raise ValueError(f"--out {args.out}: is a folder; give the path of the JSONL file to write")
@@ -149,8 +149,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         with_reference,
     )
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
-    from hvcu_tasks.report.runs import CUSTOM, ReportError, read_runs
     from hvcu_tasks.report.tables import compare_table
+    from hvcu_tasks.results.runs import CUSTOM, ReportError, read_runs
 
     if args.format == "html" and args.out is None:
         raise ReportError("--format html writes a site (index.html, models/, figures/): give --out DIR")
@@ -178,7 +178,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
         )
         return 0
-    from hvcu_tasks.files import write_atomic
+    from hvcu_tasks.data.files import write_atomic
     from hvcu_tasks.report.figures import all_figures
 
     if args.out.exists() and not args.out.is_dir():
@@ -204,8 +204,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
     """List every model identity of an hvcu_context request cache and its runs (state, ranks, counts)."""
-    from hvcu_tasks.models.cache_runs import listing
-    from hvcu_tasks.models.request_cache import cache_location
+    from hvcu_tasks.lmms.models.cache_runs import listing
+    from hvcu_tasks.lmms.models.request_cache import cache_location
 
     root = args.root.expanduser() if args.root is not None else cache_location("on", api=True)
     if root is None:  # pragma: no cover - cache_location raises instead
@@ -220,7 +220,7 @@ def _cmd_cache_list(args: argparse.Namespace) -> int:
 
 def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
     """Print the folder to pass to lmms-eval's --include_path."""
-    from hvcu_tasks.plugin import TASKS_DIR
+    from hvcu_tasks.lmms.plugin import TASKS_DIR
 
     print(TASKS_DIR)
     return 0
@@ -228,7 +228,7 @@ def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
     """Build a tiny random Qwen2.5-VL, Qwen3-VL, LLaVA or LLaVA-NeXT (offline stand-ins for the demo and tests)."""
-    from hvcu_tasks.tiny_model import build_llava, build_llava_next, build_qwen2_5_vl, build_qwen3_vl
+    from hvcu_tasks.dev.tiny_model import build_llava, build_llava_next, build_qwen2_5_vl, build_qwen3_vl
 
     builders = {
         "qwen2_5_vl": build_qwen2_5_vl,

@@ -635,7 +635,7 @@ def referenced_hooks(files: dict[str, bytes]) -> set[str]:
 
 def smoke_files() -> dict[str, bytes]:
     """Return the bundled smoke sample, at the path (relative to utils.py) the bundled code reads it from."""
-    from hvcu_tasks.smoke import SMOKE_DIR
+    from hvcu_tasks.dev.smoke import SMOKE_DIR
 
     rel = SMOKE_DIR.relative_to(SMOKE_DIR.parent)
     return {
@@ -766,8 +766,8 @@ def export_task(dest: Path, force: bool = False) -> dict[str, bytes]:
     An existing non-empty `dest` is replaced only with `force`, and only when it is an earlier export (every file
     in it listed in its marker); the working folder, or a folder holding it, is never replaced.
     """
-    from hvcu_tasks.files import check_folder
-    from hvcu_tasks.plugin import SUPPORTED_LMMS_EVAL
+    from hvcu_tasks.data.files import check_folder
+    from hvcu_tasks.lmms.plugin import SUPPORTED_LMMS_EVAL
 
     dest = check_folder(dest, "DIR")
     check_target(dest, force)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_source
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -151,7 +151,7 @@ def authors_results(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the tiny random Qwen2.5-VL once per session."""
-    from hvcu_tasks.tiny_model import build_qwen2_5_vl
+    from hvcu_tasks.dev.tiny_model import build_qwen2_5_vl
 
     return build_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen2_5_vl")
 
@@ -233,7 +233,8 @@ def smoke_predictions(path: Path, reply: Callable[[str, object], str] = lambda _
 @pytest.fixture
 def fresh_image_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Start and end a test with an empty image cache, the default cache budget and the API image hook installed."""
-    from hvcu_tasks import images, plugin
+    from hvcu_tasks.data import images
+    from hvcu_tasks.lmms import plugin
 
     monkeypatch.delenv(images.CACHE_ENV, raising=False)
     plugin.install_image_hook()
@@ -249,12 +250,13 @@ def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     `huggingface_hub` and `datasets` (their import-time settings too) point at it, with fresh caches; it is also
     their proxy, so a request meant for any other host is recorded (`hub.foreign()`) instead of leaving.
     `hub.home` is the Hugging Face cache folder; `hub.go_offline()` turns on offline mode (the warm cache stays).
-    What `hvcu_tasks.hub` remembers per process (revisions resolved, layouts decided, loads, lines said) starts empty.
+    What `hvcu_tasks.data.hub` remembers per process (revisions resolved, layouts decided, loads, lines said)
+    starts empty.
     """
     from huggingface_hub.utils import _http
     from standins.hub import StandInHub, point_clients
 
-    from hvcu_tasks import hub as hub_loads
+    from hvcu_tasks.data import hub as hub_loads
 
     for memory in ("_RESOLVED", "_LAYOUTS", "_LOADS", "_ANNOUNCED", "_WARNED"):  # a fresh process for each test
         monkeypatch.setattr(hub_loads, memory, type(getattr(hub_loads, memory))())

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from lmms_eval.utils import handle_non_serializable
 
-from hvcu_tasks import context, harness
-from hvcu_tasks.chains import chains_of_file
+from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.results.chains import chains_of_file
 
 OPTIONS = ("A", "B", "C", "D")
 TEXTS = ["a cat", "a dog", "a fish", "a bird"]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN, run_lmms_eval
 
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_source
 
 pytestmark = pytest.mark.slow
 

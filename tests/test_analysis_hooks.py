@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 from test_context import CONTEXT_PREFIX, L1, L2, L3, SYSTEM_PROMPT
 
-from hvcu_tasks import analysis, context, harness
+from hvcu_tasks.lmms import analysis_tasks as analysis
+from hvcu_tasks.lmms import context, harness
 
 # The smoke sample implication/metaphor_001 (gold B, A, C), typed by hand in test_context.
 SYSTEM, PREFIX = SYSTEM_PROMPT, CONTEXT_PREFIX

@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from hvcu_tasks import metrics
-from hvcu_tasks.analysis import rotate_options, rotated_answer
-from hvcu_tasks.metrics import Outcome
+from hvcu_tasks.core import metrics
+from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.lmms.analysis_tasks import rotate_options, rotated_answer
 
 
 def _o(sid: str, level: int, gold: str, pred: str | None, family: str = "aesthetic") -> Outcome:

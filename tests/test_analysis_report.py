@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks.families import ASPECTS
+from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.report.analysis import analysis_tables
 from hvcu_tasks.report.render import to_markdown
-from hvcu_tasks.report.runs import ReportError
+from hvcu_tasks.results.runs import ReportError
 
 SHORTS = ("impl", "aesth", "affect")
 

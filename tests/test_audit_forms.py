@@ -18,8 +18,8 @@ from PIL import Image
 from generation.audit.forms import SHEET_COLUMNS, FormItem, embed_image, render_form, sheet_rows, shuffled
 from generation.audit.rounds import import_verdicts, round_verdicts, start_audit
 from generation.audit.verdicts import CONTEXT_COLUMNS, VERDICT_COLUMNS
-from hvcu_tasks.loaders import load_path
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.data.loaders import load_path
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 EVIL = "<script>alert('x')</script> & \"quoted\""
 

@@ -14,9 +14,9 @@ from generation.audit.cli import add_parser
 from generation.audit.config import parse_annotators
 from generation.audit.rounds import audit_status, compute_stats, decide, import_verdicts, start_audit
 from generation.audit.verdicts import VERDICT_COLUMNS, VerdictError
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.smoke import SMOKE_DIR
-from hvcu_tasks.validate import validate
+from hvcu_tasks.data.loaders import load_source
+from hvcu_tasks.data.validate import validate
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 ANNOTATORS = ["a1", "a2", "a3", "a4", "a5"]
 

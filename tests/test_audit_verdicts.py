@@ -11,7 +11,7 @@ from test_audit_rounds import ANNOTATORS, candidates, round_of_verdicts, write_d
 from generation.audit.forms import SHEET_COLUMNS
 from generation.audit.rounds import import_verdicts, start_audit
 from generation.audit.verdicts import VerdictError, read_decisions, read_verdicts
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 
 @pytest.fixture

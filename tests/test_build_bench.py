@@ -19,10 +19,10 @@ from generation.bench.manifest import read_manifest
 from generation.bench.stages import parse_draft, parse_verdict
 from generation.replies import ReplyError
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_path
-from hvcu_tasks.smoke import SMOKE_DIR
-from hvcu_tasks.validate import validate
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_path
+from hvcu_tasks.data.validate import validate
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 # Anchors script the fake model's behaviour per item (the anchor is echoed into the level-3 question).
 FAIL_ONCE = "fail-once"  # the first bridge draft is too vague; the second passes
@@ -186,7 +186,7 @@ def test_the_output_validates_and_loads_as_a_benchmark(built) -> None:
 def test_the_lmms_eval_task_reads_the_built_benchmark(built, monkeypatch) -> None:
     import datasets
 
-    from hvcu_tasks import harness
+    from hvcu_tasks.lmms import harness
 
     out, _requests = built
     monkeypatch.setenv(harness.DATA_ENV, str(out))

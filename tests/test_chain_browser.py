@@ -22,7 +22,7 @@ from hvcu_tasks.report.browser import embed_json, first_wrong_level, split_quest
 
 HOSTILE = "</script><img src=x onerror=\"document.title='pwned'\"><b>bold</b> & more"
 
-# Gold keys of the smoke sample (hvcu_tasks/smoke/data), per family and sample.
+# Gold keys of the smoke sample (hvcu_tasks/dev/smoke/data), per family and sample.
 GOLD = {
     ("implication", "metaphor_001"): "BAC",
     ("implication", "symbolism_001"): "ADB",

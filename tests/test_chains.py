@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import one_line_error, run
 
-from hvcu_tasks.chains import chains_of_file, samples_files
+from hvcu_tasks.results.chains import chains_of_file, samples_files
 
 BASE_TASK = "hvcu_bench_sample_aesth"
 CONTEXT_TASK = "hvcu_bench_context_sample_impl"

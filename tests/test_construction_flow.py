@@ -10,7 +10,7 @@ from test_audit_rounds import write_verdicts
 from test_build_bench import ROWS, build, fake_mllm, write_manifest
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.loaders import load_path
+from hvcu_tasks.data.loaders import load_path
 
 
 def test_a_built_benchmark_is_audited_into_a_final_folder_and_gets_human_sheets(tmp_path: Path) -> None:

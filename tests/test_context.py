@@ -8,8 +8,9 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
 
-from hvcu_tasks import context, harness, prompts
-from hvcu_tasks.models.wrapper import ContextWrapper
+from hvcu_tasks.core import prompts
+from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 # Typed from the protocol note ("Prompting"), never imported from the code under test.
 SYSTEM_PROMPT = (

@@ -9,7 +9,7 @@ import pytest
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
-from hvcu_tasks.models.wrapper import ContextWrapper
+from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 ROUNDS = 3
 

@@ -13,9 +13,9 @@ from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, run_lmms_eval
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.harness import family_metric_names
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.lmms.harness import family_metric_names
 
 pytestmark = pytest.mark.slow
 TASK_OF = {family: f"hvcu_bench_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}
@@ -218,8 +218,8 @@ def test_hub_tasks_read_a_local_copy_from_the_environment(tmp_path: Path, author
 
 def _answer_from_question(request: dict) -> str:
     """Reply like a chatty model: the gold key of the smoke question, wrapped in prose."""
-    from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.prompts import level_text
+    from hvcu_tasks.core.prompts import level_text
+    from hvcu_tasks.data.loaders import load_source
 
     user_text = request["messages"][-1]["content"][0]["text"]
     for family in FAMILIES:
@@ -234,7 +234,7 @@ def _answer_from_question(request: dict) -> str:
 def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) -> None:
     from fake_openai import FakeOpenAI
 
-    from hvcu_tasks.prompts import SYSTEM_PROMPT
+    from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 
     with FakeOpenAI(_answer_from_question) as server:
         results = run_lmms_eval(
@@ -335,7 +335,7 @@ def test_a_backend_without_multi_round_is_told_how_to_wrap_it(authors_results: P
 def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path) -> None:
     from fake_openai import FakeOpenAI
 
-    from hvcu_tasks.prompts import CONTEXT_PREFIX
+    from hvcu_tasks.core.prompts import CONTEXT_PREFIX
 
     with FakeOpenAI(lambda request: "Answer: D") as server:
         results = run_lmms_eval(
@@ -389,7 +389,7 @@ def test_tiny_llava_through_llava_hf_in_both_settings(tmp_path: Path) -> None:
     )
     for task in ("hvcu_bench_sample_aesth", "hvcu_bench_context_sample_aesth"):
         assert results["results"][task]["n_chains,none"] == 4
-    from hvcu_tasks.chains import chains_of_file, samples_files
+    from hvcu_tasks.results.chains import chains_of_file, samples_files
 
     chains = [c for task, path in samples_files([tmp_path / "out"]) for c in chains_of_file(task, path)]
     assert sorted(c["setting"] for c in chains) == ["base"] * 4 + ["context"] * 4

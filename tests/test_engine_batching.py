@@ -17,8 +17,8 @@ import pytest
 from conftest import REPO, run_lmms_eval
 from lmms_eval.api.instance import Instance
 
-from hvcu_tasks import context, plugin
-from hvcu_tasks.models import routing
+from hvcu_tasks.lmms import context, plugin
+from hvcu_tasks.lmms.models import routing
 
 STANDINS = REPO / "tests" / "standins"
 HINT = "pass --batch_size 64 (or more) to hand it whole rounds"

@@ -28,8 +28,8 @@ from conftest import REPO, one_line_error, run
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import main
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 from hvcu_tasks.export import ExportError, Module, check_scopes
-from hvcu_tasks.smoke import SMOKE_DIR
 
 FAMILIES = ("implication", "aesthetic", "affective")
 SHORT = {"implication": "impl", "aesthetic": "aesth", "affective": "affect"}
@@ -149,7 +149,7 @@ def test_the_recorder_keeps_text_and_digests_pixels() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_base_prompts_are_the_packages(exported: Path, family: str) -> None:
-    from hvcu_tasks import harness
+    from hvcu_tasks.lmms import harness
 
     plain = load_plain_tool().plain
     utils = load_utils(exported)
@@ -178,7 +178,7 @@ def chain_requests(doc_to_messages, chain: dict, replies: tuple[str, ...]) -> li
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_context_round_is_the_packages(exported: Path, family: str) -> None:
-    from hvcu_tasks import context
+    from hvcu_tasks.lmms import context
 
     plain = load_plain_tool().plain
     utils = load_utils(exported)

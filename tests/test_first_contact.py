@@ -21,7 +21,7 @@ from PIL import Image
 from standins.hub import card, parquet_bytes
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.core.families import FAMILIES
 
 # The published dataset card of Chime316/HVCU-Bench, as the issue quotes it.
 CARD = {
@@ -120,7 +120,7 @@ def test_every_local_parquet_file_with_unknown_columns_gets_its_own_line(tmp_pat
 
 
 def test_the_published_counts_are_the_dataset_cards() -> None:
-    from hvcu_tasks.validate import PUBLISHED_COUNTS, PUBLISHED_SOURCE
+    from hvcu_tasks.data.validate import PUBLISHED_COUNTS, PUBLISHED_SOURCE
 
     assert {f: dict(c) for f, c in PUBLISHED_COUNTS.items()} == CARD
     assert "dataset card" in PUBLISHED_SOURCE and "Chime316/HVCU-Bench" in PUBLISHED_SOURCE
@@ -189,7 +189,7 @@ def test_the_smoke_sample_and_small_custom_data_are_not_compared(source: str, wr
 
 
 def test_a_null_levels_cell_is_that_records_problem_not_an_unknown_layout(tmp_path: Path) -> None:
-    from hvcu_tasks.loaders import load_parquet
+    from hvcu_tasks.data.loaders import load_parquet
 
     rows = _rows("implication", {"metaphor": 3})
     rows[1]["qa_levels"] = None
@@ -202,8 +202,8 @@ def test_a_null_levels_cell_is_that_records_problem_not_an_unknown_layout(tmp_pa
 
 
 def test_the_layout_error_says_which_part_is_missing() -> None:
-    from hvcu_tasks.loaders import rows_to_samples
-    from hvcu_tasks.schema import DataError
+    from hvcu_tasks.core.schema import DataError
+    from hvcu_tasks.data.loaders import rows_to_samples
 
     with pytest.raises(DataError, match=r"unrecognised layout \(no id column\).*found columns \['image', 'qa_levels'"):
         rows_to_samples([{"image": PNG, "qa_levels": "[]", "question_id": "1"}], "implication", "hub[x]")

@@ -18,8 +18,9 @@ import datasets
 import pytest
 from PIL import Image
 
-from hvcu_tasks import context, harness, prompts
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.core import prompts
+from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.lmms import context, harness
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "requests"
 CASES: dict[str, dict[str, Any]] = json.loads((GOLDEN / "cases.json").read_text(encoding="utf-8"))

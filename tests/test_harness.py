@@ -10,9 +10,9 @@ import pytest
 from conftest import item
 from lmms_eval.protocol import ChatMessages
 
-from hvcu_tasks import context, harness
-from hvcu_tasks.prompts import SYSTEM_PROMPT
-from hvcu_tasks.schema import TaskLoadError
+from hvcu_tasks.core.prompts import SYSTEM_PROMPT
+from hvcu_tasks.core.schema import TaskLoadError
+from hvcu_tasks.lmms import context, harness
 
 
 def stub(family: str, source: str) -> datasets.Dataset:

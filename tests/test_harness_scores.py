@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hvcu_tasks import context, harness
+from hvcu_tasks.lmms import context, harness
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
 MIX: dict[tuple[str, str], tuple[str, str, str]] = {

@@ -20,10 +20,10 @@ from conftest import BIN, item
 from PIL import Image
 from standins.hub import AUTHORS_FEATURES, client_environment, published_files
 
-from hvcu_tasks import harness
 from hvcu_tasks.cli import main
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data.loaders import load_source
+from hvcu_tasks.lmms import harness
 
 REPO = "Chime316/HVCU-Bench"
 ITEMS = {
@@ -386,7 +386,7 @@ def fail_footer(hub, status: int, times: int):
 
 @pytest.fixture
 def quick_retries(monkeypatch):
-    from hvcu_tasks import hub_parquet
+    from hvcu_tasks.data import hub_parquet
 
     monkeypatch.setattr(hub_parquet, "FOOTER_WAIT", 0.01)
 
@@ -425,7 +425,7 @@ def test_a_stalled_footer_request_times_out(stand_in_hub, monkeypatch, caplog) -
 
     from huggingface_hub import constants
 
-    from hvcu_tasks import hub_parquet
+    from hvcu_tasks.data import hub_parquet
 
     publish(stand_in_hub, parquet="authors")
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.3)
@@ -567,7 +567,7 @@ def test_other_ranks_read_the_commit_rank_0_resolved(stand_in_hub, monkeypatch) 
 def test_rank_0s_error_is_every_ranks_error(stand_in_hub, monkeypatch) -> None:
     import sys
 
-    from hvcu_tasks.schema import Problem
+    from hvcu_tasks.core.schema import Problem
 
     said_by_0 = Problem(f"{REPO}@v9", "-", "revision", f"the dataset '{REPO}' has no revision 'v9'")
     monkeypatch.setitem(sys.modules, "torch.distributed", FakeGroup(1, (None, [said_by_0])))
@@ -598,7 +598,7 @@ def test_a_repository_without_a_card_loads_offline_from_a_warm_cache(stand_in_hu
     online = identity("aesthetic")
     stand_in_hub.clear()
     stand_in_hub.go_offline()
-    from hvcu_tasks import hub
+    from hvcu_tasks.data import hub
 
     hub.reset()  # a new process
     offline = identity("aesthetic")
@@ -624,7 +624,7 @@ def test_cdn_redirects_and_paged_listings_are_followed(stand_in_hub) -> None:
     commit = stand_in_hub.repo(REPO).commit(published_files(many, images, parquet="authors"))
     assert identity("implication")["samples"] == 8
     stand_in_hub.clear()
-    from hvcu_tasks import hub
+    from hvcu_tasks.data import hub
 
     hub.reset()
     files = published_files(many, images, parquet="unknown")

@@ -19,11 +19,11 @@ from generation.human.answers import read_answers
 from generation.human.assign import check_groups, deal_groups, read_assignment
 from generation.human.cli import add_parser
 from generation.human.results import DEFINITION
-from hvcu_tasks.families import LEVELS
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.report.runs import read_runs
+from hvcu_tasks.core.families import LEVELS
+from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data.loaders import load_source
 from hvcu_tasks.report.tables import all_tables
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.results.runs import read_runs
 
 NAMES = [f"s{i}" for i in range(9)]
 GROUPS = ["--group", "perc=p0,p1,p2", "--group", "bridge=b0,b1,b2", "--group", "conn=c0,c1,c2"]

@@ -18,9 +18,9 @@ import pytest
 from conftest import REPO, item
 from PIL import Image
 
-from hvcu_tasks import files, validate
 from hvcu_tasks.cli import main
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data import files, validate
 
 IDS = ["metaphor_001", "metaphor_002", "symbolism_001"]
 FOLDER = "Image/Implication-Understanding"
@@ -172,7 +172,7 @@ def unwritable_cache(monkeypatch, tmp_path) -> Path:
 
 
 def test_an_unwritable_cache_still_loads_with_one_warning(family, unwritable_cache, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="hvcu_tasks.validate"):
+    with caplog.at_level(logging.WARNING, logger="hvcu_tasks.data.validate"):
         assert load(family) == IDS
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1
@@ -238,7 +238,7 @@ def test_validate_uses_the_cache_by_default(dataset, decoded, monkeypatch, capsy
     assert decoded == []
 
 
-LOAD_IN_CHILD = "from hvcu_tasks.validate import load_family; import sys; load_family(sys.argv[1], 'implication')"
+LOAD_IN_CHILD = "from hvcu_tasks.data.validate import load_family; import sys; load_family(sys.argv[1], 'implication')"
 
 
 def test_processes_loading_at_once_share_one_cache(family, hvcu_cache) -> None:

@@ -9,8 +9,8 @@ import pytest
 from conftest import item
 from PIL import Image, ImageFile
 
-from hvcu_tasks import validate
-from hvcu_tasks.loaders import load_path
+from hvcu_tasks.data import validate
+from hvcu_tasks.data.loaders import load_path
 
 IDS = [f"metaphor_{i:03d}" for i in range(1, 13)]
 

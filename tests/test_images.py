@@ -17,8 +17,9 @@ from lmms_eval.protocol import ChatMessages
 from lmms_eval.utils import is_multimodal_content
 from PIL import Image
 
-from hvcu_tasks import context, harness, images, plugin
-from hvcu_tasks.prompts import base_messages
+from hvcu_tasks.core.prompts import base_messages
+from hvcu_tasks.data import images
+from hvcu_tasks.lmms import context, harness, plugin
 
 pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 

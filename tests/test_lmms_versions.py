@@ -24,10 +24,10 @@ import pytest
 from conftest import REPO
 from test_harness_scores import EXPECTED, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
-from hvcu_tasks import plugin
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.plugin import TESTED_LMMS_EVAL, IncompatibleLmmsEval, untested_release, version_problem
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.lmms import plugin
+from hvcu_tasks.lmms.plugin import TESTED_LMMS_EVAL, IncompatibleLmmsEval, untested_release, version_problem
 
 VERSIONS = os.environ.get("HVCU_LMMS_VERSIONS", "").split() or sorted({TESTED_LMMS_EVAL[0], TESTED_LMMS_EVAL[-1]})
 

@@ -11,9 +11,9 @@ import pytest
 from conftest import item, level
 from PIL import Image
 
-from hvcu_tasks.families import ASPECTS
-from hvcu_tasks.loaders import load_official_json, load_parquet, load_path, load_source, rows_to_samples
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.families import ASPECTS
+from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data.loaders import load_official_json, load_parquet, load_path, load_source, rows_to_samples
 
 
 def test_smoke_sample_has_one_sample_per_aspect_and_is_valid() -> None:
@@ -162,7 +162,7 @@ def test_folder_of_hub_parquet_files_loads_every_family(tmp_path: Path) -> None:
 def test_hub_loader_maps_the_split_and_keeps_images_as_bytes(stand_in_hub) -> None:
     from standins.hub import card, parquet_bytes
 
-    from hvcu_tasks import loaders
+    from hvcu_tasks.data import loaders
 
     row = {"id": "anger_001", "image": {"bytes": _png_bytes(), "path": None}, "qa_levels": item("x")["qa_levels"]}
     files = {"README.md": card(), "assets/Affective_Reasoning-00000-of-00001.parquet": parquet_bytes([row])}
@@ -183,7 +183,7 @@ def test_hub_failure_is_a_clear_error_with_the_offline_hint(stand_in_hub, monkey
     import httpx
     import huggingface_hub
 
-    from hvcu_tasks import loaders
+    from hvcu_tasks.data import loaders
 
     def unreachable(*args, **kwargs):
         raise httpx.ConnectError("no route to host")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks import metrics
-from hvcu_tasks.families import ASPECTS, FAMILIES
-from hvcu_tasks.metrics import Outcome
+from hvcu_tasks.core import metrics
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.metrics import Outcome
 
 LEVELS = ("perc", "bridge", "conn")
 # Written from the README's metric table, not read from the code.
@@ -195,7 +195,7 @@ def _samples(tmp_path: Path, lines: list[dict]) -> Path:
 
 
 def test_hvcu_chains_gives_the_authors_parse_and_verdict(tmp_path: Path) -> None:
-    from hvcu_tasks.chains import chains_of_file
+    from hvcu_tasks.results.chains import chains_of_file
 
     lines = [
         _base_line("metaphor_001", 1, "The answer is (B).", "B", pred_official=None, correct_official=False),
@@ -208,7 +208,7 @@ def test_hvcu_chains_gives_the_authors_parse_and_verdict(tmp_path: Path) -> None
 
 
 def test_hvcu_chains_reads_a_log_written_before_the_authors_parse_was_logged(tmp_path: Path) -> None:
-    from hvcu_tasks.chains import chains_of_file
+    from hvcu_tasks.results.chains import chains_of_file
 
     lines = [_base_line("metaphor_001", lv, reply, "B") for lv, reply in ((1, "B"), (2, "(B)"), (3, "B"))]
     (chain,) = chains_of_file("hvcu_bench_impl", _samples(tmp_path, lines))
@@ -216,7 +216,7 @@ def test_hvcu_chains_reads_a_log_written_before_the_authors_parse_was_logged(tmp
 
 
 def test_hvcu_chains_leaves_the_verdicts_of_a_cut_chain_open(tmp_path: Path) -> None:
-    from hvcu_tasks.chains import chains_of_file
+    from hvcu_tasks.results.chains import chains_of_file
 
     lines = [_base_line("metaphor_001", lv, "B", "B", pred_official="B") for lv in (1, 2)]
     (chain,) = chains_of_file("hvcu_bench_impl", _samples(tmp_path, lines))
@@ -224,7 +224,7 @@ def test_hvcu_chains_leaves_the_verdicts_of_a_cut_chain_open(tmp_path: Path) -> 
 
 
 def test_hvcu_chains_refuses_a_level_logged_twice(tmp_path: Path) -> None:
-    from hvcu_tasks.chains import chains_of_file
+    from hvcu_tasks.results.chains import chains_of_file
 
     lines = [_base_line("metaphor_001", lv, "B", "B") for lv in (1, 2, 3, 2)]
     path = _samples(tmp_path, lines)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hvcu_tasks.metrics import Outcome, first_error_level, is_na, overall_score, score_family
+from hvcu_tasks.core.metrics import Outcome, first_error_level, is_na, overall_score, score_family
 
 
 def chain(sid: str, marks: str, aspect: str = "metaphor") -> list[Outcome]:

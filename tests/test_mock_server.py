@@ -28,8 +28,8 @@ from generation.mock.answers import GoldIndex, MockSettings, load_gold, reply_to
 from generation.mock.server import base_url, make_server
 from generation.policy import candidate_fields, chain_text, feedback_text, judge_score, prompt
 from generation.runner import direct_levels
-from hvcu_tasks.parsing import parse_choice
-from hvcu_tasks.prompts import CONTEXT_PREFIX, SYSTEM_PROMPT, level_text
+from hvcu_tasks.core.parsing import parse_choice
+from hvcu_tasks.core.prompts import CONTEXT_PREFIX, SYSTEM_PROMPT, level_text
 
 SMOKE_IMAGES = Path(__file__).resolve().parents[1] / "hvcu_tasks" / "smoke" / "data" / "Image"
 IMAGE_URL = "data:image/png;base64,iVBORw0KGgo="  # the mock reads only the text parts

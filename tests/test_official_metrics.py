@@ -15,9 +15,9 @@ import datasets
 import pytest
 from conftest import run_lmms_eval
 
-from hvcu_tasks import context, harness
-from hvcu_tasks.metrics import Outcome, overall_score
-from hvcu_tasks.prompts import NO_ANSWER
+from hvcu_tasks.core.metrics import Outcome, overall_score
+from hvcu_tasks.core.prompts import NO_ANSWER
+from hvcu_tasks.lmms import context, harness
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
 
@@ -131,7 +131,7 @@ def test_every_family_task_names_the_four_official_metrics() -> None:
 def test_every_group_reports_the_overall_score_under_both_rules(group: str) -> None:
     from lmms_eval.utils import load_yaml_config
 
-    from hvcu_tasks.plugin import TASKS_DIR
+    from hvcu_tasks.lmms.plugin import TASKS_DIR
 
     config = load_yaml_config(str(TASKS_DIR / f"{group}.yaml"), mode="full")
     assert [m["metric"] for m in config["aggregate_metric_list"]] == ["acc_full", "acc_full_official"]

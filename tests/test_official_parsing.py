@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hvcu_tasks.official_parsing import parse_official
+from hvcu_tasks.core.official_parsing import parse_official
 
 # Step 1: cleaning (closed <think> blocks and code fences removed with their content, markdown markers
 # removed keeping their text, heading marks dropped, strip, upper-case).

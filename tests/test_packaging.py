@@ -9,8 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIRS = [
-    "hvcu_tasks/tasks",
-    "hvcu_tasks/smoke/data",
+    "hvcu_tasks/lmms/tasks",
+    "hvcu_tasks/dev/smoke/data",
     "hvcu_tasks/report",
     "hvcu_tasks/examples",
     "generation/prompts",
@@ -46,7 +46,7 @@ def test_wheel_contains_task_yamls_smoke_sample_and_reference_rows(tmp_path: Pat
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert wanted - names == set()
-    assert "hvcu_tasks/plugin.py" in names
+    assert "hvcu_tasks/lmms/plugin.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "[lmms_eval.models]" in text and "hvcu_tasks.plugin:manifests" in text
+    assert "[lmms_eval.models]" in text and "hvcu_tasks.lmms.plugin:manifests" in text

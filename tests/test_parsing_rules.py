@@ -1,7 +1,7 @@
 """parse_choice rule by rule: every keyword and negation word of the parser with a case that fires and a near miss.
 
 Each row is (reply, expected key); the expected keys are written by hand from the rule table in
-hvcu_tasks/parsing.py. A keyword's positive case is built so that the reply decides differently when that one
+hvcu_tasks/core/parsing.py. A keyword's positive case is built so that the reply decides differently when that one
 keyword is missing from its list (usually: two options named, only the keyword's statement picks one).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hvcu_tasks import parse_choice
-from hvcu_tasks.parsing import _patterns
+from hvcu_tasks.core.parsing import _patterns
 
 KEYS = ["A", "B", "C", "D"]
 OPTIONS = {"A": "Joy", "B": "Sadness", "C": "Red", "D": "Solid"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from hvcu_tasks.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
+from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
 
 SNAPSHOT_SYSTEM = (
     "You are a helpful assistant that answers multiple-choice questions based on images. Respond with ONLY the "

@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import item, run_lmms_eval, smoke_predictions
 
-from hvcu_tasks import harness, validate
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.report.runs import ReportError, read_runs
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data import validate
+from hvcu_tasks.lmms import harness
+from hvcu_tasks.results.runs import ReportError, read_runs
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 FAKE_CARD = {"implication": {"metaphor": 2, "symbolism": 1}, "aesthetic": {"color": 1}, "affective": {"joy": 1}}
@@ -206,7 +207,7 @@ def test_every_scored_document_and_the_task_config_carry_the_identity(write_data
 
 
 def test_context_documents_carry_the_identity_too(write_dataset) -> None:
-    from hvcu_tasks import context
+    from hvcu_tasks.lmms import context
 
     root = write_dataset(FULL_ITEMS)
     doc = context.process_docs(stub("implication", str(root)))[0]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.core.families import FAMILIES
 
 README = REPO / "README.md"
 SECTION = "## Offline recipes (mock endpoint)\n"

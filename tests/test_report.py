@@ -9,8 +9,8 @@ import pytest
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.runs import ReportError, read_runs
 from hvcu_tasks.report.tables import all_tables, base_vs_context_table, setting_table
+from hvcu_tasks.results.runs import ReportError, read_runs
 
 FULL = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import SMOKE_REPLIES, run_lmms_eval
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_source
 
 pytestmark = pytest.mark.slow
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report"

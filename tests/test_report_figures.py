@@ -8,7 +8,7 @@ import pytest
 from test_report import families, write_results
 
 from hvcu_tasks.report.figures import _bar_rows, all_figures, caption, run_style
-from hvcu_tasks.report.runs import ModelResult, read_runs
+from hvcu_tasks.results.runs import ModelResult, read_runs
 
 
 @pytest.fixture

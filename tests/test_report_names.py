@@ -138,9 +138,9 @@ def test_html_shows_the_name_as_it_is(tmp_path: Path) -> None:
 def local_data(root: Path) -> tuple[Path, dict]:
     """Write a two-sample local copy of the aesthetic family (red color_001, blue font_001); return the folder and
     the data identity a run on it records."""
-    from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.provenance import fingerprint
-    from hvcu_tasks.validate import image_sha256
+    from hvcu_tasks.data.loaders import load_source
+    from hvcu_tasks.data.provenance import fingerprint
+    from hvcu_tasks.data.validate import image_sha256
 
     data = root / "data"
     images = data / "Image" / "Aesthetic-Appreciation"
@@ -216,7 +216,7 @@ def test_a_picture_replaced_and_another_deleted_after_the_run_is_never_published
 def test_a_log_naming_the_root_as_its_data_publishes_nothing_and_searches_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hvcu_tasks.loaders
+    import hvcu_tasks.data.loaders
 
     secret = tmp_path / "home" / "private.png"
     secret.parent.mkdir()
@@ -227,7 +227,7 @@ def test_a_log_naming_the_root_as_its_data_publishes_nothing_and_searches_nothin
         loaded.append(source)
         raise OSError("not read in this test")
 
-    monkeypatch.setattr(hvcu_tasks.loaders, "load_source", load_source)
+    monkeypatch.setattr(hvcu_tasks.data.loaders, "load_source", load_source)
     identity = {"family": "aesthetic", "kind": "local", "location": "/", "fingerprint": "sha256:" + "0" * 64}
     run = samples_run(tmp_path, identity, {"color_001": secret})
     cards = page_cards(write_browser([run], tmp_path / "site"))
@@ -249,9 +249,9 @@ def test_an_undecodable_picture_of_the_data_the_run_read_is_a_placeholder_with_a
     data, _ = local_data(tmp_path)
     folder = data / "Image" / "Aesthetic-Appreciation"
     (folder / "font_001.png").write_bytes(b"not an image")  # before the run: the run read these very bytes
-    from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.provenance import fingerprint
-    from hvcu_tasks.validate import image_sha256
+    from hvcu_tasks.data.loaders import load_source
+    from hvcu_tasks.data.provenance import fingerprint
+    from hvcu_tasks.data.validate import image_sha256
 
     found = fingerprint(load_source(str(data), "aesthetic").samples, lambda s: image_sha256(s.image))
     identity = {"family": "aesthetic", "kind": "local", "location": str(data), "fingerprint": found}

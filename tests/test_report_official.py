@@ -17,8 +17,8 @@ from test_report import FULL, write_results
 from hvcu_tasks.cli import main
 from hvcu_tasks.report.html import render_index
 from hvcu_tasks.report.render import to_csv, to_json, to_latex, to_markdown
-from hvcu_tasks.report.runs import read_runs
 from hvcu_tasks.report.tables import all_tables, base_vs_context_table, setting_table
+from hvcu_tasks.results.runs import read_runs
 
 SHORTS = ("impl", "aesth", "affect")
 MISSES = "its answers are in a format the authors' parser misses"

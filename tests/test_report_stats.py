@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hvcu_tasks.report.runs import FamilyResult, ModelResult
 from hvcu_tasks.report.stats import bootstrap_ci, mcnemar, paired_score_delta, score_ci
 from hvcu_tasks.report.tables import compare_table
+from hvcu_tasks.results.runs import FamilyResult, ModelResult
 
 FAMS = ("implication", "aesthetic", "affective")
 

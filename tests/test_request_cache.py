@@ -18,9 +18,15 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from PIL import Image
 
-from hvcu_tasks.images import SOURCE_ATTR, ImageSource
-from hvcu_tasks.models.request_cache import RequestCache, cache_location, cache_setting, hook_client, model_identity
-from hvcu_tasks.models.wrapper import ContextWrapper
+from hvcu_tasks.data.images import SOURCE_ATTR, ImageSource
+from hvcu_tasks.lmms.models.request_cache import (
+    RequestCache,
+    cache_location,
+    cache_setting,
+    hook_client,
+    model_identity,
+)
+from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IDENTITY = {"backend": "openai", "args": {"model_version": "m1"}, "endpoint": "http://host/v1"}
 
@@ -59,7 +65,7 @@ class EachProcessFresh(dict):
 @pytest.fixture(autouse=True)
 def separate_processes(monkeypatch) -> None:
     """Each cache a test opens stands for a process of its own (a rerun), unless a test counts them itself."""
-    from hvcu_tasks.models import cache_runs
+    from hvcu_tasks.lmms.models import cache_runs
 
     monkeypatch.setattr(cache_runs, "_OPENED", EachProcessFresh())
 
@@ -159,7 +165,7 @@ def test_a_torn_last_record_is_skipped_with_a_warning(tmp_path: Path, cache: Req
 WRITER = textwrap.dedent(
     """
     import sys
-    from hvcu_tasks.models.request_cache import RequestCache
+    from hvcu_tasks.lmms.models.request_cache import RequestCache
     store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
     n = 0
     while True:
@@ -525,7 +531,7 @@ def test_an_async_client_stores_replies_without_blocking_the_event_loop(cache: R
 
     import openai
 
-    from hvcu_tasks.models import request_cache
+    from hvcu_tasks.lmms.models import request_cache
 
     monkeypatch.setattr(request_cache.os, "fsync", lambda fd: time.sleep(1.0))
 
@@ -919,7 +925,7 @@ def lmms_eval_argv(*extra: str, out: str = "runs/a") -> list[str]:
 
 
 def test_the_run_signature_is_the_command_without_output_options() -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     same = command_signature(lmms_eval_argv())
     assert command_signature(lmms_eval_argv("--log_samples", out="runs/b")) == same
@@ -929,7 +935,7 @@ def test_the_run_signature_is_the_command_without_output_options() -> None:
 
 
 def test_a_different_command_does_not_adopt_an_unfinished_run(tmp_path: Path) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     killed = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv()))
     killed.put("k", "A")
@@ -954,7 +960,7 @@ def test_a_live_run_is_not_adopted(tmp_path: Path) -> None:
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from hvcu_tasks.models.request_cache import RequestCache
+    from hvcu_tasks.lmms.models.request_cache import RequestCache
     store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
     store.put("k", "A")
     print(store.run_id, flush=True)
@@ -982,7 +988,7 @@ def test_a_run_live_in_another_process_is_not_adopted(tmp_path: Path) -> None:
 ENDING = textwrap.dedent(
     """
     import sys
-    from hvcu_tasks.models.request_cache import RequestCache
+    from hvcu_tasks.lmms.models.request_cache import RequestCache
     store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": sys.argv[2]})
     store.put("k", "A")
     store.tally(["A"])
@@ -1002,7 +1008,7 @@ def test_a_process_that_ends_with_an_unhandled_exception_leaves_its_run_unfinish
 def test_replies_of_the_layout_before_runs_are_used_only_when_asked(hvcu_cache: Path, capsys) -> None:
     import json
 
-    from hvcu_tasks.models.request_cache import digest
+    from hvcu_tasks.lmms.models.request_cache import digest
 
     wrapper = ContextWrapper.around(Counting(), "local", cache="on", model_args={"pretrained": "p"})
     key = wrapper.request_cache.key(
@@ -1029,7 +1035,7 @@ def test_reuse_and_run_are_not_part_of_the_identity(tmp_path: Path) -> None:
 
 
 def test_no_credential_reaches_a_run_manifest(tmp_path: Path) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     argv = ["script.py", "--api-key", "sk-argv9", *lmms_eval_argv()[1:]]
     store = RequestCache(
@@ -1082,7 +1088,7 @@ def test_two_wrappers_of_one_process_and_command_are_two_runs_each_resumed_by_it
     tmp_path: Path, monkeypatch
 ) -> None:
     """Two entries of one --config with the same model: the n-th wrapper of a process resumes the n-th's run."""
-    from hvcu_tasks.models import cache_runs
+    from hvcu_tasks.lmms.models import cache_runs
 
     monkeypatch.setattr(cache_runs, "_OPENED", {})
     first = local(Counting(), str(tmp_path))
@@ -1099,7 +1105,7 @@ def test_two_wrappers_of_one_process_and_command_are_two_runs_each_resumed_by_it
 
 
 def test_the_entry_arguments_of_simple_evaluate_tell_config_entries_apart() -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     code = "def simple_evaluate(tasks, limit, gen_kwargs):\n    return command_signature(ARGV)\n"
     scope = {"__name__": "lmms_eval.evaluator", "command_signature": command_signature}
@@ -1112,7 +1118,7 @@ def test_the_entry_arguments_of_simple_evaluate_tell_config_entries_apart() -> N
 
 
 def test_a_config_file_counts_by_its_resolved_path_and_content(tmp_path: Path, monkeypatch) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     (tmp_path / "c.yaml").write_text("- model: hvcu_context\n  tasks: hvcu_bench_sample\n")
     monkeypatch.chdir(tmp_path)
@@ -1207,7 +1213,7 @@ def test_a_probe_of_a_run_does_not_make_its_owner_skip_it(tmp_path: Path) -> Non
     import fcntl
     import threading
 
-    from hvcu_tasks.models import cache_runs
+    from hvcu_tasks.lmms.models import cache_runs
 
     path = tmp_path / "lock"
     path.touch()
@@ -1235,7 +1241,7 @@ def test_a_probe_of_a_run_does_not_make_its_owner_skip_it(tmp_path: Path) -> Non
     ],
 )
 def test_knobs_that_send_the_same_requests_are_not_in_the_signature(knob: tuple[str, str]) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     assert command_signature(lmms_eval_argv(*knob)) == command_signature(lmms_eval_argv())
 
@@ -1245,7 +1251,7 @@ def test_knobs_that_send_the_same_requests_are_not_in_the_signature(knob: tuple[
     [("--limit", "5"), ("--offset", "2"), ("--repeats", "3"), ("--seed", "1"), ("--system_instruction", "Be brief")],
 )
 def test_arguments_that_change_the_requests_are_in_the_signature(change: tuple[str, str]) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     assert command_signature(lmms_eval_argv(*change)) != command_signature(lmms_eval_argv())
 
@@ -1286,7 +1292,7 @@ def test_a_killed_data_parallel_run_is_resumed_by_every_rank(tmp_path: Path) -> 
 
 
 def test_no_secret_bearing_argument_reaches_a_run_manifest(tmp_path: Path) -> None:
-    from hvcu_tasks.models.request_cache import command_signature
+    from hvcu_tasks.lmms.models.request_cache import command_signature
 
     argv = lmms_eval_argv(
         "--launcher_args",
@@ -1310,7 +1316,7 @@ def test_no_secret_bearing_argument_reaches_a_run_manifest(tmp_path: Path) -> No
 def test_reuse_off_as_lmms_eval_parses_it_is_none(text: str) -> None:
     from lmms_eval.utils import simple_parse_args_string
 
-    from hvcu_tasks.models.request_cache import reuse_setting
+    from hvcu_tasks.lmms.models.request_cache import reuse_setting
 
     assert reuse_setting(simple_parse_args_string(text)["reuse"]) == ()
 
@@ -1319,7 +1325,7 @@ def test_reuse_off_as_lmms_eval_parses_it_is_none(text: str) -> None:
 def test_run_names_as_lmms_eval_parses_them_are_names(text: str, name: str) -> None:
     from lmms_eval.utils import simple_parse_args_string
 
-    from hvcu_tasks.models.request_cache import run_name
+    from hvcu_tasks.lmms.models.request_cache import run_name
 
     assert run_name(simple_parse_args_string(text)["run"]) == name
 

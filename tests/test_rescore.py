@@ -9,7 +9,7 @@ import pytest
 from conftest import SMOKE_EXPECTED, SMOKE_SCORE
 
 from hvcu_tasks.cli import main, score_files
-from hvcu_tasks.rescore import read_authors_results
+from hvcu_tasks.results.rescore import read_authors_results
 
 
 def test_scores_every_family_and_the_overall_score(authors_results: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI
 
-from hvcu_tasks.models.request_cache import read_replies
+from hvcu_tasks.lmms.models.request_cache import read_replies
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hvcu_tasks.cli import main, score_files
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.schema import DataError
 
 TREE = Path(__file__).resolve().parents[1] / "hvcu_tasks" / "examples" / "authors_result" / "Result"
 FAMILY_DIRS = ("Implication-Understanding", "Aesthetic-Appreciation", "Affective-Reasoning")

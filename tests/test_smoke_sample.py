@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from hvcu_tasks.smoke import SMOKE_DIR
-from hvcu_tasks.smoke.build import build
+from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.dev.smoke.build import build
 
 
 def test_committed_sample_equals_a_fresh_build(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_committed_sample_equals_a_fresh_build(tmp_path: Path) -> None:
             a = np.asarray(Image.open(SMOKE_DIR / rel).convert("RGB"))
             b = np.asarray(Image.open(tmp_path / rel).convert("RGB"))
             assert a.shape == b.shape == (96, 96, 3), rel
-            assert (a != b).any(axis=2).mean() < 0.02, f"{rel}: rerun python -m hvcu_tasks.smoke.build"
+            assert (a != b).any(axis=2).mean() < 0.02, f"{rel}: rerun python -m hvcu_tasks.dev.smoke.build"
 
 
 def test_every_record_is_labelled_as_a_smoke_sample() -> None:

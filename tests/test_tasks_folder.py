@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks import plugin, taskgen
+from hvcu_tasks.lmms import plugin, taskgen
 
 HVCU_TASKS = {
     "hvcu_suite",
@@ -46,9 +46,9 @@ HVCU_TASKS = {
 @pytest.mark.parametrize("rel", sorted(taskgen.generated_files()))
 def test_generated_files_are_committed_and_current(rel: str) -> None:
     path = plugin.TASKS_DIR / rel
-    assert path.is_file(), f"{rel} missing: run python -m hvcu_tasks.taskgen"
+    assert path.is_file(), f"{rel} missing: run python -m hvcu_tasks.lmms.taskgen"
     assert path.read_text(encoding="utf-8") == taskgen.generated_files()[rel], (
-        f"{rel} stale: run python -m hvcu_tasks.taskgen"
+        f"{rel} stale: run python -m hvcu_tasks.lmms.taskgen"
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from test_train_configs import on_this_cpu
 from test_train_prepare import LEVEL_TEXT, write_chains
 
-from hvcu_tasks.tiny_model import build_llava_next, build_qwen3_vl
+from hvcu_tasks.dev.tiny_model import build_llava_next, build_qwen3_vl
 from training.prepare import prepare
 from training.render import CONFIGS, load_yaml
 

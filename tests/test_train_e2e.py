@@ -15,8 +15,8 @@ from conftest import BIN
 from safetensors.torch import load_file
 from test_train_prepare import run_cli, write_chains
 
-from hvcu_tasks.chains import chains_of_file, samples_files
-from hvcu_tasks.tiny_model import build_llava_next, build_qwen3_vl
+from hvcu_tasks.dev.tiny_model import build_llava_next, build_qwen3_vl
+from hvcu_tasks.results.chains import chains_of_file, samples_files
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import write_atomic
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import write_atomic
 from training.prepare import dataset_files
 
 FINGERPRINT_FILE = "hvcu_fingerprint.json"

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import make_folder, write_atomic
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import make_folder, write_atomic
 from training.prepare import dataset_files
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -141,7 +141,7 @@ def known_keys(fresh: bool = False) -> frozenset[str]:
     in the toolkit's cache ($HVCU_CACHE_DIR), one file per `keys_tag()`: another version reads them again. A name
     the remembered list lacks is looked up in LLaMA-Factory itself before it is refused (`_check_overrides`).
     """
-    from hvcu_tasks.validate import CACHE_ENV, cache_root
+    from hvcu_tasks.data.validate import CACHE_ENV, cache_root
 
     root = cache_root()
     path = None if root is None else root / KEYS_FOLDER / f"{keys_tag()}.json"

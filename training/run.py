@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from hvcu_tasks import jsonio
+from hvcu_tasks.data import jsonio
 from training import fingerprint
 from training.fingerprint import FINGERPRINT_FILE, Fingerprint
 from training.render import LAYOUT_FILE, LayoutRecord, deepspeed_installed, load_yaml, read_layout

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from generation.audit.verdicts import ItemKey, write_text
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_path
-from hvcu_tasks.schema import DataError, Sample
-from hvcu_tasks.validate import check_samples
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.schema import DataError, Sample
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.loaders import load_path
+from hvcu_tasks.data.validate import check_samples
 
 
 @dataclass(frozen=True)

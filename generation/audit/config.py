@@ -9,8 +9,8 @@ from pathlib import Path
 
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, check_threshold
 from generation.audit.verdicts import check_annotator_name
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data import jsonio
 
 AUDIT_FILE = "audit.json"
 

@@ -21,7 +21,7 @@ from PIL import Image
 
 from generation.audit.verdicts import QUESTION_LABELS, QUESTIONS, VERDICT_COLUMNS
 from generation.client import image_data_url
-from hvcu_tasks.schema import Sample
+from hvcu_tasks.core.schema import Sample
 
 SHEET_COLUMNS: tuple[str, ...] = (
     "annotator",
@@ -169,7 +169,7 @@ _JS = """
     });
   }
   function finished(row) { return questions.every(function (q) { return row[q] !== ""; }); }
-  // The rule of hvcu_tasks.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
+  // The rule of hvcu_tasks.data.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
   var PLAIN_NUMBER = /^[+-]?(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d+)?%?$/;
   function unformula(v) {
     var risky = /^[=+\\-@\\t\\r]/.test(v) && !PLAIN_NUMBER.test(v);

@@ -63,8 +63,8 @@ from generation.audit.verdicts import (
     write_csv,
     write_text,
 )
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import inside
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import inside
 
 SOURCE_DIR = "source"
 FINAL_DIR = "final"

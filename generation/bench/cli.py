@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from generation.cli import add_endpoint_arguments
-from hvcu_tasks.files import check_folder
+from hvcu_tasks.data.files import check_folder
 
 
 def _cmd_build(args: argparse.Namespace) -> int:

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import ASPECTS, aspect_from_text, family_from_name
-from hvcu_tasks.files import UnsafeNameError, check_image, check_name, name_key
-from hvcu_tasks.schema import DataError, Problem
+from hvcu_tasks.core.families import ASPECTS, aspect_from_text, family_from_name
+from hvcu_tasks.core.schema import DataError, Problem
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import UnsafeNameError, check_image, check_name, name_key
 
 FIELDS = ("image", "family", "aspect", "anchor", "id")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS
-from hvcu_tasks.files import check_name as check_path_name
-from hvcu_tasks.schema import Sample
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import check_name as check_path_name
 
 DEFAULT_PER_LEVEL = 3
 """The paper recruited three students per level."""

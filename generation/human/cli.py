@@ -17,11 +17,11 @@ from generation.human.assign import (
 from generation.human.results import check_label, check_stamp, write_run
 from generation.human.score import match_bench, score_human
 from generation.human.sheets import write_sheets
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
-from hvcu_tasks.files import write_atomic
-from hvcu_tasks.loaders import load_source
-from hvcu_tasks.metrics import ACCURACY_METRICS
-from hvcu_tasks.schema import Sample
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.core.metrics import ACCURACY_METRICS
+from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.data.files import write_atomic
+from hvcu_tasks.data.loaders import load_source
 
 ASSIGNMENT_FILE = "assignment.json"
 SHEETS_FOLDER = "sheets"

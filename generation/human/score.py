@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 
 from generation.human.answers import Answers
 from generation.human.assign import Assignment, item_digest
-from hvcu_tasks.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
-from hvcu_tasks.metrics import FULL_METRIC, FamilyScores, Outcome, TaskScores, overall_score, score_family
-from hvcu_tasks.schema import Sample
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.core.metrics import FULL_METRIC, FamilyScores, Outcome, TaskScores, overall_score, score_family
+from hvcu_tasks.core.schema import Sample
 
 Metrics = dict[str, float | int | None]
 

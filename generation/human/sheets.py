@@ -20,9 +20,9 @@ from pathlib import Path
 from PIL import Image
 
 from generation.human.assign import Assignment
-from hvcu_tasks.families import OPTION_KEYS
-from hvcu_tasks.files import atomic_path, csv_cell, inside, write_atomic
-from hvcu_tasks.schema import ImageRef, Level, Sample
+from hvcu_tasks.core.families import OPTION_KEYS
+from hvcu_tasks.core.schema import ImageRef, Level, Sample
+from hvcu_tasks.data.files import atomic_path, csv_cell, inside, write_atomic
 
 COLUMNS: tuple[str, ...] = ("annotator", "level", "family", "id", "question", *OPTION_KEYS, "answer")
 LEVEL_TITLES = {1: "perception", 2: "bridge", 3: "connotation"}
@@ -116,7 +116,7 @@ SCRIPT = """
       showProgress();
     });
   });
-  // The rule of hvcu_tasks.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
+  // The rule of hvcu_tasks.data.files.csv_cell: a "'" before text a spreadsheet would run as a formula.
   var PLAIN_NUMBER = /^[+-]?(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d+)?%?$/;
   function unformula(v) {
     var risky = /^[=+\\-@\\t\\r]/.test(v) && !PLAIN_NUMBER.test(v);

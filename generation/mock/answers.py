@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from generation.policy import prompt
-from hvcu_tasks.prompts import CONTEXT_PREFIX, level_text
+from hvcu_tasks.core.prompts import CONTEXT_PREFIX, level_text
 
 # Templates the mock answers, each with the reply writer for it (below).
 TEMPLATES: tuple[str, ...] = (
@@ -81,8 +81,8 @@ class GoldIndex:
 
 def load_gold(sources: Sequence[str]) -> GoldIndex:
     """Index the gold keys of every level of the given datasets ('smoke', 'hub[:REPO@REV]' or a local path)."""
-    from hvcu_tasks.families import FAMILIES
-    from hvcu_tasks.loaders import load_source
+    from hvcu_tasks.core.families import FAMILIES
+    from hvcu_tasks.data.loaders import load_source
 
     index = GoldIndex(sources=list(sources))
     for source in sources:
@@ -362,7 +362,7 @@ def template_reply(name: str, fields: Mapping[str, str], rng: random.Random) -> 
 
 _OPTION_LINE = re.compile(r"^\s*\(?([A-J])(?:\)|\.|:)\s*(\S.*?)\s*$")
 
-# Reply styles: each names the letter in a way hvcu_tasks.parsing.parse_choice reads.
+# Reply styles: each names the letter in a way hvcu_tasks.core.parsing.parse_choice reads.
 MC_STYLES: tuple[Callable[[str, str], str], ...] = (
     lambda key, _text: key,
     lambda key, _text: f"The answer is ({key}).",

@@ -11,8 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from hvcu_tasks import jsonio
 from hvcu_tasks.argtypes import float_range, int_range
+from hvcu_tasks.data import jsonio
 
 DEFAULT_PORT = 8765
 

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 from generation.mock.answers import GoldIndex, MockSettings, Unrecognised, reply_to
-from hvcu_tasks import jsonio
+from hvcu_tasks.data import jsonio
 
 MODEL_ID = "mock"
 UNKNOWN_GOLD = "mock: a multiple-choice question whose gold key is unknown"

@@ -22,8 +22,8 @@ from typing import Any
 from PIL import ImageColor, ImageFont
 
 from generation.perturb.fonts import FONT_FAMILIES, WEIGHTS, font_file, is_font_path
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import ImageError, check_image, write_atomic
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import ImageError, check_image, write_atomic
 
 ANCHORS = tuple(h + v for v in "tmb" for h in "lmr")
 FITS = ("stretch", "contain", "cover")

@@ -9,7 +9,7 @@ from PIL import Image, ImageChops, ImageColor, ImageDraw, ImageFont, ImageOps
 from generation.perturb.design import MAX_SIDE, Design, ImageLayer, ShapeLayer, TextLayer
 from generation.perturb.fonts import font_file, load_font
 from generation.perturb.textures import texture_mask
-from hvcu_tasks.files import open_image
+from hvcu_tasks.data.files import open_image
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from PIL import Image, ImageOps
 from generation.perturb.design import Design, design_json, load_design
 from generation.perturb.raster import to_rgb
 from generation.perturb.variants import ASPECTS, make_variant, sample_variants
-from hvcu_tasks import jsonio
-from hvcu_tasks.files import (
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import (
     ImageError,
     UnsafeNameError,
     check_folder,

@@ -1,11 +1,11 @@
 """Report tables of the analyses beyond the paper: visual dependency, circular evaluation, position bias, propagation.
 
-Reads lmms-eval results files holding the blind, circular and gold-context tasks (hvcu_tasks/analysis.py) and,
-for the same models, the base and context tasks. A model's runs are kept apart by the data they read (the
+Reads lmms-eval results files holding the blind, circular and gold-context tasks (hvcu_tasks/lmms/analysis_tasks.py)
+and, for the same models, the base and context tasks. A model's runs are kept apart by the data they read (the
 published benchmark, the smoke sample, custom data: `report.runs.data_kind`), so a row never mixes them; the
 multi-modal gain compares two settings only when both are complete and read the same data (the same
 fingerprint per family where recorded). Every table has a chance row: what a uniform random guesser scores
-(hvcu_tasks.metrics: CHANCE_*).
+(hvcu_tasks.core.metrics: CHANCE_*).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
-from hvcu_tasks.metrics import (
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
+from hvcu_tasks.core.metrics import (
     CHANCE_FULL,
     CHANCE_LEVEL,
     CHANCE_WRONG,
@@ -34,7 +33,9 @@ from hvcu_tasks.metrics import (
     pred_share_metric,
     wrong_after_metric,
 )
-from hvcu_tasks.report.runs import (
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.report.tables import FAMILY_LABEL, Table
+from hvcu_tasks.results.runs import (
     BENCHMARK,
     CUSTOM,
     SMOKE,
@@ -45,7 +46,6 @@ from hvcu_tasks.report.runs import (
     results_files,
     run_model_name,
 )
-from hvcu_tasks.report.tables import FAMILY_LABEL, Table
 
 TASK_NAME = re.compile(
     r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$"

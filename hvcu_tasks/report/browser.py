@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.chains import chains_of_file, samples_files
-from hvcu_tasks.families import ASPECTS, FAMILIES
-from hvcu_tasks.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
+from hvcu_tasks.results.chains import chains_of_file, samples_files
 
 PAGE = "chains.html"
 THUMBS = "thumbs"
@@ -86,7 +86,7 @@ def embed_json(value: Any) -> str:
 
 def model_of(samples: Path) -> str:
     """Return the model a samples file belongs to, named as `hvcu report` names it from the run's results file."""
-    from hvcu_tasks.report.runs import checked_text, run_model_name
+    from hvcu_tasks.results.runs import checked_text, run_model_name
 
     stamp = samples.name.split("_samples_")[0]
     results = samples.with_name(f"{stamp}_results.json")
@@ -166,10 +166,10 @@ class DataImages:
 
 def load_data_images(source: str, family: str, expected: Any) -> DataImages:
     """Load one family of a data source the user passed and return its images when its fingerprint is `expected`."""
-    from hvcu_tasks.loaders import load_source
-    from hvcu_tasks.provenance import fingerprint
-    from hvcu_tasks.schema import DataError, problem_lines
-    from hvcu_tasks.validate import check_hub, image_sha256
+    from hvcu_tasks.core.schema import DataError, problem_lines
+    from hvcu_tasks.data.loaders import load_source
+    from hvcu_tasks.data.provenance import fingerprint
+    from hvcu_tasks.data.validate import check_hub, image_sha256
 
     where = source if source in {"smoke", "hub"} or source.startswith("hub:") else str(Path(source).expanduser())
     try:
@@ -267,7 +267,7 @@ class DataSources:
 
     def images(self, identity: dict[str, Any]) -> DataImages:
         """Return the images of the passed data whose fingerprint is the one an identity recorded, else why none."""
-        from hvcu_tasks.provenance import location_text
+        from hvcu_tasks.data.provenance import location_text
 
         family, expected = identity.get("family"), identity.get("fingerprint")
         if family not in FAMILIES or not isinstance(expected, str):

@@ -8,11 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import jsonio
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.metrics import OFFICIAL_FULL_METRIC
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.metrics import OFFICIAL_FULL_METRIC
+from hvcu_tasks.data import jsonio
 from hvcu_tasks.report.reference import reference_rows, rows_for
-from hvcu_tasks.report.runs import SMOKE, ModelResult, ReportError, checked_text, is_na
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
     CHANCE_NAME,
@@ -24,6 +23,7 @@ from hvcu_tasks.report.tables import (
     Table,
     disagreement,
 )
+from hvcu_tasks.results.runs import SMOKE, ModelResult, ReportError, checked_text, is_na
 
 SCHEMA = "hvcu-leaderboard"
 SCHEMA_VERSION = 1

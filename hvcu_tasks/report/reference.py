@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from hvcu_tasks import jsonio
+from hvcu_tasks.data import jsonio
 
 REFERENCE_FILE = Path(__file__).resolve().parent / "paper_reference.json"
 

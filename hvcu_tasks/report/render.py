@@ -9,10 +9,10 @@ import math
 import re
 from typing import Any
 
-from hvcu_tasks.files import csv_cell
+from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
-from hvcu_tasks.report.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
+from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
 
 MISSING = "–"
 TEXT_COLUMNS = ("Model", "Source")

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hvcu_tasks.files import inside, write_atomic
+from hvcu_tasks.data.files import inside, write_atomic
 from hvcu_tasks.report.browser import write_browser
 from hvcu_tasks.report.figures import caption
 from hvcu_tasks.report.html import (
@@ -18,7 +18,6 @@ from hvcu_tasks.report.html import (
     render_model_page,
     table_html,
 )
-from hvcu_tasks.report.runs import SMOKE, ModelResult
 from hvcu_tasks.report.tables import (
     Table,
     aspect_table,
@@ -28,6 +27,7 @@ from hvcu_tasks.report.tables import (
     interval_table,
     setting_table,
 )
+from hvcu_tasks.results.runs import SMOKE, ModelResult
 
 MODELS_DIR = "models"
 

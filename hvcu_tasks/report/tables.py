@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hvcu_tasks.families import FAMILIES, LEVEL_NAMES
-from hvcu_tasks.metrics import (
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.core.metrics import (
     ACCURACY_METRICS,
     OFFICIAL_FULL_METRIC,
     aspect_metric,
@@ -14,7 +14,7 @@ from hvcu_tasks.metrics import (
     invalid_metric,
 )
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.runs import ModelResult, aspect_names, is_na
+from hvcu_tasks.results.runs import ModelResult, aspect_names, is_na
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}

@@ -24,8 +24,8 @@ from generation.audit.verdicts import VERDICT_COLUMNS
 from generation.human.answers import read_answers
 from generation.human.assign import read_assignment
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 GOOD_ANNOTATORS = ["a1", "a2", "a3", "a4"]
 ANNOTATORS5 = ["a1", "a2", "a3", "a4", "a5"]

@@ -20,7 +20,7 @@ from fake_openai import FakeOpenAI
 from PIL import Image
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 AFFECTIVE = "Affective-Reasoning"
 STEMS = {AFFECTIVE, "Implication-Understanding", "Aesthetic-Appreciation"}

@@ -24,12 +24,14 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from PIL import Image
 
-from hvcu_tasks import context, harness, metrics, validate
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.metrics import Outcome, overall_score, score_family
-from hvcu_tasks.models.wrapper import ContextWrapper
-from hvcu_tasks.prompts import NO_ANSWER
+from hvcu_tasks.core import metrics
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
+from hvcu_tasks.core.prompts import NO_ANSWER
+from hvcu_tasks.data import validate
+from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IMPL_FILE = "Implication-Understanding.json"
 HUB_IMPL = "Chime316/HVCU-Bench[Implication_Understanding]"
@@ -263,7 +265,7 @@ def test_bad_keys_and_levels_are_refused_for_both_sources(capsys, source, mutate
 
 
 def test_an_option_key_given_twice_in_json_text_is_refused() -> None:
-    from hvcu_tasks.loaders import rows_to_samples
+    from hvcu_tasks.data.loaders import rows_to_samples
 
     levels = item("metaphor_001")["qa_levels"]
     texts = [json.dumps(lv) for lv in levels]

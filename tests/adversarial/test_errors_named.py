@@ -17,7 +17,7 @@ from test_synthesis import copy_images, healthy, stats, synth  # noqa: E402
 
 @pytest.mark.parametrize("under", [False, True])
 def test_cache_naming_a_file_is_one_line_before_the_inner_model_is_built(tmp_path: Path, under: bool) -> None:
-    from hvcu_tasks.models.wrapper import ContextWrapper
+    from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
     existing = tmp_path / "replies.txt"
     existing.write_text("not a folder")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.loaders import load_source
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_source
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow

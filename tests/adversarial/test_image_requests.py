@@ -20,9 +20,9 @@ from conftest import item, run_lmms_eval
 from lmms_eval.protocol import ChatMessages
 from PIL import Image
 
-from hvcu_tasks import images
-from hvcu_tasks.files import ImageError
-from hvcu_tasks.prompts import base_messages
+from hvcu_tasks.core.prompts import base_messages
+from hvcu_tasks.data import images
+from hvcu_tasks.data.files import ImageError
 
 pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 

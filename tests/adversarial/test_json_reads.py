@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.jsonio import JsonReadError, iter_jsonl, loads_reply, read_json
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.data.jsonio import JsonReadError, iter_jsonl, loads_reply, read_json
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEP_10K = "[" * 10_000 + "]" * 10_000
@@ -99,7 +99,7 @@ def test_data_validate_of_a_family_json_nested_10000_deep_is_one_line(tmp_path: 
 
 
 def test_the_loader_reports_the_deep_family_file_as_a_problem_naming_it(tmp_path: Path) -> None:
-    from hvcu_tasks.loaders import load_official_json
+    from hvcu_tasks.data.loaders import load_official_json
 
     family = tmp_path / "Affective-Reasoning.json"
     family.write_text(DEEP_10K)
@@ -125,7 +125,7 @@ def test_a_damaged_base_leaderboard_is_one_line_naming_it(tmp_path: Path, board:
 
 
 def test_a_samples_log_line_nested_too_deep_names_file_and_line(tmp_path: Path) -> None:
-    from hvcu_tasks.chains import chains_of_file
+    from hvcu_tasks.results.chains import chains_of_file
 
     path = tmp_path / "x_samples_hvcu_bench_base.jsonl"
     path.write_text(DEEP_100K + "\n")
@@ -159,7 +159,7 @@ def test_no_json_is_parsed_outside_the_one_reader() -> None:
     for folder in ("hvcu_tasks", "generation", "training"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel == "hvcu_tasks/jsonio.py" or rel in ALLOWED:
+            if rel == "hvcu_tasks/data/jsonio.py" or rel in ALLOWED:
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Attribute) and node.attr in {"loads", "load", "JSONDecoder", "raw_decode"}:
@@ -167,7 +167,7 @@ def test_no_json_is_parsed_outside_the_one_reader() -> None:
                         found.append(f"{rel}:{node.lineno}: json.{node.attr}")
                 if isinstance(node, ast.ImportFrom) and node.module == "json":
                     found.append(f"{rel}:{node.lineno}: from json import ...")
-    assert found == [], "parse JSON with hvcu_tasks.jsonio: " + "; ".join(found)
+    assert found == [], "parse JSON with hvcu_tasks.data.jsonio: " + "; ".join(found)
 
 
 # --- hvcu mock serve: a malformed request is a 4xx, and the server keeps serving --------------------------------------

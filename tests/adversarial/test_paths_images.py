@@ -19,7 +19,7 @@ from fake_openai import FakeOpenAI
 from PIL import Image
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
+from hvcu_tasks.core.families import FAMILIES
 
 ABSOLUTE = "<absolute>"  # replaced by a path under the test's tmp_path, so a write there shows in the snapshot
 HOSTILE_NAMES = ["../../x", ABSOLUTE, "a/b", "..", "a\x00b", "a\nb"]
@@ -486,7 +486,7 @@ def test_build_bench_config_numbers_out_of_range_are_refused(tmp_path: Path, cap
 
 def test_build_bench_manifest_ids_that_differ_only_by_case_are_refused(tmp_path: Path, capsys) -> None:
     from generation.bench.manifest import read_manifest
-    from hvcu_tasks.schema import DataError
+    from hvcu_tasks.core.schema import DataError
 
     image = tmp_path / "a.png"
     Image.new("RGB", (8, 8), "red").save(image)

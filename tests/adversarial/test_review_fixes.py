@@ -20,13 +20,13 @@ import pytest
 from conftest import item
 from PIL import Image
 
-from hvcu_tasks import validate as validate_module
-from hvcu_tasks.chains import chains_of_file
 from hvcu_tasks.cli import main
-from hvcu_tasks.families import FAMILIES
-from hvcu_tasks.files import UnsafeNameError, check_name, inside
-from hvcu_tasks.report.runs import ReportError, read_runs
-from hvcu_tasks.schema import DataError
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data import validate as validate_module
+from hvcu_tasks.data.files import UnsafeNameError, check_name, inside
+from hvcu_tasks.results.chains import chains_of_file
+from hvcu_tasks.results.runs import ReportError, read_runs
 
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
 
@@ -349,7 +349,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error(tmp_path: Path, capsys, mo
     def server_gone(task: str, path: Path) -> list:
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")  # e.g. a socket to a model server closed under us
 
-    monkeypatch.setattr("hvcu_tasks.chains.chains_of_file", server_gone)
+    monkeypatch.setattr("hvcu_tasks.results.chains.chains_of_file", server_gone)
     code = main(["chains", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code not in (0, 141)

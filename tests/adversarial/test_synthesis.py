@@ -17,7 +17,7 @@ import pytest
 from fake_openai import FakeOpenAI
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.smoke import SMOKE_DIR
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 SMALL = {"capacity": [3, 4, 5], "max_iterations": 12, "candidates_per_expansion": 3, "top_k": 4}
 

@@ -1,6 +1,6 @@
 """Drop one word at a time from the parser's keyword and negation lists and check that a test notices (make mutation).
 
-mutmut mutates code inside functions only, so the module-level regex word lists of hvcu_tasks/parsing.py (negation
+mutmut mutates code inside functions only, so the module-level regex word lists of hvcu_tasks/core/parsing.py (negation
 words, linking words after "A", LaTeX wrappers) and the word lists inside its patterns are never shortened by it.
 This script does that: for every alternation of plain words, `(?:not|n't|no|...)`, it writes a copy of the package
 with one word removed, runs the parser's fast tests against the copy and reports the words whose removal no test

@@ -26,23 +26,23 @@ _STRICT = "zip(strict=...): both sides always have the same length"
 _DEAD = "the 'level full' branch cannot run: an expansion asks for at most the room left on the level"
 
 EQUIVALENT: dict[str, str] = {
-    "hvcu_tasks.parsing.x__explicit_answer__mutmut_26": (
+    "hvcu_tasks.core.parsing.x__explicit_answer__mutmut_26": (
         "'>' vs '>=' at equal starts: patterns matching at one position begin with the same word and read the same key"
     ),
-    "hvcu_tasks.parsing.x__key_mentioned_by_text__mutmut_4": (
+    "hvcu_tasks.core.parsing.x__key_mentioned_by_text__mutmut_4": (
         "the padding before the reply is redundant: the phrase search uses (?<!\\w)/(?!\\w) lookarounds"
     ),
-    "hvcu_tasks.parsing.x__phrase_patterns__mutmut_12": (
+    "hvcu_tasks.core.parsing.x__phrase_patterns__mutmut_12": (
         "the bracketed key's lower-case letters are redundant: every phrase pattern is compiled with re.I"
     ),
-    "hvcu_tasks.parsing.x__key_mentioned_by_text__mutmut_26": _FOLDED,
-    "hvcu_tasks.parsing.x__rule_echo__mutmut_18": _FOLDED,
-    "hvcu_tasks.parsing.x__rule_echo__mutmut_22": _FOLDED,
-    "hvcu_tasks.parsing.x__rule_echo__mutmut_32": (
+    "hvcu_tasks.core.parsing.x__key_mentioned_by_text__mutmut_26": _FOLDED,
+    "hvcu_tasks.core.parsing.x__rule_echo__mutmut_18": _FOLDED,
+    "hvcu_tasks.core.parsing.x__rule_echo__mutmut_22": _FOLDED,
+    "hvcu_tasks.core.parsing.x__rule_echo__mutmut_32": (
         "when every line was an echo nothing is left, and no later rule finds a key in empty text"
     ),
-    **{f"hvcu_tasks.parsing.x__phrase_patterns__mutmut_{n}": _CASE for n in (38, 46, 54, 65, 72, 74, 82, 96, 101)},
-    **{f"hvcu_tasks.prompts.x_context_messages__mutmut_{n}": _STRICT for n in (29, 32, 33)},
+    **{f"hvcu_tasks.core.parsing.x__phrase_patterns__mutmut_{n}": _CASE for n in (38, 46, 54, 65, 72, 74, 82, 96, 101)},
+    **{f"hvcu_tasks.core.prompts.x_context_messages__mutmut_{n}": _STRICT for n in (29, 32, 33)},
     **{f"generation.mcts.x_expand__mutmut_{n}": _STRICT for n in (56, 59, 61)},
     **{f"generation.mcts.x_expand__mutmut_{n}": _DEAD for n in (80, 81, 82)},
     "generation.mcts.x_search__mutmut_5": (
@@ -52,24 +52,26 @@ EQUIVALENT: dict[str, str] = {
     "generation.mcts.xǁTreeǁreject__mutmut_5": "split(':', 1)[0] == split(':')[0]",
     "generation.mcts.xǁTreeǁreject__mutmut_8": "split(':', 1)[0] == split(':', 2)[0]",
     **{
-        f"hvcu_tasks.context.x_level_options__mutmut_{n}": (
+        f"hvcu_tasks.lmms.context.x_level_options__mutmut_{n}": (
             "zip(strict=...): a level's option keys and texts come from one list of (key, text) pairs (sample_rows)"
         )
         for n in (4, 7, 12)
     },
     **{
-        f"hvcu_tasks.chains.x__add_line__mutmut_{n}": (
+        f"hvcu_tasks.results.chains.x__add_line__mutmut_{n}": (
             "zip(strict=...): the lengths were checked equal just above (LevelMismatchError otherwise)"
         )
         for n in (63, 67, 68)
     },
-    "hvcu_tasks.chains.x_chains_of_file__mutmut_18": "'UTF-8' and 'utf-8' name the same codec",
-    "hvcu_tasks.metrics.x_score_family__mutmut_38": (
+    "hvcu_tasks.results.chains.x_chains_of_file__mutmut_18": "'UTF-8' and 'utf-8' name the same codec",
+    "hvcu_tasks.core.metrics.x_score_family__mutmut_38": (
         "chain[1].aspect vs chain[2].aspect: every level of a sample carries the sample's one aspect (Sample.aspect,"
         " written into each level's outcome by harness.score_reply)"
     ),
     **{
-        f"hvcu_tasks.metrics.xǁOutcomeǁfrom_dict__mutmut_{n}": "bool(d.get('failed')) == bool(d.get('failed', False))"
+        f"hvcu_tasks.core.metrics.xǁOutcomeǁfrom_dict__mutmut_{n}": (
+            "bool(d.get('failed')) == bool(d.get('failed', False))"
+        )
         for n in (68, 70)
     },
 }

@@ -1,0 +1,308 @@
+"""Document images: decoded once for local models, sent as the file's own bytes to OpenAI-compatible APIs.
+
+A document names its image by `image_path` (a file) or `image_bytes` (an encoded cell); it never holds
+decoded pixels. `document_image(doc)` decodes the image to RGB at most once per document dict and, through
+a small LRU keyed by content (file identity or a digest of the bytes), once for the documents that share
+an image when they are asked close together (the three levels of a sample). Every image handed out is a
+private copy (a backend may edit it in place) that carries its `ImageSource` as `image.hvcu_source`.
+
+`api_messages` builds OpenAI chat messages in which such an image is `data:<media type>;base64,<the file's
+bytes>`: no decode, no re-encode. Formats an OpenAI-compatible API does not take (anything but PNG, JPEG,
+WEBP and non-animated GIF) are converted to PNG with their mode and alpha kept, with one warning per format.
+
+The LRU holds at most `HVCU_IMAGE_CACHE_MB` megabytes of decoded pixels (default 256; 0 turns it off) and
+at most MAX_CACHED_IMAGES images.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import logging
+import os
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from hvcu_tasks.data.files import ImageError, image_identity, open_image
+
+log = logging.getLogger("hvcu_tasks")
+
+CACHE_ENV = "HVCU_IMAGE_CACHE_MB"
+DEFAULT_CACHE_MB = 256.0
+MAX_CACHED_IMAGES = 1024
+MAX_CONVERTED = 32
+SOURCE_ATTR = "hvcu_source"
+"""Attribute of a handed-out image that holds its ImageSource."""
+MEMO_KEY = "_hvcu_decoded_image"
+"""Key under which a document dict memoises its decoded image (PIL images are kept out of lmms-eval logs)."""
+
+API_MEDIA_TYPES: dict[str, str] = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+"""Formats OpenAI-compatible chat APIs accept as image input (GIF only when not animated)."""
+
+_MAGIC: tuple[tuple[bytes, str], ...] = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"))
+"""Signatures read without PIL (a GIF is opened to see whether it is animated)."""
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Where a document's image lives: a file path or encoded bytes; `label` names the sample in errors."""
+
+    path: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+    label: str = field(default="", compare=False)
+
+    @classmethod
+    def of_doc(cls, doc: Mapping[str, Any]) -> ImageSource:
+        """Return the image source a document names (`image_path`, else `image_bytes`), or raise ImageError."""
+        label = f"sample {doc.get('family', '?')}/{doc.get('sample_id', '?')}"
+        path, data = doc.get("image_path"), doc.get("image_bytes")
+        if path:
+            return cls(path=str(path), label=label)
+        if data:
+            return cls(data=bytes(data), label=label)
+        raise ImageError(f"{label}: the document names no image (neither image_path nor image_bytes)")
+
+    def describe(self) -> str:
+        """Return how errors name this image: its path or byte count, and its sample."""
+        where = self.path if self.path is not None else f"<{len(self.data or b'')} image bytes>"
+        return f"{where} ({self.label})" if self.label else where
+
+    def _gone(self, exc: OSError) -> ImageError:
+        """Return the error for a file that vanished or became unreadable after the task loaded."""
+        why = exc.strerror or type(exc).__name__
+        return ImageError(f"{self.describe()}: image file is gone or unreadable since the task loaded ({why})")
+
+    def read(self) -> bytes:
+        """Return the encoded bytes (the file's content for a path), or raise ImageError naming the file."""
+        if self.path is None:
+            return self.data or b""
+        try:
+            return Path(self.path).read_bytes()
+        except OSError as exc:
+            raise self._gone(exc) from None
+
+    def key(self) -> tuple:
+        """Return the content key (`files.image_identity`: the file's identity, or a digest of the bytes)."""
+        try:
+            return image_identity(self.path, self.data)
+        except OSError as exc:
+            raise self._gone(exc) from None
+
+
+def _probe(data: bytes, label: str) -> tuple[str, bool]:
+    """Return (PIL format name, animated?) from the header, or raise the ImageError `open_image` gives for it."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.format or "unknown", bool(getattr(image, "is_animated", False))
+    except Exception:  # untrusted bytes: let the one checker say precisely why (bomb, unknown format, ...)
+        open_image(data, label)
+        raise ImageError(f"{label}: not a readable image (its header cannot be parsed)") from None
+
+
+def image_format(data: bytes, label: str = "image bytes") -> str:
+    """Return the format of encoded image bytes from their content (never a file name), e.g. 'JPEG' or 'BMP'.
+
+    A GIF with more than one frame is 'animated GIF'.
+    """
+    for magic, name in _MAGIC:
+        if data.startswith(magic):
+            return name
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP"
+    name, animated = _probe(data, label)
+    return "animated GIF" if name == "GIF" and animated else name
+
+
+# ---- decoding, memoised per document and per content ----
+
+_LOCK = threading.Lock()
+_CACHE: OrderedDict[tuple, Image.Image] = OrderedDict()
+_CACHE_BYTES = 0
+_DECODES: Counter[tuple] = Counter()
+_CONVERTED: OrderedDict[tuple, bytes] = OrderedDict()
+_WARNED: set[str] = set()
+
+
+def cache_budget(environ: Mapping[str, str] = os.environ) -> int:
+    """Return the LRU's budget in bytes of decoded pixels from $HVCU_IMAGE_CACHE_MB, or raise ValueError."""
+    raw = environ.get(CACHE_ENV, "").strip()
+    try:
+        megabytes = float(raw) if raw else DEFAULT_CACHE_MB
+    except ValueError:
+        megabytes = -1.0
+    if not megabytes >= 0:  # also refuses NaN
+        raise ValueError(f"{CACHE_ENV}={raw!r}: expected a number of megabytes >= 0 (0 turns the image cache off)")
+    return int(megabytes * 1024 * 1024)
+
+
+def decoded_size(image: Image.Image) -> int:
+    """Return the bytes an image's decoded pixels take (one byte per band per pixel)."""
+    return image.width * image.height * len(image.getbands())
+
+
+def _remember(key: tuple, image: Image.Image) -> None:
+    """Put a decoded image in the LRU, evicting the oldest past the byte and count bounds (caller holds _LOCK)."""
+    global _CACHE_BYTES
+    budget, size = cache_budget(), decoded_size(image)
+    if size > budget or key in _CACHE:
+        return
+    _CACHE[key] = image
+    _CACHE_BYTES += size
+    while _CACHE and (_CACHE_BYTES > budget or len(_CACHE) > MAX_CACHED_IMAGES):
+        _old, evicted = _CACHE.popitem(last=False)
+        _CACHE_BYTES -= decoded_size(evicted)
+
+
+def _decode_rgb(source: ImageSource) -> Image.Image:
+    """Decode a source fully (truncation and decompression bombs refused, see `files.open_image`) as RGB."""
+    image = open_image(source.path if source.path is not None else source.read(), source.describe())
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    setattr(rgb, SOURCE_ATTR, source)
+    return rgb
+
+
+def _shared_image(source: ImageSource) -> Image.Image:
+    """Return the one decoded RGB image of a source's content, decoding it only on an LRU miss."""
+    key = source.key()
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    image = _decode_rgb(source)
+    with _LOCK:
+        _DECODES[key] += 1
+        _remember(key, image)
+    return image
+
+
+def _handout(shared: Image.Image, source: ImageSource) -> Image.Image:
+    """Return a private copy of a shared image (backends may edit in place) that carries its source."""
+    copy = shared.copy()
+    setattr(copy, SOURCE_ATTR, source)
+    return copy
+
+
+_HOOK_CHECKED = False
+
+
+def _ensure_api_hook() -> None:
+    """Install the plugin's to_openai_messages hook once, if the entry point could not (an import cycle)."""
+    global _HOOK_CHECKED
+    if _HOOK_CHECKED:
+        return
+    _HOOK_CHECKED = True
+    from hvcu_tasks.lmms.plugin import IncompatibleLmmsEval, install_image_hook
+
+    try:
+        install_image_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
+
+
+def document_image(doc: Mapping[str, Any]) -> Image.Image:
+    """Return a document's image as RGB (a private copy carrying `hvcu_source`), decoded at most once per doc dict."""
+    _ensure_api_hook()
+    shared = doc.get(MEMO_KEY)
+    if shared is None:
+        shared = _shared_image(ImageSource.of_doc(doc))
+        if isinstance(doc, dict):
+            doc[MEMO_KEY] = shared
+    return _handout(shared, getattr(shared, SOURCE_ATTR))
+
+
+def decode_counts() -> dict[tuple, int]:
+    """Return how often each image content was decoded by `document_image` since the last `reset`."""
+    with _LOCK:
+        return dict(_DECODES)
+
+
+def reset() -> None:
+    """Forget every cached image, conversion, decode count and format warning (for tests and benchmarks)."""
+    global _CACHE_BYTES
+    with _LOCK:
+        _CACHE.clear()
+        _CACHE_BYTES = 0
+        _DECODES.clear()
+        _CONVERTED.clear()
+        _WARNED.clear()
+
+
+# ---- OpenAI-compatible requests ----
+
+
+def _as_png(data: bytes, label: str) -> bytes:
+    """Re-encode image bytes as PNG, keeping the mode and alpha where PNG can hold them."""
+    image = open_image(data, label)
+    if image.mode not in {"1", "L", "LA", "P", "RGB", "RGBA", "I;16"}:
+        has_alpha = image.mode.endswith(("A", "a")) or "transparency" in image.info  # LAB has a band "A", no alpha
+        image = image.convert("RGBA" if has_alpha else "RGB")
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def _warn_once(kind: str, source: ImageSource) -> None:
+    """Log one warning per process for each format that has to be converted."""
+    with _LOCK:
+        if kind in _WARNED:
+            return
+        _WARNED.add(kind)
+    log.warning(
+        "HVCU-Bench: %s images are not accepted by OpenAI-compatible APIs; converting them to PNG (mode and alpha "
+        "kept) before sending, first: %s",
+        kind,
+        source.describe(),
+    )
+
+
+def api_image(source: ImageSource) -> tuple[str, bytes]:
+    """Return (media type, bytes) to send for an image: the file's own bytes, or a PNG for unsupported formats."""
+    data = source.read()
+    kind = image_format(data, source.describe())
+    if kind in API_MEDIA_TYPES:
+        return API_MEDIA_TYPES[kind], data
+    _warn_once(kind, source)
+    key = ("bytes", hashlib.blake2b(data, digest_size=16).hexdigest())
+    with _LOCK:
+        png = _CONVERTED.get(key)
+    if png is None:
+        png = _as_png(data, source.describe())
+        with _LOCK:
+            _CONVERTED[key] = png
+            while len(_CONVERTED) > MAX_CONVERTED:
+                _CONVERTED.popitem(last=False)
+    return "image/png", png
+
+
+def data_url(source: ImageSource) -> str:
+    """Return the `data:` URL an OpenAI-compatible request carries for an image source."""
+    media_type, data = api_image(source)
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def api_messages(messages: Iterable[Any]) -> list[dict[str, Any]] | None:
+    """Return OpenAI chat messages for lmms-eval ChatMessage objects whose images all carry a source; else None.
+
+    None (any video, audio, or image without an `hvcu_source`) tells the caller to use lmms-eval's own encoding.
+    """
+    built: list[dict[str, Any]] = []
+    for message in messages:
+        content: list[dict[str, Any]] = []
+        for part in message.content:
+            source = getattr(part.url, SOURCE_ATTR, None) if part.type == "image" else None
+            if part.type == "text":
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(source, ImageSource):
+                content.append({"type": "image_url", "image_url": {"url": data_url(source)}})
+            else:
+                return None
+        built.append({"role": message.role, "content": content})
+    return built

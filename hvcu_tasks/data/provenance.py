@@ -1,0 +1,135 @@
+"""The data identity of a task load: where the data came from, how many samples, and a content fingerprint.
+
+The fingerprint (scheme `hvcu-data/1`) is the SHA-256 of a canonical serialisation of the normalised
+samples of one family, so it is the same on every machine and for every layout of one release (hub
+parquet, a local parquet copy, the authors' JSON + image folders):
+
+- samples sorted by id (code-point order); one line per sample, lines joined by "\\n";
+- each line is compact JSON (`separators=(",", ":")`, `ensure_ascii=False`, UTF-8) of
+  `[id, [[level, question, [[key, text], ...], gold_key], ...], image_sha256_hex]`, levels by number,
+  options in their given order, keys as the loader normalises them (stripped, upper-case), texts as read;
+- the image enters by the SHA-256 of its encoded bytes as stored (the file, or the parquet cell's bytes),
+  never its path or decoded pixels. The aspect is left out (a column on the hub, the id prefix locally):
+  it is recorded beside, as counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.data import jsonio
+
+SCHEME = "hvcu-data/1"
+IDENTITY_METRIC = "data_identity"
+"""The key that carries the identity in each document and in the acc_full entry of every sample-log line."""
+CONFIG_KEY = "hvcu_data_identity"
+"""Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
+REVISION_ENV = "HVCU_BENCH_REVISION"
+"""Pins the hub revision (branch, tag or commit) that the `hub` tasks read."""
+
+
+def pinned_source(source: str, environ: Mapping[str, str]) -> str:
+    """Return a hub source with the `HVCU_BENCH_REVISION` pin added when it names no revision (others unchanged)."""
+    from hvcu_tasks.data.loaders import HUB_DATASET
+
+    revision = environ.get(REVISION_ENV, "").strip()
+    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
+        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
+    return source
+
+
+def sample_line(sample: Sample, image_sha256: str) -> str:
+    """Return the canonical one-line serialisation of one sample (see the module docstring)."""
+    levels = [
+        [lv.level, lv.question, [[k, t] for k, t in lv.options], lv.answer]
+        for lv in sorted(sample.levels, key=lambda lv: lv.level)
+    ]
+    return json.dumps([sample.id, levels, image_sha256], ensure_ascii=False, separators=(",", ":"))
+
+
+def fingerprint(samples: Iterable[Sample], image_sha256: Callable[[Sample], str]) -> str:
+    """Return 'sha256:<hex>' over the canonical lines of the samples, in id order."""
+    lines = [line for _id, line in sorted((s.id, sample_line(s, image_sha256(s))) for s in samples)]
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def source_fields(source: str, revision: str | None, layout: str | None = None) -> dict[str, Any]:
+    """Return where the data came from: kind (hub, local, smoke), location, and for the hub both revisions and layout.
+
+    `layout` (hub only) is the repository layout read: "parquet" (the `benchmark` config) or "json" (the authors'
+    JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
+    """
+    if source == "hub" or source.startswith("hub:"):
+        from hvcu_tasks.data.loaders import HUB_DATASET
+
+        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
+        fields = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
+        return fields | {"layout": layout}
+    if source == "smoke":
+        return {"kind": "smoke", "location": "smoke"}
+    return {"kind": "local", "location": str(Path(source).expanduser().resolve())}
+
+
+def data_identity(
+    family: str,
+    samples: list[Sample],
+    source: str,
+    revision: str | None,
+    image_sha256: Callable[[Sample], str],
+    aspects: Mapping[str, int],
+    layout: str | None = None,
+) -> dict[str, Any]:
+    """Return the JSON-ready identity of one family's data: scheme, family, source, counts and fingerprint."""
+    return {
+        "scheme": SCHEME,
+        "family": family,
+        **source_fields(source, revision, layout),
+        "samples": len(samples),
+        "aspects": dict(aspects),
+        "fingerprint": fingerprint(samples, image_sha256),
+    }
+
+
+def encode(identity: Mapping[str, Any]) -> str:
+    """Return an identity as compact JSON text (a document column)."""
+    return json.dumps(identity, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def decode(text: str) -> dict[str, Any]:
+    """Return the identity held in a document column."""
+    return jsonio.loads(text, source="identity column")
+
+
+def published_match(
+    identity: Mapping[str, Any], counts: Mapping[str, Mapping[str, int]], fingerprints: Mapping[str, str]
+) -> str | None:
+    """Return None when an identity is the published benchmark's family, else why not.
+
+    The fingerprint decides once it is known for the family; until then the per-aspect counts of the
+    dataset card do (a copy with a sample removed, added or moved differs).
+    """
+    family = identity.get("family")
+    if family not in counts:
+        return f"unknown family {family!r}"
+    expected = fingerprints.get(family)
+    if expected:
+        return None if identity.get("fingerprint") == expected else "fingerprint differs from the published release"
+    published = dict(counts[family])
+    if identity.get("samples") != sum(published.values()):
+        return f"{identity.get('samples')} samples where the dataset card has {sum(published.values())}"
+    if dict(identity.get("aspects") or {}) != published:
+        return "per-aspect counts differ from the dataset card"
+    return None
+
+
+def location_text(identity: Mapping[str, Any]) -> str:
+    """Return a short readable source: 'hub Chime316/HVCU-Bench@<rev>' or the local path."""
+    if identity.get("kind") == "hub":
+        rev = identity.get("revision") or identity.get("requested_revision")
+        return f"hub {identity.get('location')}" + (f"@{str(rev)[:12]}" if rev else "")
+    return str(identity.get("location"))

@@ -1,0 +1,474 @@
+"""The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
+
+Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys and levels, and empty files;
+`check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
+not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
+kept, keyed by the file's identity (device, inode, size, times) or by the bytes' hash, so the base and context
+tasks of one run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside
+the GIL).
+
+Across processes, "decodes fine" verdicts are remembered on disk (`cache_folder`): one empty marker file
+`<digest[:2]>/<digest>.ok` per image content, named by the SHA-256 of the very bytes that were decoded, under a
+folder named by `check_version` (the checker's rules, Pillow's version and the pixel limit). A marker is
+trustworthy by construction: content-addressed, it can only ever speak for those exact bytes under those exact
+rules, so a file that changes (same path, new bytes) or a change of rules or limits is decoded again. It is as
+trustworthy as the folder's writers: the default lies in the user's own cache folder, created private. Failures
+are never remembered: a bad image is decoded at every load, so its error is always fresh. A cache folder that
+cannot be created or written only costs the decode (one warning per process); `HVCU_CACHE_DIR=off` turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import urllib.parse
+import urllib.request
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
+from hvcu_tasks.data import files, provenance
+from hvcu_tasks.data.files import ImageError, check_image, name_key
+from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
+from hvcu_tasks.data.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
+
+DATA_ENV = "HVCU_BENCH_DATA"
+HUB_PROBE_TIMEOUT_S = 3.0
+DECODE_THREADS = min(8, os.cpu_count() or 1)
+"""Threads that decode a family's images at once when checking them."""
+
+CACHE_ENV = "HVCU_CACHE_DIR"
+"""Folder of the toolkit's caches (default $XDG_CACHE_HOME/hvcu, else ~/.cache/hvcu); 'off' or '0' turns caching off."""
+CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
+CHECKS_FOLDER = "image-checks-v1"
+"""Subfolder of the cache that holds the remembered image verdicts (its layout's version in the name)."""
+
+log = logging.getLogger(__name__)
+
+PUBLISHED_COUNTS = ASPECTS
+"""Samples per family and aspect in the published benchmark (families.ASPECTS: one table, not a copy)."""
+PUBLISHED_SOURCE = (
+    "the dataset card of Chime316/HVCU-Bench (huggingface.co/datasets/Chime316/HVCU-Bench), "
+    "whose counts agree with the paper's Table 5"
+)
+PUBLISHED_TOTAL = sum(sum(c.values()) for c in PUBLISHED_COUNTS.values())
+FULL_COPY_SHARE = 0.9
+"""A local copy with at least this share of the published samples is taken for a copy of the benchmark."""
+CARD = "the published dataset card"
+ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)}, else from the id's prefix)"
+
+_VERDICTS: dict[tuple, str | None] = {}
+"""Image verdicts of this process: key -> None (decodes) or why it does not."""
+_DIGESTS: dict[tuple, str] = {}
+"""SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
+_UNWRITABLE: set[Path] = set()
+"""Verdict cache folders that could not be written in this process (warned about once, then left alone)."""
+PUBLISHED_FINGERPRINTS: dict[str, str] = {}
+"""Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
+
+
+@dataclass
+class ValidationReport:
+    """Everything `hvcu data validate` prints: problems and family/aspect counts."""
+
+    problems: list[Problem] = field(default_factory=list)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    count_warnings: list[str] = field(default_factory=list)
+    """One line per difference from the published dataset card (warnings: they do not make the data invalid)."""
+    count_note: str | None = None
+    """Whether the counts were compared with the card and matched, or why they were not compared."""
+    identities: dict[str, dict] = field(default_factory=dict)
+    """Family -> data identity (`provenance`): source, hub commit and layout, fingerprint; only for valid data."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the dataset has no problems."""
+        return not self.problems
+
+
+def _image_key(ref: ImageRef) -> tuple | None:
+    """Return the in-process key of an image (`files.image_identity`), None when its file cannot be read."""
+    try:
+        return files.image_identity(ref.path, ref.data)
+    except OSError:
+        return None
+
+
+def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
+    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes.
+
+    `data`, when given, are the image's bytes as read already (the bytes whose digest names the verdict).
+    """
+    source = data if data is not None else ref.path if ref.path is not None else (ref.data or b"")
+    try:
+        check_image(source, ref.describe())
+    except ImageError as exc:
+        if exc.too_large:
+            return f"too large to decode safely (a decompression bomb?): {exc}"
+        return f"cannot decode {exc}"
+    return None
+
+
+def cache_root() -> Path | None:
+    """Return the folder of the toolkit's caches, or None when $HVCU_CACHE_DIR turns caching off."""
+    value = os.environ.get(CACHE_ENV, "").strip()
+    if value.lower() in CACHE_OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if xdg and Path(xdg).is_absolute():  # the XDG spec ignores a relative path
+        return Path(xdg) / "hvcu"
+    try:
+        return Path.home() / ".cache" / "hvcu"
+    except RuntimeError:  # no home folder to be found
+        return None
+
+
+def check_version() -> str:
+    """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
+    import PIL
+    from PIL import Image
+
+    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{Image.MAX_IMAGE_PIXELS}"
+
+
+def cache_folder() -> Path | None:
+    """Return the folder of remembered image verdicts for the current checker, or None when caching is off."""
+    root = cache_root()
+    return None if root is None else root / CHECKS_FOLDER / check_version()
+
+
+def _marker(folder: Path, digest: str) -> Path:
+    """Return the marker file that says the content with this SHA-256 decodes."""
+    return folder / digest[:2] / f"{digest}.ok"
+
+
+def _remember(folder: Path, digest: str) -> None:
+    """Record that the content with this SHA-256 decodes; an unwritable cache is warned about once and skipped."""
+    if folder in _UNWRITABLE:
+        return
+    marker = _marker(folder, digest)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.parent.mkdir(exist_ok=True)
+        tmp.write_bytes(b"")
+        os.replace(tmp, marker)  # several processes may record the same digest: each rename is whole
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        _UNWRITABLE.add(folder)
+        log.warning(
+            "cannot write the image check cache %s (%s); images are decoded at every load "
+            "(set %s to a writable folder, or to 'off')",
+            folder,
+            exc.strerror or exc,
+            CACHE_ENV,
+        )
+
+
+def _read(ref: ImageRef) -> bytes | None:
+    """Return an image's encoded bytes, or None when its file cannot be read."""
+    if ref.path is None:
+        return ref.data or b""
+    try:
+        return ref.path.read_bytes()
+    except OSError:
+        return None
+
+
+def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, bool]:
+    """Return (verdict, SHA-256 of the bytes judged, whether the cache answered) for one image."""
+    data = _read(ref)
+    if data is None:
+        return _decode(ref), None, False  # a missing file or a folder: the decoder names it
+    digest = hashlib.sha256(data).hexdigest()
+    if folder is not None and _marker(folder, digest).is_file():
+        return None, digest, True
+    return _decode(ref, data), digest, False
+
+
+def image_verdict(ref: ImageRef) -> str | None:
+    """Return None when the image decodes, else why not; each image is decoded at most once per process."""
+    key = _image_key(ref)
+    if key is None:
+        return f"cannot read {ref.describe()}"
+    if key not in _VERDICTS:
+        _decode_all([ref])
+    return _VERDICTS[key]
+
+
+def image_sha256(ref: ImageRef | None) -> str:
+    """Return the hex SHA-256 of an image's encoded bytes (file or cell), once per image and process; '' if none."""
+    if ref is None:
+        return ""
+    key = _image_key(ref)
+    if key is None:
+        return ""
+    if key not in _DIGESTS:
+        data = ref.data if ref.path is None else ref.path.read_bytes()
+        _DIGESTS[key] = hashlib.sha256(data or b"").hexdigest()
+    return _DIGESTS[key]
+
+
+def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
+    """Judge every image not judged yet in this process, several at a time, and keep the verdicts.
+
+    An image whose content the cache remembers as decoding is not decoded; with `use_cache` False every image
+    is decoded. Either way each fresh "decodes" verdict is recorded in the cache.
+    """
+    todo: dict[tuple, ImageRef] = {}
+    for ref in refs:
+        key = _image_key(ref)
+        if key is not None and key not in _VERDICTS:
+            todo.setdefault(key, ref)
+    if not todo:
+        return
+    folder = cache_folder()
+    lookup = folder if use_cache else None
+    if len(todo) < 2 or DECODE_THREADS < 2:
+        judged = [_judge(ref, lookup) for ref in todo.values()]
+    else:
+        judged = _judge_in_threads(list(todo.values()), lookup)
+    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
+        _VERDICTS[key] = verdict
+        if digest is not None:
+            _DIGESTS.setdefault(key, digest)
+        if verdict is None and digest is not None and folder is not None and not cached:
+            _remember(folder, digest)
+
+
+def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
+    """Return `_judge` of each image, computed on several threads."""
+    from PIL import Image, ImageFile
+
+    # `files.open_image` sets these two process-wide switches around each decode and restores them after;
+    # set here first, every thread saves and restores the same values, and this frame restores the caller's.
+    lenient = ImageFile.LOAD_TRUNCATED_IMAGES
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        ImageFile.LOAD_TRUNCATED_IMAGES = False
+        try:
+            with ThreadPoolExecutor(min(DECODE_THREADS, len(refs))) as pool:
+                return list(pool.map(lambda ref: _judge(ref, folder), refs))
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
+def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
+    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
+    _decode_all([s.image for s in samples if s.image is not None], use_cache)
+    problems = []
+    for s in samples:
+        if s.image is None:
+            continue  # already reported by the loader
+        why = image_verdict(s.image)
+        if why:
+            problems.append(Problem(s.source, s.id, "image", why))
+    return problems
+
+
+def duplicate_problems(samples: list[Sample]) -> list[Problem]:
+    """Return one problem per id that occurs more than once within a family, compared as file names compare.
+
+    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS
+    and Windows, so they are duplicates too; the problem then names every spelling.
+    """
+    groups: dict[tuple[str, str], list[Sample]] = {}
+    for s in samples:
+        groups.setdefault((s.family, name_key(s.id)), []).append(s)
+    problems = []
+    for (family, _key), same in groups.items():
+        if len(same) < 2:
+            continue
+        spellings = list(dict.fromkeys(s.id for s in same))
+        why = f"duplicate id ({len(same)} items) in family {family!r}"
+        if len(spellings) > 1:
+            why += (
+                f": {' and '.join(map(repr, spellings))} differ only by case or Unicode normalisation "
+                "and would share one image file on macOS/Windows"
+            )
+        problems.append(Problem(same[0].source, same[0].id, "id", why))
+    return problems
+
+
+def check_samples(samples: list[Sample], decode_images: bool = True, use_cache: bool = True) -> list[Problem]:
+    """Return the problems that need a whole family or the image itself: duplicate ids, undecodable images."""
+    return duplicate_problems(samples) + (image_problems(samples, use_cache) if decode_images else [])
+
+
+OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""Environment variables that put `huggingface_hub` or `datasets` in offline mode (read the cache, no network)."""
+
+
+def _offline() -> bool:
+    """Whether Hugging Face offline mode is on (then `datasets` reads its cache and fails fast by itself).
+
+    Read from the environment at call time, as `datasets.config` and `huggingface_hub.constants` read it at
+    import: any of the flags set to 1/true/yes/on, case-insensitive.
+    """
+    return any(os.environ.get(flag, "").strip().upper() in {"1", "TRUE", "YES", "ON"} for flag in OFFLINE_FLAGS)
+
+
+def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Return why a TCP connection to the hub endpoint (or its proxy) fails, or None when it opens."""
+    url = urllib.parse.urlsplit(endpoint)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
+    if proxy and not urllib.request.proxy_bypass(host):
+        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = purl.hostname or "", purl.port or 80
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def check_hub(source: str) -> None:
+    """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
+    if _offline():
+        return
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
+    why = hub_unreachable(endpoint)
+    if why:
+        repo = source[4:].partition("@")[0] or HUB_DATASET
+        raise DataError(
+            [
+                Problem(
+                    repo,
+                    "-",
+                    "hub",
+                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); set {DATA_ENV}=/path/to/a/local/copy "
+                    "(check it with `hvcu data validate PATH`) or HF_HUB_OFFLINE=1 to read the Hugging Face cache",
+                )
+            ]
+        )
+
+
+def _is_hub(source: str) -> bool:
+    """Whether a source string names the hub dataset."""
+    return source == "hub" or source.startswith("hub:")
+
+
+def load_family(source: str, family: str) -> list[Sample]:
+    """Load and fully check one family for a task (images decoded); raise DataError listing every problem."""
+    if _is_hub(source):
+        check_hub(source)
+    loaded = load_source(source, family)
+    problems = loaded.problems + check_samples(loaded.samples)
+    if not problems and not loaded.samples:
+        problems.append(Problem(source, "-", "data", f"holds no items for family {family!r}"))
+    if problems:
+        raise DataError(problems)
+    return loaded.samples
+
+
+def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
+    """Return the data identity of one family load: source, hub commit and layout read, counts and fingerprint."""
+    revision = layout = None
+    if _is_hub(source):
+        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
+        revision, layout = load_record(repo, requested or None, family) or (None, None)
+    aspects = family_counts(samples).get(family, {})
+    return provenance.data_identity(
+        family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects, layout
+    )
+
+
+def identity_lines(identities: dict[str, dict]) -> list[str]:
+    """Return the lines `hvcu data validate` prints for the data identities: fingerprint, and source and layout."""
+    lines = [f"data fingerprints ({provenance.SCHEME}; the values PUBLISHED_FINGERPRINTS holds for the release):"]
+    for family, identity in identities.items():
+        where = provenance.location_text(identity)
+        if identity.get("kind") == "hub":
+            where = f"hub {identity['location']}@{identity['revision']} from {LAYOUT_TEXT[identity['layout']]}"
+        lines.append(f"  {family}: {identity['fingerprint']} ({where})")
+    return lines
+
+
+def count_differences(counts: dict[str, dict[str, int]]) -> list[str]:
+    """Return one warning line per count that differs from the published dataset card: in all, family, aspect."""
+    total = sum(sum(c.values()) for c in counts.values())
+    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
+    for family, published in PUBLISHED_COUNTS.items():
+        found = counts.get(family, {})
+        size, expected = sum(found.values()), sum(published.values())
+        if size != expected:
+            lines.append(f"warning: {family}: {size} sample(s); {CARD} has {expected}")
+        if size == 0:
+            continue  # the family line says it all
+        for aspect, want in published.items():
+            if found.get(aspect, 0) != want:
+                lines.append(f"warning: {family}/{aspect}: {found.get(aspect, 0)} sample(s); {CARD} has {want}")
+        for aspect, got in found.items():
+            if aspect not in published:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
+    return lines
+
+
+def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[list[str], str | None]:
+    """Return (warnings, note): the hub and full-size local copies are compared with the card, other data is not.
+
+    The smoke sample and custom or partial data are not the benchmark: a note says so instead of a warning
+    per aspect. A local copy counts as full-size from FULL_COPY_SHARE of the published samples, so that a copy
+    that lost some items is still compared.
+    """
+    total = sum(sum(c.values()) for c in counts.values())
+    if total == 0:
+        return [], None  # nothing loaded: the problems say why
+    if _is_hub(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
+        warnings = count_differences(counts)
+        families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
+        if warnings:
+            return warnings, f"counts compared with {PUBLISHED_SOURCE}: {len(warnings)} difference(s)"
+        return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
+    return (
+        [],
+        f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}; "
+        "counts not compared with its dataset card",
+    )
+
+
+def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
+    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' or 'smoke' and return the report.
+
+    A hub source naming no revision follows `HVCU_BENCH_REVISION`, as the hub tasks do.
+
+    With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
+    """
+    report = ValidationReport()
+    loaded = LoadResult()
+    source = provenance.pinned_source(source, os.environ)  # `hub` reads what the hub tasks read
+    try:
+        if _is_hub(source) or source == "smoke":
+            if _is_hub(source):
+                check_hub(source)
+            for family in FAMILIES:
+                try:
+                    loaded.extend(load_source(source, family))
+                except DataError as exc:  # e.g. unknown columns in one split: the other splits are still checked
+                    report.problems.extend(exc.problems)
+        else:
+            loaded.extend(load_path(Path(source).expanduser()))
+    except DataError as exc:
+        report.problems.extend(exc.problems)
+    report.problems.extend(loaded.problems)
+    report.problems.extend(check_samples(loaded.samples, decode_images, use_cache))
+    report.counts = family_counts(loaded.samples)
+    report.count_warnings, report.count_note = compare_with_card(report.counts, source)
+    if report.ok:
+        for family in FAMILIES:
+            samples = [s for s in loaded.samples if s.family == family]
+            if samples:
+                report.identities[family] = data_identity(family, source, samples)
+    return report

@@ -1,0 +1,1 @@
+"""Development stand-ins: the bundled smoke sample and tiny randomly-initialised models."""

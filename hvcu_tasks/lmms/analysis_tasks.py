@@ -1,0 +1,228 @@
+"""Beyond the paper: the blind, circular and gold-context settings (lmms-eval hooks and aggregations).
+
+- blind: every level asked exactly as in the base setting (same documents, system prompt and text) but
+  with no image, to measure how much of a score the text alone earns (MMStar's multi-modal gain).
+- circular: each level asked once per rotation of its option texts (keys A-D stay in place); a level counts
+  right only when every rotation is (MMBench's CircularEval). One document per (sample, level, rotation), so
+  the rotations are batched like base-setting requests and scored only in the aggregation, after lmms-eval
+  has gathered every rank's documents.
+- gold context: the context setting's chat with the GOLD letters in the assistant turns. The turns are
+  known in advance, so each (sample, level) is one single-round request (no round trips); it needs a
+  backend that takes multi-turn chats, like the context setting (vllm, or the hvcu_context wrapper, which
+  passes single-round requests straight to its inner model).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from hvcu_tasks.core.metrics import ROTATIONS, Outcome, circular_metric_names, score_circular
+from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
+from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.data import provenance
+from hvcu_tasks.data.images import document_image
+from hvcu_tasks.lmms import context, harness
+
+log = logging.getLogger("hvcu_tasks")
+
+ROTATION_KEY = "rotation"
+"""Field of a circular document and of its outcome records: which rotation of the options it asked (0-3)."""
+
+# --- blind ---------------------------------------------------------------------------------------------------
+
+
+def blind_messages(text: str) -> list[dict[str, Any]]:
+    """Return the blind chat: the authors' system prompt, then the base setting's user text with no image."""
+    return [
+        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
+        {"role": "user", "content": [{"type": "text", "text": text}]},
+    ]
+
+
+def blind_doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
+    """Return no visual: the blind setting never sends the image."""
+    return []
+
+
+def blind_doc_to_messages(
+    doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Return a level document's blind chat (base-setting system prompt and text, no image part)."""
+    return blind_messages(harness.doc_to_text(doc))
+
+
+# --- circular ------------------------------------------------------------------------------------------------
+
+
+def rotate_options(options: Sequence[tuple[str, str]], rotation: int) -> tuple[tuple[str, str], ...]:
+    """Return the options with the keys in place and the texts moved: key i shows text (i + rotation) mod n."""
+    keys, texts = [k for k, _ in options], [t for _, t in options]
+    n = len(options)
+    return tuple((keys[i], texts[(i + rotation) % n]) for i in range(n))
+
+
+def rotated_answer(options: Sequence[tuple[str, str]], answer: str, rotation: int) -> str:
+    """Return the key that holds the gold option's text after the rotation."""
+    keys = [k for k, _ in options]
+    gold = keys.index(answer)
+    return keys[(gold - rotation) % len(keys)]
+
+
+def circular_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level, rotation), sample-major, level by level, rotation 0 (as in base) first."""
+    for row in harness.level_rows(samples, identity):
+        options = tuple(zip(row["option_keys"], row["option_texts"], strict=True))
+        for rotation in range(ROTATIONS):
+            rotated = rotate_options(options, rotation)
+            yield {
+                **row,
+                "option_texts": [t for _, t in rotated],
+                "answer": rotated_answer(options, row["answer"], rotation),
+                ROTATION_KEY: rotation,
+            }
+
+
+def circular_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+    """Build the circular document table: the base table's columns plus the rotation."""
+    import datasets
+
+    features = datasets.Features({**harness.level_features(), ROTATION_KEY: datasets.Value("int32")})
+    return harness.document_table(list(circular_rows(samples, identity)), features, "rotations", identity)
+
+
+def circular_process_docs(stub) -> Any:
+    """Replace a circular task's stub with that family's documents, four rotations per (sample, level)."""
+    with harness.gc_paused():
+        return circular_dataset(*harness.task_data(stub))
+
+
+def circular_payloads(doc: Mapping[str, Any], outcome: Outcome, question: str) -> dict[str, Mapping[str, Any]]:
+    """Return process_results' value for one rotated question: its record (with the rotation) under every metric."""
+    record = {**harness.outcome_payload(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}
+    records = [record]
+    shared = harness.SharedOutcomes(records)
+    result: dict[str, Mapping[str, Any]] = {name: shared for name in circular_metric_names()}
+    result["acc_full"] = {
+        "outcomes": records,
+        "question": question,
+        ROTATION_KEY: int(doc[ROTATION_KEY]),
+        provenance.IDENTITY_METRIC: harness.doc_identity(doc),
+    }
+    return result
+
+
+def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
+    """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
+    outcome = harness.outcome_of(doc, results[0] if results else None)
+    return circular_payloads(doc, outcome, harness.doc_to_text(doc))
+
+
+def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
+    """Return (rotation, outcome) per record, refusing a record that names no rotation."""
+    out = []
+    for index, record in enumerate(records):
+        rotation = record.get(ROTATION_KEY)
+        if isinstance(rotation, bool) or not isinstance(rotation, int):
+            raise ValueError(
+                f"HVCU-Bench circular aggregation: record {index} ({record.get('family')}/{record.get('sample_id')} "
+                f"L{record.get('level')}) has no integer '{ROTATION_KEY}'; it is not a circular-task outcome"
+            )
+        out.append((rotation, Outcome.from_dict(dict(record))))
+    return out
+
+
+def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+    """Return every circular metric of one task's payloads (all ranks' records), scored once per distinct set."""
+    return harness.scored_once(
+        "rotations", harness.flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
+    )
+
+
+def _circular_metric(name: str) -> harness.Aggregation:
+    """Make the lmms-eval aggregation of one circular metric."""
+
+    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
+        """Aggregate rotated-question payloads into one circular metric value."""
+        return circular_task_metrics(items)[name]
+
+    return aggregate
+
+
+def circular_incomplete(items: Sequence[Mapping[str, Any]]) -> int:
+    """Count samples lacking a rotation of some level (e.g. --limit), warning that circular verdicts leave them out."""
+    n = int(circular_task_metrics(items)["n_incomplete"])
+    if n:
+        log.warning(
+            "HVCU-Bench circular: %d sample(s) lack a rotation of one of their levels (e.g. --limit); such a level "
+            "is left out of the circular accuracy and the sample out of acc_full",
+            n,
+        )
+    return n
+
+
+CIRCULAR_AGGREGATIONS: dict[str, harness.Aggregation] = {
+    name: {"n_incomplete": circular_incomplete, "n_failed_requests": harness.failed_requests}.get(name)
+    or _circular_metric(name)
+    for name in circular_metric_names()
+}
+"""One aggregation per metric a circular family task reports (names from `metrics.circular_metric_names`)."""
+
+# --- gold context --------------------------------------------------------------------------------------------
+
+
+def gold_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level): the context setting's sample row plus the level it asks."""
+    for row in context.sample_rows(samples, identity):
+        for level in row["levels"]:
+            yield {**row, "level": level}
+
+
+def gold_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+    """Build the gold-context document table (one row per sample and level)."""
+    import datasets
+
+    features = datasets.Features({**context.sample_features(), "level": datasets.Value("int32")})
+    return harness.document_table(list(gold_rows(samples, identity)), features, "gold-context", identity)
+
+
+def gold_process_docs(stub) -> Any:
+    """Replace a gold-context task's stub with that family's documents, one per sample and level."""
+    with harness.gc_paused():
+        return gold_dataset(*harness.task_data(stub))
+
+
+def gold_index(doc: Mapping[str, Any]) -> int:
+    """Return the position of the document's asked level among its sample's levels."""
+    return list(doc["levels"]).index(int(doc["level"]))
+
+
+def gold_doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return the asked level's text (the request context), after checking the backend takes multi-turn chats."""
+    context.require_native(lmms_eval_specific_kwargs)
+    return context.level_texts(doc)[gold_index(doc)]
+
+
+def gold_doc_to_messages(
+    doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Return the context-setting chat for the asked level with the gold letters as the earlier assistant turns."""
+    k = gold_index(doc)
+    return context_messages(context.level_texts(doc), list(doc["answers"][:k]), document_image(doc))
+
+
+def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
+    """Score one level asked after gold answers; the acc_full entry logs it in the context setting's list form."""
+    k = gold_index(doc)
+    reply = results[0] if results else None
+    outcome = harness.score_reply(doc, int(doc["level"]), context.level_options(doc, k), doc["answers"][k], reply)
+    entry = {
+        "sample_id": doc["sample_id"],
+        "questions": [context.level_texts(doc)[k]],
+        "replies": [reply if isinstance(reply, str) else None],
+        "parsed": [outcome.pred],
+        "gold": [doc["answers"][k]],
+        "shown_answers": list(doc["answers"][:k]),
+    }
+    return harness.payloads(str(doc["family"]), [outcome], entry, doc)

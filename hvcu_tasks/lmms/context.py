@@ -1,0 +1,215 @@
+"""The "context" setting: each level asked after the model's own earlier questions and answers.
+
+One document per sample; lmms-eval's `generate_until_multi_round` protocol drives three rounds. Round 0
+is the base-setting chat for L1; round r (1, 2) shows the earlier levels as real user/assistant turns
+whose assistant content is the model's own parsed letter (or its own words when no letter could be
+parsed), then asks level r+1 with the image; round 3 ends the chain.
+
+The history always shows OUR parse (`parsing.parse_choice`); the authors' rule (`official_parsing`) only
+decides correctness for the `*_official` metrics, so both metrics score the same conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.parsing import parse_choice
+from hvcu_tasks.core.prompts import context_answer, context_messages, level_text
+from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.data import provenance
+from hvcu_tasks.data.images import document_image
+from hvcu_tasks.lmms.harness import document_table, gc_paused, image_cell, payloads, score_reply, task_data
+
+NATIVE_KEY = "multi_round"
+"""Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
+for lmms-eval backends that run them through this package's round driver (models/routing.py)."""
+BACKEND_KEY = "backend"
+"""Key of the same entry naming its model id, whose resolution (plugin.route_record) require_native checks."""
+
+WRAPPER_MODEL = "hvcu_context"
+
+
+class UnsupportedBackend(RuntimeError):
+    """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
+
+
+def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per sample with its three levels side by side, carrying the data identity."""
+    for s in samples:
+        yield {
+            "sample_id": s.id,
+            "family": s.family,
+            "aspect": s.aspect,
+            "levels": [lv.level for lv in s.levels],
+            "questions": [lv.question for lv in s.levels],
+            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
+            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
+            "answers": [lv.answer for lv in s.levels],
+            **image_cell(s),
+            provenance.IDENTITY_METRIC: identity,
+        }
+
+
+def sample_features() -> dict[str, Any]:
+    """Return the column types of the context setting's document table (one row per sample)."""
+    import datasets
+
+    strings = datasets.Sequence(datasets.Value("string"))
+    return {
+        "sample_id": datasets.Value("string"),
+        "family": datasets.Value("string"),
+        "aspect": datasets.Value("string"),
+        "levels": datasets.Sequence(datasets.Value("int32")),
+        "questions": strings,
+        "option_keys": datasets.Sequence(strings),
+        "option_texts": datasets.Sequence(strings),
+        "answers": strings,
+        "image_path": datasets.Value("string"),
+        "image_bytes": datasets.Value("binary"),
+        provenance.IDENTITY_METRIC: datasets.Value("string"),
+    }
+
+
+def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+    """Build the context-setting document table (one row per sample)."""
+    import datasets
+
+    features = datasets.Features(sample_features())
+    return document_table(list(sample_rows(samples, identity)), features, "chains", identity)
+
+
+def process_docs(stub) -> Any:
+    """Replace a context task's stub with that family's sample documents."""
+    with gc_paused():
+        return sample_dataset(*task_data(stub))
+
+
+def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
+    """Return the (key, text) options of the document's level at position `index`."""
+    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
+
+
+def level_texts(doc: Mapping[str, Any]) -> list[str]:
+    """Return the protocol's user text of each level of a document."""
+    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
+
+
+def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
+    """Return the assistant turns for the levels already answered: parsed letter, else the raw words.
+
+    A lost reply (None or not text) is shown like an empty one, as "(no answer)", never as the text "None".
+    """
+    texts = [reply if isinstance(reply, str) else "" for reply in replies]
+    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
+
+
+def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
+    """Return the chat for the next unanswered level given the replies so far (image decoded once per chain)."""
+    return context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc))
+
+
+def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
+    """Raise a clear error unless the running model can drive multi-round chats."""
+    kwargs = lmms_eval_specific_kwargs or {}
+    mode = kwargs.get(NATIVE_KEY)
+    if mode not in {"native", "routed"}:
+        raise UnsupportedBackend(
+            "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
+            f"Wrap it: --model {WRAPPER_MODEL} --model_args inner=<model>,<that model's args> "
+            "(e.g. inner=openai,model_version=gpt-4o), or use --model vllm, qwen2_5_vl, qwen3_vl or llava_hf"
+        )
+    problem = backend_problem(mode, kwargs.get(BACKEND_KEY))
+    if problem:
+        raise UnsupportedBackend(problem)
+
+
+def backend_problem(mode: str, backend: Any) -> str | None:
+    """Return why the model lmms-eval resolved for `backend` cannot run a `mode` ('native'/'routed') entry, or None."""
+    from hvcu_tasks.lmms.plugin import ROUTE_OPT_OUT_ENV, opted_out, route_record
+
+    wrap = f"--model {WRAPPER_MODEL} --model_args inner={backend or '<model>'},<that model's args>"
+    record = route_record()
+    found = record.get(backend) if record is not None and isinstance(backend, str) else None
+    if found is not None and found.simple:
+        return (
+            f"the HVCU-Bench context settings send multi-turn chats, but lmms-eval resolved --model {backend} to its "
+            "simple (text-prompt) class (--force_simple), which would get only the level's text, without the earlier "
+            f"turns. Drop --force_simple, or wrap the model (the wrapper builds its chat class): {wrap}"
+        )
+    if mode != "routed":
+        return None
+    if not isinstance(backend, str) or not backend:
+        return f"a 'routed' {NATIVE_KEY} entry must name its model id under {BACKEND_KEY!r}; got {backend!r}"
+    driver = f"the HVCU-Bench context setting runs {backend}'s rounds through hvcu-toolkit's round driver, which"
+    if record is None:
+        return (
+            f"{driver} is not active: lmms-eval's model registry is not hooked (hvcu-toolkit is not installed, or "
+            "its hook failed to install: see the log's error). Install hvcu-toolkit "
+            f"(pip install hvcu-toolkit), or wrap the model: {wrap}; --model vllm runs it without the toolkit"
+        )
+    if found is None:
+        return (
+            f"{driver} is not active: {backend} was not built through lmms-eval's model registry "
+            f"(lmms_eval.models.get_model), so it is not the routed class. Build it with get_model({backend!r}), "
+            f"or wrap it: {wrap} (in Python: ContextWrapper.around(model))"
+        )
+    if not found.routed:
+        unset = f"Unset {ROUTE_OPT_OUT_ENV}, or wrap" if opted_out(ROUTE_OPT_OUT_ENV) else "Wrap"
+        return f"{driver} is not active: {found.why}. {unset} the model: {wrap}"
+    return None
+
+
+def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return level 1's text (lmms-eval's request context), after checking the backend can run rounds."""
+    require_native(lmms_eval_specific_kwargs)
+    return level_texts(doc)[0]
+
+
+def doc_to_messages(
+    doc: Mapping[str, Any],
+    lmms_eval_specific_kwargs: Mapping[str, Any] | None = None,
+    round_idx: int | None = None,
+    previous_output: Sequence[str] | None = None,
+    previous_round_info: Any = None,
+) -> Any:
+    """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
+    if not round_idx:
+        return messages_for_round(doc, [])
+    replies = list(previous_output or [])
+    if len(replies) != round_idx:
+        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
+    if round_idx >= len(doc["questions"]):
+        return None, True, replies, previous_round_info
+    return messages_for_round(doc, replies), False, replies, previous_round_info
+
+
+def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:
+    """Score the replies of one chain (fewer replies than levels leave those levels unasked)."""
+    return [
+        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], reply)
+        for i, reply in enumerate(replies[: len(doc["questions"])])
+    ]
+
+
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Mapping[str, Any]]:
+    """Score a chain; the `acc_full` entry logs questions, raw replies, parsed letters and the verdicts (both rules).
+
+    A round with no reply (missing, None, not text) is scored wrong and counted in n_failed_requests.
+    """
+    replies = list(results[0]) if results and isinstance(results[0], (list, tuple)) else list(results)
+    n = len(doc["questions"])
+    replies = replies[:n] + [None] * (n - len(replies))
+    outcomes = outcomes_of(doc, replies)
+    entry = {
+        "sample_id": doc["sample_id"],
+        "questions": level_texts(doc),
+        "replies": [r if isinstance(r, str) else None for r in replies],
+        "parsed": [o.pred for o in outcomes],
+        "gold": list(doc["answers"]),
+        "chain_correct": len(outcomes) == len(doc["questions"]) and all(o.correct for o in outcomes),
+        "parsed_official": [o.pred_official for o in outcomes],
+        "chain_correct_official": len(outcomes) == len(doc["questions"]) and all(o.correct_official for o in outcomes),
+    }
+    return payloads(str(doc["family"]), outcomes, entry, doc)

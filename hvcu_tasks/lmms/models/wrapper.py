@@ -1,0 +1,433 @@
+"""`hvcu_context`: runs multi-round chats on ANY lmms-eval chat model, one batched call per round per chunk.
+
+lmms-eval's own multi-round path (vllm) walks one document at a time; most backends do not implement
+it at all. This wrapper takes the pending documents `chunk_size` at a time; for each chunk it asks the
+task for every chain's next-round messages, sends them to the inner model's `generate_until` as one
+batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk (the round driver
+is rounds.py, shared with the backends routed by routing.py).
+
+    --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...,chunk_size=64
+
+`chunk_size` (default 64, documents per chunk) bounds memory: only one chunk's documents and messages
+(decoded image included, about 2 MB per 512x512 sample) are alive at a time, whatever the number of
+samples. Raise it for servers that batch many requests (vllm, a large `num_concurrent`), lower it for
+large images. Each document row is fetched once per chain and reused across its rounds, so its image is
+decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
+private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
+fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
+the inner model; single-round requests pass straight through.
+
+`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk
+(request_cache.py), so a killed run, rerun with the same command, pays again only for what was unanswered.
+Client backends (`openai`, `async_openai`, `litellm`: any `client.chat.completions.create`) are cached at
+their client's call, each reply stored the moment it arrives (a rerun repeats at most the requests in flight);
+for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
+storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
+With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
+(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: by default a wrapper resumes the
+unfinished run of the same command (a killed run) and otherwise starts a new one that reads nothing old, so
+a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
+replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
+model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from lmms_eval.api.instance import Instance
+from lmms_eval.api.model import lmms
+
+from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, is_lmms_eval
+from hvcu_tasks.lmms.models.request_cache import (
+    IDENTITY_ATTRS,
+    RequestCache,
+    cache_location,
+    cache_setting,
+    chat_client,
+    command_signature,
+    hook_client,
+    identifies,
+    is_api,
+    keepable,
+    lmms_eval_version,
+    model_identity,
+    openai_client,
+    resolved_attributes,
+    reuse_setting,
+    run_name,
+)
+from hvcu_tasks.lmms.models.rounds import reply_text as _text
+from hvcu_tasks.lmms.models.rounds import run_rounds
+from hvcu_tasks.lmms.models.routing import CHAIN_ROUNDS, hint_once
+
+DEFAULT_CHUNK_SIZE = 64
+"""Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
+
+
+def _is_async(client: Any) -> bool:
+    """Whether an openai client is an async one (its pooled connections belong to one event loop)."""
+    import openai
+
+    return isinstance(client, openai.AsyncOpenAI)
+
+
+def chunk_size_of(value: Any) -> int:
+    """Return the `chunk_size` model argument as a positive int; raise a clear error otherwise."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"hvcu_context: chunk_size must be a positive integer (documents whose rounds run together), got {value!r}"
+        )
+    return value
+
+
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """Turn the wrapper's own ValueError into one stderr line and exit status 2 under lmms-eval's command line.
+
+    lmms-eval's CLI catches every Exception, prints its traceback and exits 0, so a mistyped model argument would
+    look like a finished run; SystemExit passes through it. Called from code (simple_evaluate, a script), the
+    ValueError is raised as it is.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        if not is_lmms_eval(sys.argv[0] if sys.argv else ""):
+            raise
+        message = " ".join(str(exc).split()).removeprefix("hvcu_context: ")
+        print(f"hvcu_context: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+class ContextWrapper(lmms):
+    """Drive an inner chat model round by round over chunks of documents (true multi-turn messages)."""
+
+    is_simple = False
+
+    def __init__(
+        self,
+        inner: str = "",
+        chunk_size: Any = DEFAULT_CHUNK_SIZE,
+        cache: Any = None,
+        reuse: Any = None,
+        run: Any = None,
+        **inner_args: Any,
+    ) -> None:
+        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run.
+
+        A bad argument of the wrapper's own is a ValueError; under lmms-eval's command line (which prints any
+        exception's traceback and exits 0) it is one `hvcu_context: error:` line on stderr and exit status 2.
+        """
+        super().__init__()
+        with _usage_errors():
+            if not inner:
+                raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
+            size = chunk_size_of(chunk_size)
+            setting = cache_setting(cache)
+            reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
+            name_of_run = run_name(run)
+        from lmms_eval.models import get_model
+
+        cls = get_model(inner)
+        with _usage_errors():
+            self._check_chat(cls, inner)
+        self._attach(cls(**inner_args), inner, size)
+        with _usage_errors():
+            self._open_cache(setting, inner_args, reuse, name_of_run)
+
+    @classmethod
+    def around(
+        cls,
+        inner: lmms,
+        name: str = "",
+        chunk_size: Any = DEFAULT_CHUNK_SIZE,
+        cache: Any = None,
+        model_args: Mapping[str, Any] | None = None,
+        reuse: Any = None,
+        run: Any = None,
+    ) -> ContextWrapper:
+        """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
+
+        `model_args` (what the model was built with) enter the request cache's model identity, with the model's
+        own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
+        it is, the cache stays off (default) or `cache=on` is an error. The run signature is this script's
+        command line unless `run` names it; `reuse` takes earlier runs' replies (cache_runs.py).
+        """
+        size = chunk_size_of(chunk_size)
+        setting = cache_setting(cache)
+        reuse_setting(reuse)
+        name_of_run = run_name(run)
+        cls._check_chat(type(inner), name or type(inner).__name__)
+        wrapper = cls.__new__(cls)
+        lmms.__init__(wrapper)
+        wrapper._attach(inner, name or type(inner).__name__, size)
+        wrapper._open_cache(setting, dict(model_args or {}), reuse, name_of_run)
+        return wrapper
+
+    @staticmethod
+    def _check_chat(model_cls: type, name: str) -> None:
+        """Reject models that take a text prompt instead of chat messages."""
+        if getattr(model_cls, "is_simple", True):
+            raise ValueError(
+                f"hvcu_context: inner model {name!r} resolves to a simple (text-prompt) model that cannot take "
+                "multi-turn chat messages; pick a chat backend (openai, vllm, qwen2_5_vl, qwen3_vl, llava_hf, ...)"
+            )
+
+    def _attach(self, inner: lmms, name: str, chunk_size: int) -> None:
+        """Hold the inner model and share its task_dict (the evaluator fills ours, the inner model reads it)."""
+        self.inner_name = name
+        self.inner = inner
+        self.chunk_size = chunk_size
+        self.task_dict = inner.task_dict
+        self.rounds_sent: list[int] = []  # batch size of every inner call made for multi-round requests
+        self.request_cache: RequestCache | None = None
+        self._client_cached = False
+        self._inner_calls = 0
+
+    def _open_cache(
+        self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
+    ) -> None:
+        """Open the request cache's run (and hook the inner model's client); say where and which replies it uses.
+
+        With the default setting, a model nothing identifies or a folder that cannot be created leaves the
+        cache off with one line; asked for explicitly, either is an error.
+        """
+        client = chat_client(self.inner)
+        api = is_api(self.inner_name, model_args, client)
+        root = cache_location(setting, api)
+        if root is None:
+            if api:
+                why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
+                self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
+            return
+        endpoint = getattr(client, "base_url", None)
+        identity = model_identity(
+            self.inner_name, model_args, None if endpoint is None else str(endpoint), resolved_attributes(self.inner)
+        )
+        if not identifies(identity):
+            why = (
+                f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
+                f"{', '.join(IDENTITY_ATTRS)} attribute"
+            )
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off ({why})")
+                return
+            raise ValueError(f"hvcu_context: cache={setting}, but {why}; pass the model's arguments (model_args)")
+        if client is None:
+            identity["lmms_eval"] = lmms_eval_version()
+        try:
+            self.request_cache = RequestCache(
+                root,
+                identity,
+                command=None if run is None else command_signature(name=run),
+                reuse=reuse,
+                rank=self.rank,
+                world_size=self.world_size,
+                report=True,
+            )
+        except LockUnsupported as exc:
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off ({exc.strerror}: runs cannot be told apart)")
+                return
+            raise ValueError(
+                f"hvcu_context: cache={setting}: {exc.strerror}; give a cache=PATH on a local disk"
+            ) from None
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if setting == "auto":
+                self._say(f"hvcu_context: request cache off (cannot create {root}: {why})")
+                return
+            raise ValueError(
+                f"hvcu_context: cannot create the request cache {root}: {why}; give a writable cache=PATH or cache=off"
+            ) from None
+        if client is not None and hook_client(client, self.request_cache):
+            self._client_cached = True
+        for line in self.request_cache.start_lines():
+            self._say(line)
+
+    def end_run(self) -> None:
+        """End the request cache's run now (else at garbage collection or exit): finished, or left to resume."""
+        if self.request_cache is not None:
+            self.request_cache.end()
+
+    def _say(self, line: str) -> None:
+        """Print one line to stderr on rank 0."""
+        if self.rank == 0:
+            print(line, file=sys.stderr)
+
+    @property
+    def rank(self) -> int:
+        """The inner model's process rank."""
+        return self.inner.rank
+
+    @property
+    def world_size(self) -> int:
+        """The inner model's world size."""
+        return self.inner.world_size
+
+    def __getattr__(self, name: str) -> Any:
+        """Delegate everything else (accelerator, device, ...) to the inner model."""
+        if name in {"inner", "__setstate__"}:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def set_cache_hook(self, cache_hook: Any) -> None:
+        """Install the cache hook on the wrapper and the inner model."""
+        super().set_cache_hook(cache_hook)
+        self.inner.set_cache_hook(cache_hook)
+
+    def clean(self) -> None:
+        """Free the inner model's memory."""
+        self.inner.clean()
+
+    def generate_until(self, requests: list[Instance]) -> list[Any]:
+        """Single-round requests go straight to the inner model (through the request cache when it is on)."""
+        self._hint(requests, 1)
+        return self._guarded(lambda: self._by_sample(requests, self._generate))
+
+    def _hint(self, requests: list[Instance], rounds: int) -> None:
+        """Say once how to feed an inner routed backend that runs at batch size 1, naming the wrapper's command."""
+        command = f"--model hvcu_context --model_args inner={self.inner_name}"
+        hint_once(self.inner, self.inner_name, requests, rounds, command)
+
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        """Run one model call of the evaluation; anything it raises ends the cache's run as unfinished.
+
+        Whatever raises (the inner model, a document lookup, a task's doc_to_messages, an image decode), the
+        model phase did not complete: the same command resumes the run.
+        """
+        cache = self.request_cache
+        if cache is None:
+            return call()
+        cache.reopen()  # a call after one that raised (which ended the run) continues the run
+        try:
+            return call()
+        except BaseException as exc:
+            cache.failed(exc)
+            raise
+
+    @staticmethod
+    def _by_sample(requests: list[Any], answer: Callable[[list[Any], int], list[Any]]) -> list[Any]:
+        """Answer requests with `answer(part, k)`, part k holding each request's k-th copy in the list.
+
+        lmms-eval's `--repeats K` lists one Instance K times: each copy is its own sample (keyed with k), while
+        equal requests of different Instances (the context setting's level 1 and the base request) share one.
+        """
+        seen: dict[int, int] = {}
+        samples = []
+        for request in requests:
+            samples.append(seen.get(id(request), 0))
+            seen[id(request)] = samples[-1] + 1
+        replies: list[Any] = [None] * len(requests)
+        for sample in sorted(set(samples)):
+            part = [i for i, k in enumerate(samples) if k == sample]
+            got = answer([requests[i] for i in part], sample)
+            if len(got) != len(part):
+                raise RuntimeError(f"returned {len(got)} replies for {len(part)} requests")
+            for i, reply in zip(part, got, strict=True):
+                replies[i] = reply
+        return replies
+
+    def _generate(self, requests: list[Instance], sample: int = 0) -> list[Any]:
+        """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
+
+        A client backend's cache sits in its client, so its requests go to the inner model in one call.
+        """
+        cache = self.request_cache
+        if cache is None:
+            return self._call_inner(requests)
+        if self._client_cached:
+            cache.sample = sample
+            try:
+                replies = self._call_inner(requests)
+            finally:
+                cache.sample = 0
+        else:
+            replies = self._generate_cached(cache, requests, sample)
+        cache.tally([_text(reply) for reply in replies])
+        return replies
+
+    def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
+        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply.
+
+        Equal requests within the call are sent once; each gets that reply.
+        """
+        keys = [cache.key(self._request_content(r), sample) for r in requests]
+        replies: list[Any] = []
+        first: dict[str, int] = {}
+        copies: list[tuple[int, int]] = []
+        todo = []
+        for i, key in enumerate(keys):
+            stored = cache.get(key)
+            replies.append(None if stored is None else stored.text)
+            if stored is not None:
+                continue
+            if key is not None and key in first:
+                copies.append((i, first[key]))
+                continue
+            if key is not None:
+                first[key] = i
+            todo.append(i)
+        for start in range(0, len(todo), self.chunk_size):
+            part = todo[start : start + self.chunk_size]
+            got = self._call_inner([requests[i] for i in part])
+            if len(got) != len(part):
+                raise RuntimeError(f"{self.inner_name} returned {len(got)} replies for {len(part)} requests")
+            for i, reply in zip(part, got, strict=True):
+                replies[i] = reply
+                if keepable(_text(reply)):
+                    cache.put(keys[i], _text(reply))
+        for i, source in copies:
+            replies[i] = replies[source]
+        return replies
+
+    def _call_inner(self, requests: list[Instance]) -> list[Any]:
+        """Call the inner model's generate_until, each call after the first with a fresh async connection pool.
+
+        lmms-eval's async_openai runs every call in a new event loop (asyncio.run) while its AsyncOpenAI client
+        keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
+        fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
+        """
+        client = openai_client(self.inner)
+        if self._inner_calls and client is not None and hasattr(client, "copy") and _is_async(client):
+            import openai
+
+            fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
+            self.inner.client = fresh
+            if self._client_cached and self.request_cache is not None:
+                hook_client(fresh, self.request_cache)
+        self._inner_calls += 1
+        return self.inner.generate_until(requests)
+
+    def _request_content(self, request: Instance) -> dict[str, Any]:
+        """Return what a request asks: its chat messages (as the inner model builds them) and generation settings."""
+        _ctx, doc_to_messages, gen_kwargs, doc_id, task, split = request.args
+        return {"messages": doc_to_messages(self.task_dict[task][split][doc_id]), "gen_kwargs": gen_kwargs}
+
+    def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
+        """Delegate log-likelihood requests to the inner model (a raise leaves the cache's run unfinished)."""
+        return self._guarded(lambda: self.inner.loglikelihood(requests))
+
+    def generate_until_multi_round(self, requests: list[Instance]) -> list[list[str | None]]:
+        """Run every document's rounds, `chunk_size` documents at a time (rounds.py); replies in request order."""
+        self._hint(requests, CHAIN_ROUNDS)
+
+        def chains(part: list[Instance], sample: int) -> list[list[str | None]]:
+            return run_rounds(
+                part,
+                self.inner.task_dict,
+                lambda batch: self._generate(batch, sample),
+                self.chunk_size,
+                name=self.inner_name,
+                rank=self.rank,
+                rounds_sent=self.rounds_sent,
+                desc="hvcu_context chains",
+            )
+
+        return self._guarded(lambda: self._by_sample(requests, chains))

@@ -1,0 +1,339 @@
+"""lmms-eval entry point: registers this package's models and makes `--tasks hvcu_bench` work with no flag.
+
+lmms-eval 0.7.3 discovers plugins only through the `lmms_eval.models` entry-point group, which it loads
+before building its TaskManager. While loaded, this module wraps `TaskManager.initialize_tasks` so that
+the package's task folder is indexed after lmms-eval's own tasks and any `--include_path` (those win a
+name clash). Set HVCU_NO_AUTO_TASKS=1 to opt out and pass `--include_path $(hvcu tasks-dir)` instead.
+
+It also wraps `ChatMessages.to_openai_messages` and `to_qwen3_vl_openai_messages` (the openai, async_openai
+and vllm chat backends) so that an HVCU image is sent as its file's own bytes and media type instead of a
+PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
+When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
+`images.document_image` call installs that hook instead.
+
+It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
+builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
+subclasses that run HVCU multi-round requests as whole rounds (models/routing.py); nothing is imported until a
+model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is recorded (`Resolution`: simple or
+chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
+lmms-eval (`route_record`), so an exported task folder's bundled copy of this module reads the same record.
+
+Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
+method whose signature changed, is logged as an error that names the supported range and the installed release; a
+release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TASKS_DIR: Path = Path(__file__).resolve().parent / "tasks"
+SUPPORTED_LMMS_EVAL = ">=0.7.3"
+"""The lmms-eval releases this package works with (pyproject.toml's requirement; tests/test_lmms_versions.py)."""
+TESTED_LMMS_EVAL = ("0.7.3",)
+"""The releases CI runs the end-to-end smoke against (the lowest and the highest supported on PyPI)."""
+OPT_OUT_ENV = "HVCU_NO_AUTO_TASKS"
+EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
+OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
+    "to_openai_messages": ("self", "video_kwargs", "pass_video_url"),
+    "to_qwen3_vl_openai_messages": ("self", "video_kwargs"),
+}
+"""lmms-eval's ChatMessages methods that build OpenAI messages (openai, async_openai, vllm), with their parameters."""
+ROUTE_OPT_OUT_ENV = "HVCU_NO_ROUND_ROUTING"
+"""Set to 1 to leave lmms-eval's backends unrouted (models/routing.py)."""
+REGISTRY_SIGNATURE = ("self", "model_name", "force_simple")
+"""Parameters of lmms-eval's ModelRegistryV2.get_model_class, which the route hook wraps."""
+
+log = logging.getLogger("hvcu_tasks")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What lmms-eval's registry last resolved a model id to: simple or chat class, routed or why not."""
+
+    model_id: str
+    simple: bool
+    routed: bool
+    why: str = ""
+    """Why the class is not routed ('' when it is)."""
+
+
+RESOLVED: dict[str, Resolution] = {}
+"""The latest Resolution per canonical model id, set by the route hook (also its `_hvcu_resolved` attribute)."""
+
+
+class IncompatibleLmmsEval(RuntimeError):
+    """Raised when lmms-eval no longer has a method this plugin wraps; the message names the supported releases."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}; {supported_line()}")
+
+
+def installed_lmms_eval() -> str:
+    """Return the installed lmms-eval version ("unknown" when its metadata cannot be read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lmms_eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def supported_line(installed: str | None = None) -> str:
+    """Return `hvcu-toolkit supports lmms-eval >=X (CI-tested: ...); installed: V`."""
+    tested = ", ".join(TESTED_LMMS_EVAL)
+    return (
+        f"hvcu-toolkit supports lmms-eval {SUPPORTED_LMMS_EVAL} (CI-tested: {tested}); "
+        f"installed: {installed or installed_lmms_eval()}"
+    )
+
+
+def version_problem(installed: str) -> str | None:
+    """Return why an lmms-eval version is outside the supported range, or None when it is inside (or unreadable)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        found = Version(installed)
+    except InvalidVersion:
+        return None
+    if SpecifierSet(SUPPORTED_LMMS_EVAL).contains(found, prereleases=True):
+        return None
+    return (
+        f"lmms-eval {installed} is older than this toolkit supports: its HVCU tasks cannot run (older releases "
+        f"resolve task data paths from the working folder and cannot run the context setting's chat rounds); "
+        f"{supported_line(installed)}. Install a supported release: pip install 'lmms-eval{SUPPORTED_LMMS_EVAL}'"
+    )
+
+
+def untested_release(installed: str) -> str | None:
+    """Return a warning when lmms-eval `installed` is newer than every CI-tested release, else None."""
+    from packaging.version import InvalidVersion, Version
+
+    newest = TESTED_LMMS_EVAL[-1]
+    try:
+        if Version(installed) <= Version(newest):
+            return None
+    except InvalidVersion:
+        return None
+    return (
+        f"lmms-eval {installed} is newer than the newest release hvcu-toolkit was tested with ({newest}); it is "
+        f"expected to work. If an HVCU task fails or its numbers differ from a run on {newest}, pin the tested "
+        f"release (pip install 'lmms-eval=={newest}') and report it as an hvcu-toolkit issue naming lmms-eval "
+        f"{installed} (README, 'Supported lmms-eval releases', says how to run the release checks on it)"
+    )
+
+
+_warned: set[str] = set()
+"""Warnings this process has logged already (the entry point may load more than once)."""
+
+
+def warn_once(message: str) -> None:
+    """Log `message` as a warning the first time this process sees it."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
+    """Return the include paths with this package's task folder appended once."""
+    paths = [include_path] if isinstance(include_path, str) else list(include_path or [])
+    if not any(Path(p).resolve() == TASKS_DIR for p in paths if p):
+        paths.append(str(TASKS_DIR))
+    return paths
+
+
+def check_signature(original: Any, expected: tuple[str, ...], name: str, advice: str) -> None:
+    """Raise IncompatibleLmmsEval naming `name`, its parameters and `advice` unless `original` takes `expected`."""
+    params = tuple(inspect.signature(original).parameters) if callable(original) else None
+    if params != expected:
+        raise IncompatibleLmmsEval(f"lmms_eval {name}{params} no longer matches {expected}; {advice}")
+
+
+def install_task_hook() -> None:
+    """Wrap lmms-eval's TaskManager.initialize_tasks to also index TASKS_DIR (idempotent)."""
+    from lmms_eval.tasks import TaskManager
+
+    original = TaskManager.initialize_tasks
+    if getattr(original, "_hvcu_hook", False):
+        return
+    check_signature(
+        original,
+        EXPECTED_SIGNATURE,
+        "TaskManager.initialize_tasks",
+        f"run lmms-eval with --include_path {TASKS_DIR} and set {OPT_OUT_ENV}=1",
+    )
+
+    def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
+        return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
+
+    initialize_tasks._hvcu_hook = True  # type: ignore[attr-defined]
+    initialize_tasks.__wrapped__ = original  # type: ignore[attr-defined]
+    TaskManager.initialize_tasks = initialize_tasks
+
+
+def install_identity_hook() -> None:
+    """Wrap lmms-eval's ConfigurableTask.dump_config so an HVCU task's config records the data it read.
+
+    The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
+    rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
+    """
+    from lmms_eval.api.task import ConfigurableTask
+
+    from hvcu_tasks.data.provenance import CONFIG_KEY
+    from hvcu_tasks.lmms.harness import dataset_identity
+
+    original = ConfigurableTask.dump_config
+    if getattr(original, "_hvcu_hook", False):
+        return
+
+    def dump_config(self):  # noqa: ANN001, ANN202
+        config = original(self)
+        dataset = getattr(self, "dataset", None)
+        split = getattr(self.config, "test_split", None)
+        try:
+            docs = dataset[split] if dataset is not None and split is not None else None
+        except (KeyError, TypeError):
+            docs = None
+        identity = dataset_identity(docs)
+        if identity:
+            metadata = dict(config.get("metadata") or {})
+            metadata[CONFIG_KEY] = identity
+            config["metadata"] = metadata
+        return config
+
+    dump_config._hvcu_hook = True  # type: ignore[attr-defined]
+    dump_config.__wrapped__ = original  # type: ignore[attr-defined]
+    ConfigurableTask.dump_config = dump_config
+
+
+def _sending_own_bytes(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap one ChatMessages → OpenAI messages method: HVCU images as their own bytes, else the original."""
+    from hvcu_tasks.data.images import api_messages
+
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built = api_messages(self.messages)
+        return built if built is not None else original(self, *args, **kwargs)
+
+    method._hvcu_hook = True  # type: ignore[attr-defined]
+    return method
+
+
+def install_image_hook() -> None:
+    """Wrap lmms-eval's ChatMessages → OpenAI message methods so HVCU images travel as their own bytes (idempotent).
+
+    Both methods give the same messages for text and images (the Qwen3-VL one differs only for video).
+    """
+    from lmms_eval.protocol import ChatMessages
+
+    todo = {}
+    for name, expected in OPENAI_MESSAGE_METHODS.items():
+        original = getattr(ChatMessages, name, None)
+        if getattr(original, "_hvcu_hook", False):
+            continue
+        check_signature(
+            original,
+            expected,
+            f"ChatMessages.{name}",
+            "API backends will get lmms-eval's own re-encoding of every HVCU image (larger requests, alpha "
+            "dropped) until hvcu_tasks/lmms/plugin.py is updated",
+        )
+        todo[name] = original
+    for name, original in todo.items():
+        setattr(ChatMessages, name, _sending_own_bytes(original))
+
+
+def opted_out(env: str) -> bool:
+    """Whether an opt-out environment variable is set (1, true, yes)."""
+    return os.environ.get(env, "").strip().lower() in {"1", "true", "yes"}
+
+
+def install_route_hook() -> None:
+    """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
+
+    Idempotent. The routing module is imported only when a model is resolved, and HVCU_NO_ROUND_ROUTING=1
+    also turns it off for models resolved after it is set. Every resolution is recorded in RESOLVED.
+    """
+    from lmms_eval.models.registry_v2 import ModelRegistryV2
+
+    original = ModelRegistryV2.get_model_class
+    if getattr(original, "_hvcu_hook", False):
+        return
+    check_signature(
+        original,
+        REGISTRY_SIGNATURE,
+        "ModelRegistryV2.get_model_class",
+        "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
+        "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/lmms/plugin.py is updated",
+    )
+
+    @functools.wraps(original)
+    def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
+        cls = original(self, model_name, force_simple=force_simple)
+        model_id = self.resolve(model_name, force_simple=force_simple).model_id
+        simple = bool(getattr(cls, "is_simple", True))
+        if opted_out(ROUTE_OPT_OUT_ENV):
+            RESOLVED[model_id] = Resolution(model_id, simple, False, f"{ROUTE_OPT_OUT_ENV}=1 turns routing off")
+            return cls
+        from hvcu_tasks.lmms.models.routing import route, unrouted_reason
+
+        got = route(cls, model_id)
+        why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
+        RESOLVED[model_id] = Resolution(model_id, simple, not why, why)
+        return got
+
+    get_model_class._hvcu_hook = True  # type: ignore[attr-defined]
+    get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
+    ModelRegistryV2.get_model_class = get_model_class
+
+
+def route_record() -> dict[str, Any] | None:
+    """Return the route hook's record of resolutions (model id -> Resolution), or None when the hook is not installed.
+
+    Read through lmms-eval's registry, so an exported task folder's copy of this module sees the toolkit's record.
+    """
+    try:
+        from lmms_eval.models.registry_v2 import ModelRegistryV2
+    except ImportError:
+        return None
+    return getattr(ModelRegistryV2.get_model_class, "_hvcu_resolved", None)
+
+
+def manifests() -> list:
+    """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
+    from lmms_eval.models.registry_v2 import ModelManifest
+
+    installed = installed_lmms_eval()
+    problem = version_problem(installed)
+    if problem:
+        log.error("%s", problem)
+    elif note := untested_release(installed):
+        warn_once(note)
+    if os.environ.get(OPT_OUT_ENV, "").strip() not in {"1", "true", "yes"}:
+        try:
+            install_task_hook()
+        except IncompatibleLmmsEval as exc:
+            log.error("%s", exc)
+    install_identity_hook()
+    try:  # installed even when opted out: it then only records what was resolved (for require_native's message)
+        install_route_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
+    try:
+        install_image_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
+    except ImportError:  # lmms_eval.protocol is mid-import (it imports the models package): hooked at first use
+        log.debug("HVCU-Bench: image hook deferred until the first document image", exc_info=True)
+    return [
+        ModelManifest(model_id="hvcu_replay", chat_class_path="hvcu_tasks.lmms.models.replay.ReplayModel"),
+        ModelManifest(model_id="hvcu_context", chat_class_path="hvcu_tasks.lmms.models.wrapper.ContextWrapper"),
+    ]

@@ -1,0 +1,331 @@
+"""Read lmms-eval output folders into per-model HVCU-Bench results, flagging anything partial."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.metrics import (
+    ACCURACY_METRICS,
+    COUNT_PREFIXES,
+    FULL_METRIC,
+    OFFICIAL_FULL_METRIC,
+    PERCENT_PREFIXES,
+    overall_score,
+)
+from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import name_problem
+from hvcu_tasks.data.provenance import CONFIG_KEY, location_text, published_match
+from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
+
+TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
+ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
+"""The `hvcu_analysis` tasks: read by hvcu_tasks.report.analysis, not into the paper's tables."""
+SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
+LEVEL_METRICS = list(ACCURACY_METRICS)
+BENCHMARK = "HVCU-Bench"
+SMOKE = "smoke sample"
+CUSTOM = "custom data"
+NO_IDENTITY_NOTE = (
+    "data identity not recorded (results written before this toolkit recorded it): taken for HVCU-Bench as "
+    "before; rerun the evaluation to have the data checked"
+)
+NA = float("nan")
+"""A metric lmms-eval could not compute (NaN or null in its file, e.g. no complete chain under --limit): "n/a"."""
+
+
+def is_na(value: object) -> bool:
+    """Whether a value is the not-available marker (a float NaN)."""
+    return isinstance(value, float) and math.isnan(value)
+
+
+class ReportError(ValueError):
+    """Raised when run folders cannot be turned into a report; the message says which folder and why."""
+
+
+@dataclass
+class FamilyResult:
+    """One family task's metrics from one results file (percent unless a count)."""
+
+    metrics: dict[str, float | None]
+    task: str
+
+    def get(self, name: str) -> float | None:
+        """Return a metric value, None when absent."""
+        return self.metrics.get(name)
+
+
+@dataclass
+class ModelResult:
+    """Everything known about one model: per setting, per family results and what is partial."""
+
+    model: str
+    settings: dict[str, dict[str, FamilyResult]] = field(default_factory=dict)
+    dataset: set[str] = field(default_factory=set)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    general: dict[str, dict[str, float]] = field(default_factory=dict)
+    """General-benchmark results (MMStar, MMMU, ...): task -> metric -> value as lmms-eval wrote it."""
+    chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
+    chains_official: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    """The same verdicts under the authors' parser (the one the paper's numbers and Score (official) use)."""
+    identities: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per setting and family: the data identity its results file recorded (absent in older files)."""
+    data_notes: list[str] = field(default_factory=list)
+    """Notes on the data the model ran on (e.g. no identity recorded); they do not make a setting partial."""
+
+    def data_label(self) -> str:
+        """Return what the model ran on: 'HVCU-Bench', 'smoke sample', or 'custom data: <where>, N samples'."""
+        if self.dataset != {CUSTOM}:
+            return next(iter(self.dataset), BENCHMARK)
+        per_family: dict[str, dict[str, Any]] = {}
+        for fams in self.identities.values():
+            for family, identity in fams.items():
+                per_family.setdefault(family, identity)
+        places = sorted({location_text(i) for i in per_family.values()})
+        total = sum(int(i.get("samples") or 0) for i in per_family.values())
+        return f"{CUSTOM}: {', '.join(places)}, {total} samples"
+
+    def score(self, setting: str, metric: str = FULL_METRIC) -> float | None:
+        """Return the Overall Score of a setting: None unless all three families have `metric`, NA if one is n/a."""
+        fams = self.settings.get(setting, {})
+        if set(fams) != set(FAMILIES):
+            return None
+        values = [fams[f].get(metric) for f in FAMILIES]
+        if any(v is None for v in values):
+            return None
+        if any(is_na(v) for v in values):
+            return NA
+        return overall_score(values)  # type: ignore[arg-type]
+
+    def official_score(self, setting: str) -> float | None:
+        """Return the paper-comparable Overall Score (authors' parser); None when the results files lack it."""
+        return self.score(setting, OFFICIAL_FULL_METRIC)
+
+    def partial(self, setting: str) -> bool:
+        """Whether the setting lacks a family or was run on a subset."""
+        return self.score(setting) is None or bool(self.notes.get(setting))
+
+    def note(self, setting: str, text: str) -> None:
+        """Record why a setting's numbers are partial."""
+        self.notes.setdefault(setting, []).append(text)
+
+
+def checked_text(value: str, where: str, what: str) -> str:
+    """Return a text read from a file when it is one line of printable text; refuse it in one line naming `where`."""
+    problem = name_problem(value)
+    if problem:
+        raise ReportError(f"{where}: {what} {problem}; a {what} is one line of text: fix the file")
+    return value
+
+
+def run_model_name(results: dict[str, Any], where: str = "results file") -> str:
+    """Return a readable model name from an lmms-eval results file, refused when it is not one line of text.
+
+    Every renderer gets model names from here: `where` (the file) is named when the name is refused.
+    """
+    config = results.get("config", {}) or {}
+    args = dict(kv.split("=", 1) for kv in str(config.get("model_args") or "").split(",") if "=" in kv)
+    for key in ("model_version", "model", "pretrained", "inner"):
+        if args.get(key):
+            return checked_text(str(args[key]), f"{where}: field config.model_args {key}", "model name")
+    for field_name, value in (("model_name", results.get("model_name")), ("config.model", config.get("model"))):
+        if value:
+            return checked_text(str(value), f"{where}: field {field_name}", "model name")
+    return "unknown"
+
+
+def _chain_verdicts(results_file: Path, task: str) -> tuple[dict[str, bool], dict[str, bool]]:
+    """Return sample id -> chain verdict (this toolkit's parser, the authors') from `task`'s samples file, if logged."""
+    from hvcu_tasks.results.chains import chains_of_file
+
+    stamp = results_file.name.removesuffix("_results.json")
+    samples = results_file.with_name(f"{stamp}_samples_{task}.jsonl")
+    if not samples.is_file():
+        return {}, {}
+    chains = chains_of_file(task, samples)
+    ours = {c["sample_id"]: bool(c["chain_correct"]) for c in chains if c["chain_correct"] is not None}
+    official = {
+        c["sample_id"]: bool(c["chain_correct_official"]) for c in chains if c["chain_correct_official"] is not None
+    }
+    return ours, official
+
+
+def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr dropped)."""
+    return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+
+
+def identity_of(config: Any, where: str) -> dict[str, Any] | None:
+    """Return the data identity a task's config recorded, None when absent (older files); refuse a damaged one."""
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    identity = metadata.get(CONFIG_KEY) if isinstance(metadata, dict) else None
+    if identity is None:
+        return None
+    if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
+        raise ReportError(f"{where}: configs metadata {CONFIG_KEY}: not a data identity (no fingerprint); damaged")
+    return identity
+
+
+def data_kind(identity: dict[str, Any] | None, sample_task: bool) -> str:
+    """Return what a task ran on: the smoke sample, the published benchmark, or custom data."""
+    from hvcu_tasks.data.validate import PUBLISHED_COUNTS, PUBLISHED_FINGERPRINTS
+
+    if sample_task or (identity is not None and identity.get("kind") == "smoke"):
+        return SMOKE
+    if identity is None or published_match(identity, PUBLISHED_COUNTS, PUBLISHED_FINGERPRINTS) is None:
+        return BENCHMARK
+    return CUSTOM
+
+
+def checked_value(value: Any, where: str, percent: bool, count: bool = False) -> float | int:
+    """Return a metric value as read (NaN or null as NA); refuse a non-number, or a percentage outside 0-100.
+
+    A count is never NA: the harness always computes it, so a null or NaN count means a damaged file.
+    """
+    if value is None or is_na(value):
+        if count:
+            shown = "null" if value is None else "NaN"
+            raise ReportError(f"{where}: {shown} where a count is expected (counts are never n/a); the file is damaged")
+        return NA
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ReportError(f"{where}: {value!r} is not a number")
+    if percent and not 0 <= value <= 100:
+        raise ReportError(f"{where}: {value} is outside 0-100 (a percentage)")
+    if not percent and not (math.isfinite(value) and value >= 0):
+        raise ReportError(f"{where}: {value} is not a count (a number >= 0)")
+    return value
+
+
+def _hvcu_metrics(values: dict[str, Any], where: str) -> dict[str, float | int]:
+    """Return an HVCU-Bench task's metrics, each checked: percentages within 0-100, counts >= 0 and never n/a."""
+    return {
+        name: checked_value(
+            value, f"{where}: {name}", name.startswith(PERCENT_PREFIXES), count=name.startswith(COUNT_PREFIXES)
+        )
+        for name, value in _metric_values(values).items()
+    }
+
+
+def _general_metrics(task: str, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Return a general benchmark's metrics, the ones a Table 7 column reads checked (in percent, 0-100)."""
+    metrics = _metric_values(values)
+    for column in (c for c in COLUMNS if c.task == task and c.metric in metrics):
+        value = checked_value(metrics[column.metric], f"{where}: {column.metric}", percent=False)
+        checked_value(value * column.to_percent, f"{where}: {column.metric} (in percent)", percent=True)
+        metrics[column.metric] = value
+    return metrics
+
+
+def results_files(path: Path) -> list[Path]:
+    """Return every lmms-eval results file under a folder (or the file itself)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    return sorted(path.rglob("*_results.json"))
+
+
+def read_runs(paths: list[Path]) -> list[ModelResult]:
+    """Read run folders into one ModelResult per model, merging base and context runs of the same model."""
+    models: dict[str, ModelResult] = {}
+    for root in map(Path, paths):
+        if not root.exists():
+            raise ReportError(f"{root}: no such file or folder")
+        files = results_files(root)
+        if not files:
+            raise ReportError(f"{root}: no lmms-eval results file (*_results.json) in it")
+        found_any = False
+        for f in files:
+            try:
+                results = jsonio.read_json(f)
+                per_task = results["results"]
+            except (OSError, jsonio.JsonReadError, KeyError, TypeError) as exc:
+                raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
+            if not isinstance(results.get("config") or {}, dict):
+                raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")
+            name = run_model_name(results, str(f))
+            model = models.setdefault(name, ModelResult(model=name))
+            limit = (results.get("config") or {}).get("limit")
+            if not isinstance(per_task, dict):
+                raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
+            configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
+            for task, values in per_task.items():
+                if not isinstance(values, dict):
+                    raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")
+                m = TASK_NAME.match(task)
+                if task in GENERAL_TASKS:
+                    found_any = True
+                    if task in model.general:
+                        raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
+                    model.general[task] = _general_metrics(task, values, f"{f}: {task}")
+                if ANALYSIS_TASK_NAME.match(task):
+                    found_any = True
+                if not m:
+                    continue
+                found_any = True
+                setting = "context" if m.group("context") else "base"
+                family = SHORT_TO_FAMILY[m.group("short")]
+                metrics = _hvcu_metrics(values, f"{f}: {task}")
+                if family in model.settings.get(setting, {}):
+                    raise ReportError(
+                        f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
+                    )
+                model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
+                verdicts, official = _chain_verdicts(f, task)
+                if verdicts:
+                    model.chains.setdefault(setting, {})[family] = verdicts
+                if official:
+                    model.chains_official.setdefault(setting, {})[family] = official
+                identity = identity_of(configs.get(task), f"{f}: {task}")
+                if identity is not None:
+                    model.identities.setdefault(setting, {})[family] = identity
+                elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:
+                    model.data_notes.append(NO_IDENTITY_NOTE)
+                model.dataset.add(data_kind(identity, bool(m.group("sample"))))
+                if limit is not None or metrics.get("n_incomplete", 0) != 0:  # a count: checked above, never NaN
+                    model.note(setting, f"{family} ran on a subset (--limit {limit})")
+        if not found_any:
+            raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
+    for model in models.values():
+        if model.dataset == {SMOKE, BENCHMARK}:
+            raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
+        check_one_data(model)
+        for setting, fams in model.settings.items():
+            missing = [f for f in FAMILIES if f not in fams]
+            if missing:
+                model.note(setting, f"missing {', '.join(missing)} (no Overall Score)")
+    return [m for m in models.values() if m.settings or m.general]
+
+
+def check_one_data(model: ModelResult) -> None:
+    """Refuse a model whose runs read different data; one whose families are partly custom is custom as a whole."""
+    for family in FAMILIES:
+        seen = {
+            fams[family]["fingerprint"]: (setting, location_text(fams[family]))
+            for setting, fams in model.identities.items()
+            if family in fams
+        }
+        if len(seen) > 1:
+            where = "; ".join(f"{s} on {loc} ({fp[:19]})" for fp, (s, loc) in seen.items())
+            raise ReportError(
+                f"{model.model}: {family} ran on different data ({where}); report them in separate `hvcu report` "
+                "calls or run them under different model names"
+            )
+    if model.dataset == {BENCHMARK, CUSTOM}:
+        model.dataset = {
+            CUSTOM
+        }  # e.g. a copy that lost a sample of one family: the run as a whole is not the benchmark
+    if len(model.dataset) > 1:
+        raise ReportError(
+            f"{model.model}: mixes {' and '.join(sorted(model.dataset))}; report them in separate `hvcu report` "
+            "calls or run them under different model names"
+        )
+
+
+def aspect_names() -> list[tuple[str, str]]:
+    """Return (family, aspect) for the 15 aspects in the paper's order."""
+    return [(f, a) for f, aspects in ASPECTS.items() for a in aspects]
