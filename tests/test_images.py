@@ -19,6 +19,7 @@ from PIL import Image
 
 from hvcu_tasks.core.prompts import base_messages
 from hvcu_tasks.data import images
+from hvcu_tasks.dev.smoke import SMOKE_DIR
 from hvcu_tasks.lmms import context, harness, plugin
 
 pytestmark = pytest.mark.usefixtures("fresh_image_cache")
@@ -250,7 +251,7 @@ def test_sample_logs_keep_image_bytes_out(tmp_path) -> None:
 
 def test_importing_lmms_eval_protocol_first_still_registers_our_models_and_the_hook() -> None:
     # lmms_eval.protocol imports the models package, which loads our entry point mid-import of protocol
-    png = Path(harness.__file__).parent / "smoke/data/Image/Implication-Understanding/metaphor_001.png"
+    png = SMOKE_DIR / "Image/Implication-Understanding/metaphor_001.png"
     code = (
         "from lmms_eval.protocol import ChatMessages\n"
         "from lmms_eval.models import get_model\n"
