@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from PIL import Image
 
 from hvcu_tasks.core.families import FAMILIES
@@ -19,6 +20,11 @@ from hvcu_tasks.data.loaders import load_source
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+# Property tests: the same examples on every run (derandomize), no per-example time limit (a loaded 2-core machine
+# made one example exceed hypothesis' 200 ms default once); the failing example is printed to reproduce it.
+settings.register_profile("hvcu", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("hvcu")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -368,3 +368,14 @@ def test_a_samples_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path, asci
     path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [line])
     path.write_text(path.read_text(encoding="utf-8").replace("\\u00f6", "ö"), encoding="utf-8")  # raw UTF-8 bytes
     assert chains_of_file(BASE_TASK, path)[0]["questions"] == ["Welche Farbtöne? (L1)"]
+
+
+def test_a_samples_data_identity_is_the_first_one_its_lines_logged(tmp_path: Path) -> None:
+    first = {"fingerprint": "f" * 16, "source": "hub"}
+    later = {"fingerprint": "e" * 16, "source": "local"}
+    l1, l2, l3 = (line for line in BASE_LINES if line["acc_full"]["outcomes"][0]["sample_id"] == "color_001")
+    l2 = {**l2, "acc_full": {**l2["acc_full"], "data_identity": first}}
+    l3 = {**l3, "acc_full": {**l3["acc_full"], "data_identity": later}}
+    path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [l1, l2, l3])
+    (chain,) = chains_of_file(BASE_TASK, path, details=True)
+    assert chain["data_identity"] == first  # the line without one is passed over; the later one does not replace it

@@ -165,3 +165,65 @@ def test_never_raises_and_gives_a_letter_or_none(reply: str) -> None:
 @given(st.text(alphabet="ABCDabcd.:：,，。()* _~`#\n<>/thinkTHINKanswerANSWERisnot'", max_size=40))
 def test_never_raises_on_replies_made_of_its_own_syntax(reply: str) -> None:
     assert parse_official(reply) in {None, "A", "B", "C", "D"}
+
+
+# Each cleaning step, on a reply whose verdict it changes (the verdict without that step in brackets).
+EACH_CLEANING_STEP_MATTERS = [
+    ("<think>So B.</think>The answer is C.", "C"),  # [B: "SO B." gives the first letter then a period]
+    ("```python\nprint('A.')\n```\nAnswer: C", "C"),  # [A: the fenced "A." would be the first letter-period]
+    ("`B`.", "B"),  # [None: "`B`." has no letter directly before a period]
+    ("**B**.", "B"),  # [None]
+    ("__B__.", "B"),  # [None]
+    ("*B*.", "B"),  # [None]
+    ("_B_.", "B"),  # [None]
+    ("~~B~~", "B"),  # [None: "~~B~~" is not a bare letter]
+    ("# B", "B"),  # [None: "# B" is not a bare letter]
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), EACH_CLEANING_STEP_MATTERS)
+def test_each_cleaning_step_changes_a_verdict(reply: str, expected: str) -> None:
+    assert parse_official(reply) == expected
+
+
+# Each negation word vetoes a phrase on its own (without the veto, the phrase's letter would be read).
+EACH_NEGATION_VETOES = [
+    "Not the answer: B",
+    "Wrong answer: B",
+    "Incorrect answer: B",
+    "Isn't the answer: B",
+    "Aren't the answer: B",
+    "Not the option is B",
+    "Not the choice is B",
+    "Don't choose B",
+    "Answer B is wrong, answer: C",
+    "Option B is wrong, answer: C",
+    # "OPTION B IS INCORRECT" is 21 characters: a phrase must start within 20 of it, so only a squeezed one does.
+    "OptionB is incorrectAnswer: C",
+]
+
+
+@pytest.mark.parametrize("reply", EACH_NEGATION_VETOES)
+def test_each_negation_word_vetoes_a_nearby_phrase(reply: str) -> None:
+    assert parse_official(reply) is None
+
+
+# Each answer phrase is read on its own (no earlier rule reads these replies).
+EACH_PHRASE_READS = [
+    ("So my answer: C", "C"),
+    ("The answer is C", "C"),
+    ("The option is C", "C"),
+    ("The choice is C", "C"),
+    ("I choose C", "C"),
+    ("I select option C", "C"),
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), EACH_PHRASE_READS)
+def test_each_answer_phrase_is_read(reply: str, expected: str) -> None:
+    assert parse_official(reply) == expected
+
+
+@pytest.mark.parametrize("reply", [5, 1.0, b"A", ["A"], {"answer": "A"}])
+def test_a_reply_that_is_not_text_is_unparsable(reply: object) -> None:
+    assert parse_official(reply) is None

@@ -560,3 +560,24 @@ def test_statements_in_any_case(reply: str, expected: str) -> None:
 @pytest.mark.parametrize("wrapper", ["text", "textbf", "mathrm", "mathbf"])
 def test_latex_wrappers_around_a_key_are_removed(wrapper: str) -> None:
     check(f"A looks tempting, but the answer is \\{wrapper}{{B}}.", "B")
+
+
+# --- full-width punctuation: read as its ASCII counterpart before any rule ------------------------------------
+FULL_WIDTH = [
+    ("【B】", "B"),  # lenticular brackets are [ ]
+    ("答案是【B】", "B"),
+    ("B。", "B"),  # the ideographic full stop is "."
+    ("「B」", "B"),  # corner quotes are '"'
+    ("A、B", None),  # the ideographic comma lists two keys: no commitment
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), FULL_WIDTH)
+def test_full_width_punctuation(reply: str, expected: str | None) -> None:
+    check(reply, expected)
+
+
+def test_an_option_text_at_the_start_of_a_reply_is_read() -> None:
+    # The option's text starts the reply, with no space or key before it.
+    options = {"A": "a red heart", "B": "a key", "C": "a star", "D": "a bird"}
+    check("a red heart, I think", "A", options)

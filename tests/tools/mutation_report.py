@@ -29,9 +29,6 @@ EQUIVALENT: dict[str, str] = {
     "hvcu_tasks.core.parsing.x__explicit_answer__mutmut_26": (
         "'>' vs '>=' at equal starts: patterns matching at one position begin with the same word and read the same key"
     ),
-    "hvcu_tasks.core.parsing.x__key_mentioned_by_text__mutmut_4": (
-        "the padding before the reply is redundant: the phrase search uses (?<!\\w)/(?!\\w) lookarounds"
-    ),
     "hvcu_tasks.core.parsing.x__phrase_patterns__mutmut_12": (
         "the bracketed key's lower-case letters are redundant: every phrase pattern is compiled with re.I"
     ),
