@@ -116,7 +116,7 @@ test: lint browser
 # Mutation testing (mutmut, a dev extra; not part of `test`, ~10 min on 2 busy cores): mutants of the seven files in
 # pyproject's [tool.mutmut], each run against the fast tests that cover the mutated function; then the score per file
 # and every survivor (tests/tools/mutation_report.py), then one-word drops from the parser's keyword lists, which
-# mutmut does not make (tests/tools/keyword_mutation.py). Starts afresh each time. MUTANTS narrows the mutmut part,
+# mutmut does not make (tests/tools/table_mutation.py). Starts afresh each time. MUTANTS narrows the mutmut part,
 # e.g. MUTANTS='hvcu_tasks.core.parsing.*'; MUTATION_MIN=90 fails a file scoring below 90%.
 MUTANTS        ?=
 MUTATION_JOBS  ?= 2
@@ -127,7 +127,7 @@ mutation: setup
 	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS) > mutants/mutmut.log 2>&1 \
 	  || { tail -c 3000 mutants/mutmut.log; exit 1; }
 	$(BIN)/python tests/tools/mutation_report.py --min-score $(MUTATION_MIN)
-	nice -n 10 $(BIN)/python tests/tools/keyword_mutation.py
+	nice -n 10 $(BIN)/python tests/tools/table_mutation.py
 
 # Refresh the pins from the current .venv (after installing a new set into it by hand).
 constraints:
