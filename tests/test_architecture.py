@@ -180,6 +180,8 @@ def test_each_folder_imports_only_what_the_layering_allows(layer: str) -> None:
             if not target.startswith("hvcu_tasks"):
                 continue
             to = _layer(target)
+            if to == "" and layer != "core":
+                continue  # the package's own __init__, run by every import of hvcu_tasks.x anyway
             if to == "cli" or not ("*" in allowed or to in allowed or to == layer):
                 bad.append(f"{module} -> {target}")
     assert bad == []

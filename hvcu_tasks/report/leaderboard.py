@@ -258,7 +258,7 @@ def leaderboard_json(entries: list[Entry]) -> str:
         "ranked_by": "score_base: Overall Score, base setting, authors' parser (Score (official))",
         "entries": [{"rank": rank, **asdict(e)} for rank, e in ranked(entries)],
     }
-    from hvcu_tasks.report.render import json_safe
+    from hvcu_tasks.data.jsonio import json_safe
 
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
-from typing import Any
 
 from hvcu_tasks.data.files import csv_cell
+from hvcu_tasks.data.jsonio import json_safe
 from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
@@ -130,17 +129,6 @@ def to_latex(table: Table) -> str:
     lines += [f"\\par{{\\footnotesize {latex_text(n)}}}" for n in table.notes]
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
-
-
-def json_safe(value: Any) -> Any:
-    """Return `value` with every NaN or infinity replaced by None, so that it dumps as strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def to_json(tables: list[Table]) -> str:

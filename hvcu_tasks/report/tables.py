@@ -257,14 +257,14 @@ def _error_cell(count: float | None, share: float | None) -> Cell:
 
 def general_table(models: list[ModelResult], reference: bool = True) -> Table:
     """Table 7 layout: MMBench, HallusionBench, MMStar (sub-metrics and averages) and MMMU, in percent."""
-    from hvcu_tasks.report.general import TABLE_ORDER, general_values
     from hvcu_tasks.report.reference import general_reference
+    from hvcu_tasks.results.general import TABLE_ORDER, general_values
 
     table = Table("general_benchmarks", "General benchmarks (layout of the paper's Table 7)", ["Model", *TABLE_ORDER])
     if reference:
         source, columns, rows = general_reference()
         if tuple(columns) != TABLE_ORDER:
-            raise RuntimeError("paper_reference.json general columns differ from report.general.COLUMNS")
+            raise RuntimeError("paper_reference.json general columns differ from results.general.COLUMNS")
         table.rows += [[f"{name} {PAPER_MARK}", *values] for name, values in rows]
         table.notes.append(f"{PAPER_MARK} rows: {source}, reported by the paper's authors.")
     for model in models:

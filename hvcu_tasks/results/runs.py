@@ -20,7 +20,7 @@ from hvcu_tasks.core.metrics import (
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import name_problem
 from hvcu_tasks.data.provenance import CONFIG_KEY, location_text, published_match
-from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
+from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
