@@ -92,6 +92,17 @@ def data_identity(
     }
 
 
+def config_identity(config: Any) -> dict[str, Any] | None:
+    """Return the data identity a task's lmms-eval config recorded (None when absent), or ValueError when damaged."""
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    identity = metadata.get(CONFIG_KEY) if isinstance(metadata, dict) else None
+    if identity is None:
+        return None
+    if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
+        raise ValueError(f"configs metadata {CONFIG_KEY}: not a data identity (no fingerprint); damaged")
+    return identity
+
+
 def encode(identity: Mapping[str, Any]) -> str:
     """Return an identity as compact JSON text (a document column)."""
     return json.dumps(identity, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

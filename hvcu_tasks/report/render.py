@@ -11,7 +11,7 @@ from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
 from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
-from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
+from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
 MISSING = "–"
 TEXT_COLUMNS = ("Model", "Source")
@@ -22,7 +22,7 @@ def cell_text(value: Cell) -> str:
     """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
     if value is None:
         return MISSING
-    if is_na(value):
+    if is_nan(value):
         return NA_TEXT
     if isinstance(value, float):
         return f"{value:.2f}"
@@ -68,7 +68,7 @@ def csv_value(value: Cell) -> str:
     """Format one CSV cell: missing empty, n/a as n/a, a float rounded to 2 decimals, never a formula."""
     if value is None:
         return ""
-    if is_na(value):
+    if is_nan(value):
         return NA_TEXT
     if isinstance(value, float):
         return csv_cell(round(value, CSV_DECIMALS))
