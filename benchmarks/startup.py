@@ -46,7 +46,7 @@ TASKS = """
 import json, os, time
 import lmms_eval.evaluator as ev
 from lmms_eval.tasks import TaskManager
-import hvcu_tasks.lmms.context as context, hvcu_tasks.lmms.harness as harness
+import hvcu_tasks.lmms.context as context, hvcu_tasks.lmms.hooks as hooks
 spent = {"s": 0.0}
 def timed(fn):
     def run(*a, **k):
@@ -56,7 +56,7 @@ def timed(fn):
         finally:
             spent["s"] += time.perf_counter() - t
     return run
-harness.process_docs = timed(harness.process_docs)
+hooks.process_docs = timed(hooks.process_docs)
 context.process_docs = timed(context.process_docs)
 os.environ["HVCU_NO_AUTO_TASKS"] = "1"
 import hvcu_tasks.lmms.plugin as plugin

@@ -102,7 +102,7 @@ def _print_table(summary: list[dict]) -> None:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     """Re-score authors' result files: one table (or JSON entry) per model and setting."""
-    from hvcu_tasks.report.render import json_safe
+    from hvcu_tasks.data.jsonio import json_safe
 
     summary = score_files(args.files, args.family, args.reparse)
     if args.format == "json":

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 from PIL import Image
 
+from hvcu_tasks import settings
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
 
@@ -242,7 +243,7 @@ def fresh_image_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from hvcu_tasks.data import images
     from hvcu_tasks.lmms import plugin
 
-    monkeypatch.delenv(images.CACHE_ENV, raising=False)
+    monkeypatch.delenv(settings.IMAGE_CACHE_ENV, raising=False)
     plugin.install_image_hook()
     images.reset()
     yield

@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from lmms_eval.utils import handle_non_serializable
 
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.core import metrics
+from hvcu_tasks.lmms import aggregate as aggregations
+from hvcu_tasks.lmms import context, hooks
 from hvcu_tasks.results.chains import chains_of_file
 
 OPTIONS = ("A", "B", "C", "D")
@@ -100,7 +102,7 @@ def context_doc(sample_id: str, aspect: str, family: str = "implication") -> dic
 def base_results(tag: str = "", chains: Mapping[str, tuple[str, tuple]] = CHAINS) -> list[dict[str, Any]]:
     """process_results of every document of a base task (sample ids prefixed with `tag`)."""
     return [
-        harness.process_results(base_doc(tag + sid, aspect, n), [reply])
+        hooks.process_results(base_doc(tag + sid, aspect, n), [reply])
         for sid, (aspect, replies) in chains.items()
         for n, reply in enumerate(replies, start=1)
     ]
@@ -113,7 +115,7 @@ def by_metric(results: list[dict[str, Any]]) -> dict[str, list]:
 
 def aggregate(items: Mapping[str, list], names: list[str] = NAMES) -> dict[str, float | int]:
     """Run each metric's aggregation on its own items, the way lmms-eval does for one task."""
-    return {name: harness.AGGREGATIONS[name](items[name]) for name in names}
+    return {name: aggregations.AGGREGATIONS[name](items[name]) for name in names}
 
 
 def assert_expected(got: Mapping[str, float | int], expected: Mapping[str, float] = EXPECTED) -> None:
@@ -145,13 +147,13 @@ def outcome_records(value: Any) -> int:
 def scoring_calls(monkeypatch) -> list[int]:
     """Count the calls of the function that scores a family's outcomes."""
     calls: list[int] = []
-    real = harness.family_metrics
+    real = metrics.family_metrics
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(harness, "family_metrics", counted)
+    monkeypatch.setattr(aggregations, "family_metrics", counted)
     return calls
 
 
@@ -159,7 +161,7 @@ def scoring_calls(monkeypatch) -> list[int]:
 
 
 def test_a_base_log_line_holds_its_outcome_once() -> None:
-    metrics = harness.process_results(base_doc("m1", "metaphor", 2), ["A"])
+    metrics = hooks.process_results(base_doc("m1", "metaphor", 2), ["A"])
     line = json.loads(logged_line(metrics, "A"))
     assert outcome_records(line) == 1
     assert line["acc_full"]["outcomes"][0]["level"] == 2
@@ -173,7 +175,7 @@ def test_a_context_log_line_holds_each_level_once() -> None:
 
 
 def test_every_other_metric_is_logged_as_a_pointer_to_acc_full() -> None:
-    metrics = harness.process_results(base_doc("m1", "metaphor", 1), ["A"])
+    metrics = hooks.process_results(base_doc("m1", "metaphor", 1), ["A"])
     line = json.loads(logged_line(metrics, "A"))
     others = [name for name in NAMES if name != "acc_full"]
     assert {name: line[name] for name in others} == dict.fromkeys(others, SEE_FULL)
@@ -189,7 +191,7 @@ def test_the_chains_reader_reads_the_deduplicated_log(tmp_path: Path) -> None:
 
 def test_an_aggregation_fed_a_logged_pointer_says_where_the_outcomes_are() -> None:
     with pytest.raises(ValueError, match=r"item 0 .*acc_full"):
-        harness.AGGREGATIONS["acc_perc"]([SEE_FULL])
+        aggregations.AGGREGATIONS["acc_perc"]([SEE_FULL])
 
 
 # ---------------------------------------------------------------- the numbers
@@ -232,16 +234,16 @@ def test_two_families_aggregated_in_turn_do_not_mix() -> None:
     chains = {"a1": ("color", ("A", "A", "A")), "a2": ("font", ("A", "B", "A"))}  # a2 wrong at L2
     aesth = by_metric(
         [
-            harness.process_results(base_doc("mix-" + sid, aspect, n, "aesthetic"), [reply])
+            hooks.process_results(base_doc("mix-" + sid, aspect, n, "aesthetic"), [reply])
             for sid, (aspect, replies) in chains.items()
             for n, reply in enumerate(replies, start=1)
         ]
     )
     aesth_expected = {"acc_full": 50.0, "acc_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
     for name, value in aesth_expected.items():  # one family, then the other, metric by metric
-        assert harness.AGGREGATIONS[name](impl[name]) == EXPECTED[name], name
-        assert harness.AGGREGATIONS[name](aesth[name]) == value, name
-    assert harness.AGGREGATIONS["full_color"](aesth["full_color"]) == 100.0
+        assert aggregations.AGGREGATIONS[name](impl[name]) == EXPECTED[name], name
+        assert aggregations.AGGREGATIONS[name](aesth[name]) == value, name
+    assert aggregations.AGGREGATIONS["full_color"](aesth["full_color"]) == 100.0
 
 
 def test_the_same_family_in_both_settings_does_not_mix() -> None:
@@ -252,8 +254,8 @@ def test_the_same_family_in_both_settings_does_not_mix() -> None:
     chain = by_metric(all_right)  # the same samples, every level right
     chain_expected = {"acc_full": 100.0, "acc_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
     for name, value in chain_expected.items():
-        assert harness.AGGREGATIONS[name](base[name]) == EXPECTED[name], name
-        assert harness.AGGREGATIONS[name](chain[name]) == value, name
+        assert aggregations.AGGREGATIONS[name](base[name]) == EXPECTED[name], name
+        assert aggregations.AGGREGATIONS[name](chain[name]) == value, name
 
 
 def test_warnings_are_logged_once_per_task(caplog) -> None:

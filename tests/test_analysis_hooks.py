@@ -13,7 +13,7 @@ from PIL import Image
 from test_context import CONTEXT_PREFIX, L1, L2, L3, SYSTEM_PROMPT
 
 from hvcu_tasks.lmms import analysis_tasks as analysis
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import context, hooks
 
 # The smoke sample implication/metaphor_001 (gold B, A, C), typed by hand in test_context.
 SYSTEM, PREFIX = SYSTEM_PROMPT, CONTEXT_PREFIX
@@ -26,7 +26,7 @@ def stub(family: str) -> datasets.Dataset:
 @cache
 def docs(kind: str, family: str = "implication") -> list[dict]:
     build = {
-        "base": harness.process_docs,
+        "base": hooks.process_docs,
         "circular": analysis.circular_process_docs,
         "gold": analysis.gold_process_docs,
     }[kind]
@@ -67,7 +67,7 @@ def test_blind_chat_is_the_base_system_prompt_and_text_without_the_image() -> No
 
 @pytest.mark.parametrize("family", ["implication", "aesthetic", "affective"])
 def test_no_blind_request_carries_an_image(family: str) -> None:
-    for d in harness.process_docs(stub(family)):
+    for d in hooks.process_docs(stub(family)):
         parts = [p["type"] for m in analysis.blind_doc_to_messages(d) for p in m["content"]]
         assert parts == ["text", "text"]
         assert analysis.blind_doc_to_visual(d) == []
@@ -75,7 +75,7 @@ def test_no_blind_request_carries_an_image(family: str) -> None:
 
 def test_blind_text_equals_the_base_text() -> None:
     d = doc("base", "metaphor_001", 3)
-    assert analysis.blind_doc_to_messages(d)[1]["content"][0]["text"] == harness.doc_to_text(d) == L3
+    assert analysis.blind_doc_to_messages(d)[1]["content"][0]["text"] == hooks.doc_to_text(d) == L3
 
 
 # --- circular ------------------------------------------------------------------------------------------------
@@ -104,13 +104,13 @@ def test_the_circular_gold_key_is_where_the_gold_text_went() -> None:
 
 def test_rotation_zero_is_the_base_request() -> None:
     first = doc("circular", "metaphor_001", 1, 0)
-    assert placeholder(harness.doc_to_messages(first)) == placeholder(
-        harness.doc_to_messages(doc("base", "metaphor_001", 1))
+    assert placeholder(hooks.doc_to_messages(first)) == placeholder(
+        hooks.doc_to_messages(doc("base", "metaphor_001", 1))
     )
 
 
 def test_a_rotated_request_shows_the_rotated_options_with_the_image() -> None:
-    messages = placeholder(harness.doc_to_messages(doc("circular", "metaphor_001", 1, 2)))
+    messages = placeholder(hooks.doc_to_messages(doc("circular", "metaphor_001", 1, 2)))
     assert messages[1]["content"] == [
         {
             "type": "text",
@@ -129,7 +129,7 @@ def test_circular_results_carry_the_rotation_for_the_aggregation() -> None:
 
 
 def test_a_record_without_a_rotation_is_refused_by_name() -> None:
-    entry = harness.process_results(doc("base", "metaphor_001", 1), ["B"])["acc_full"]
+    entry = hooks.process_results(doc("base", "metaphor_001", 1), ["B"])["acc_full"]
     with pytest.raises(ValueError, match="implication/metaphor_001 L1.*no integer 'rotation'"):
         analysis.circular_task_metrics([entry])
 

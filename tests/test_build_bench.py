@@ -186,11 +186,12 @@ def test_the_output_validates_and_loads_as_a_benchmark(built) -> None:
 def test_the_lmms_eval_task_reads_the_built_benchmark(built, monkeypatch) -> None:
     import datasets
 
-    from hvcu_tasks.lmms import harness
+    from hvcu_tasks import settings
+    from hvcu_tasks.lmms import hooks
 
     out, _requests = built
-    monkeypatch.setenv(harness.DATA_ENV, str(out))
-    docs = harness.process_docs(datasets.Dataset.from_list([{"family": "affective", "source": "hub"}]))
+    monkeypatch.setenv(settings.DATA_ENV, str(out))
+    docs = hooks.process_docs(datasets.Dataset.from_list([{"family": "affective", "source": "hub"}]))
     assert len(docs) == 24 and {d["level"] for d in docs} == {1, 2, 3}
 
 

@@ -9,7 +9,7 @@ from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
 
 from hvcu_tasks.core import prompts
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import context, documents
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 # Typed from the protocol note ("Prompting"), never imported from the code under test.
@@ -313,7 +313,7 @@ def test_the_multi_round_error_says_how_to_wrap_the_model(docs) -> None:
 
 def smoke_samples() -> list:
     """The implication family's smoke samples and their data identity text."""
-    return harness.task_data(datasets.Dataset.from_list([{"family": "implication", "source": "smoke"}]))
+    return documents.task_data(datasets.Dataset.from_list([{"family": "implication", "source": "smoke"}]))
 
 
 def test_documents_built_without_an_identity_carry_none() -> None:

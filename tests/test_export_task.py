@@ -149,12 +149,12 @@ def test_the_recorder_keeps_text_and_digests_pixels() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_base_prompts_are_the_packages(exported: Path, family: str) -> None:
-    from hvcu_tasks.lmms import harness
+    from hvcu_tasks.lmms import hooks
 
     plain = load_plain_tool().plain
     utils = load_utils(exported)
     ours = utils.process_docs(stub(family))
-    theirs = harness.process_docs(stub(family))
+    theirs = hooks.process_docs(stub(family))
     assert [Path(r["image_path"]).relative_to(exported / "data") for r in ours] == [
         Path(r["image_path"]).relative_to(SMOKE_DIR) for r in theirs
     ]
@@ -162,7 +162,7 @@ def test_base_prompts_are_the_packages(exported: Path, family: str) -> None:
     assert drop_path(ours.to_list()) == drop_path(theirs.to_list())  # same data identity (content fingerprint) too
     sent = [plain(utils.doc_to_messages(d)) for d in ours]
     assert len(sent) == 3 * CHAINS[family]
-    assert sent == [plain(harness.doc_to_messages(d)) for d in theirs]
+    assert sent == [plain(hooks.doc_to_messages(d)) for d in theirs]
 
 
 def chain_requests(doc_to_messages, chain: dict, replies: tuple[str, ...]) -> list:

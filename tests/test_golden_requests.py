@@ -20,7 +20,7 @@ from PIL import Image
 
 from hvcu_tasks.core import prompts
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import context, hooks
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "requests"
 CASES: dict[str, dict[str, Any]] = json.loads((GOLDEN / "cases.json").read_text(encoding="utf-8"))
@@ -40,7 +40,7 @@ def stub(family: str) -> datasets.Dataset:
 @cache
 def base_docs(family: str) -> datasets.Dataset:
     """The base setting's documents, built by the task's own process_docs."""
-    return harness.process_docs(stub(family))
+    return hooks.process_docs(stub(family))
 
 
 @cache
@@ -62,7 +62,7 @@ def context_doc(family: str, sample_id: str) -> dict[str, Any]:
 def messages_for(case: dict[str, Any]) -> list[dict]:
     """Build the messages of one golden case with the real task hooks."""
     if case["setting"] == "base":
-        return harness.doc_to_messages(base_doc(case["family"], case["sample_id"], case["level"]))
+        return hooks.doc_to_messages(base_doc(case["family"], case["sample_id"], case["level"]))
     doc = context_doc(case["family"], case["sample_id"])
     replies = case["replies"]
     if not replies:

@@ -14,7 +14,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import aggregate, context, hooks
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
 MIX: dict[tuple[str, str], tuple[str, str, str]] = {
@@ -120,8 +120,8 @@ def stub(family: str) -> datasets.Dataset:
 @cache
 def base_items(family: str) -> list[dict]:
     """The acc_full payloads of every base-setting document answered with MIX."""
-    docs = harness.process_docs(stub(family))
-    return [harness.process_results(d, [MIX[(family, d["sample_id"])][d["level"] - 1]])["acc_full"] for d in docs]
+    docs = hooks.process_docs(stub(family))
+    return [hooks.process_results(d, [MIX[(family, d["sample_id"])][d["level"] - 1]])["acc_full"] for d in docs]
 
 
 @cache
@@ -137,16 +137,16 @@ CASES = [(s, f, m, v) for s in ITEMS for f in FAMILIES for m, v in EXPECTED[f].i
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), CASES)
 def test_every_metric_is_the_hand_computed_number(setting: str, family: str, metric: str, value: float) -> None:
-    assert harness.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
+    assert aggregate.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [harness.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
-    assert harness.overall_score_group(fulls, [15, 12, 18]) == OVERALL
+    fulls = [aggregate.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
+    assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL
 
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_under_the_authors_rule_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [harness.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
-    assert harness.overall_score_group(fulls, [15, 12, 18]) == OVERALL_OFFICIAL
+    fulls = [aggregate.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
+    assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL_OFFICIAL

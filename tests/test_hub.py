@@ -23,7 +23,7 @@ from standins.hub import AUTHORS_FEATURES, client_environment, published_files
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.schema import DataError
 from hvcu_tasks.data.loaders import load_source
-from hvcu_tasks.lmms import harness
+from hvcu_tasks.lmms import hooks
 
 REPO = "Chime316/HVCU-Bench"
 ITEMS = {
@@ -67,7 +67,7 @@ def local_copy(root: Path, items=ITEMS) -> Path:
 
 def identity(family: str, source: str = "hub") -> dict:
     """The data identity a task load records (the task's own load path: process_docs)."""
-    docs = harness.process_docs(datasets.Dataset.from_list([{"family": family, "source": source}]))
+    docs = hooks.process_docs(datasets.Dataset.from_list([{"family": family, "source": source}]))
     return json.loads(docs[0]["data_identity"])
 
 

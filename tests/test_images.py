@@ -17,10 +17,11 @@ from lmms_eval.protocol import ChatMessages
 from lmms_eval.utils import is_multimodal_content
 from PIL import Image
 
+from hvcu_tasks import settings
 from hvcu_tasks.core.prompts import base_messages
 from hvcu_tasks.data import images
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.lmms import context, harness, plugin
+from hvcu_tasks.lmms import context, hooks, plugin
 
 pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 
@@ -49,7 +50,7 @@ def doc_for(path: Path | None = None, data: bytes | None = None, sid: str = "joy
 
 def sent(doc: dict) -> tuple[str, bytes]:
     """Return (media type, bytes) of the image in the OpenAI request built for a document."""
-    request = ChatMessages(messages=base_messages("q", images.document_image(doc))).to_openai_messages()
+    request = ChatMessages(messages=base_messages("q", hooks.doc_image(doc))).to_openai_messages()
     url = request[1]["content"][1]["image_url"]["url"]
     head, _, payload = url.partition(";base64,")
     return head.removeprefix("data:"), base64.b64decode(payload)
@@ -116,7 +117,7 @@ def test_an_animated_gif_is_converted_to_png(tmp_path) -> None:
 def test_request_size_is_within_1_3_times_the_base64_of_the_source(tmp_path) -> None:
     path = save(tmp_path / "a.jpg", gradient(size=(512, 512)), "JPEG", quality=95)
     doc = doc_for(path)
-    messages = ChatMessages(messages=base_messages("Which?\nOptions:\nA. x", images.document_image(doc)))
+    messages = ChatMessages(messages=base_messages("Which?\nOptions:\nA. x", hooks.doc_image(doc)))
     body = json.dumps({"model": "m", "messages": messages.to_openai_messages(), "max_tokens": 16})
     assert len(body) <= 1.3 * len(base64.b64encode(path.read_bytes()))
 
@@ -130,7 +131,7 @@ def test_images_without_a_source_keep_lmms_eval_encoding(monkeypatch) -> None:
 
 def test_messages_with_audio_go_through_lmms_eval(tmp_path) -> None:
     path = save(tmp_path / "a.jpg", gradient(), "JPEG")
-    raw = base_messages("q", images.document_image(doc_for(path)))
+    raw = base_messages("q", hooks.doc_image(doc_for(path)))
     raw[1]["content"].append({"type": "audio", "url": "clip.wav"})
     built = ChatMessages(messages=raw).to_openai_messages()
     assert built[1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")  # lmms-eval's own
@@ -146,7 +147,7 @@ def test_the_hook_is_installed_once_and_keeps_the_original() -> None:
 
 def test_the_qwen3_vl_variant_sends_the_files_own_bytes_too(tmp_path) -> None:
     path = save(tmp_path / "a.jpg", gradient(), "JPEG")
-    messages = ChatMessages(messages=base_messages("q", images.document_image(doc_for(path))))
+    messages = ChatMessages(messages=base_messages("q", hooks.doc_image(doc_for(path))))
     url = messages.to_qwen3_vl_openai_messages()[1]["content"][1]["image_url"]["url"]
     assert url == "data:image/jpeg;base64," + base64.b64encode(path.read_bytes()).decode()
 
@@ -162,14 +163,14 @@ def test_a_changed_lmms_eval_signature_is_refused_by_name(monkeypatch) -> None:
 
 def test_local_backends_get_a_decoded_rgb_image(tmp_path) -> None:
     path = save(tmp_path / "a.png", gradient("RGBA"), "PNG")
-    image = harness.doc_to_visual(doc_for(path))[0]
+    image = hooks.doc_to_visual(doc_for(path))[0]
     assert isinstance(image, Image.Image) and image.mode == "RGB"
     assert image.tobytes() == gradient("RGBA").convert("RGB").tobytes()
 
 
 def test_hf_messages_carry_the_decoded_image(tmp_path) -> None:
     path = save(tmp_path / "a.jpg", gradient(), "JPEG")
-    hf = ChatMessages(messages=harness.doc_to_messages({**doc_for(path), **LEVEL})).to_hf_messages()
+    hf = ChatMessages(messages=hooks.doc_to_messages({**doc_for(path), **LEVEL})).to_hf_messages()
     assert hf[1]["content"][1]["image"].mode == "RGB"
 
 
@@ -181,9 +182,9 @@ def smoke(build, family: str = "implication") -> datasets.Dataset:
 
 
 def test_base_setting_decodes_each_image_once_over_its_three_levels() -> None:
-    docs = smoke(harness.process_docs)
+    docs = smoke(hooks.process_docs)
     for i in range(len(docs)):
-        harness.doc_to_messages(docs[i])  # a fresh dict per access, as lmms-eval's backends fetch them
+        hooks.doc_to_messages(docs[i])  # a fresh dict per access, as lmms-eval's backends fetch them
     assert sorted(images.decode_counts().values()) == [1, 1, 1, 1, 1]
 
 
@@ -197,7 +198,7 @@ def test_context_setting_decodes_each_image_once_per_chain() -> None:
 
 
 def test_one_document_dict_decodes_once_even_with_the_cache_off(monkeypatch) -> None:
-    monkeypatch.setenv(images.CACHE_ENV, "0")
+    monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "0")
     doc = smoke(context.process_docs)[0]
     context.doc_to_messages(doc)
     context.doc_to_messages(doc, round_idx=1, previous_output=["A"])
@@ -208,9 +209,9 @@ def test_one_document_dict_decodes_once_even_with_the_cache_off(monkeypatch) -> 
 def test_the_cache_is_bounded_by_decoded_bytes(tmp_path, monkeypatch) -> None:
     a = save(tmp_path / "a.png", gradient(size=(512, 512)), "PNG")  # 768 KiB decoded
     b = save(tmp_path / "b.png", gradient(size=(512, 400)), "PNG")  # 600 KiB decoded
-    monkeypatch.setenv(images.CACHE_ENV, "1")
+    monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "1")
     for path in (a, b, a):
-        images.document_image(doc_for(path))
+        hooks.doc_image(doc_for(path))
     assert sorted(images.decode_counts().values()) == [1, 2]  # a was evicted to make room for b
 
 
@@ -218,26 +219,26 @@ def test_a_roomy_cache_keeps_both_images(tmp_path) -> None:
     a = save(tmp_path / "a.png", gradient(size=(512, 512)), "PNG")
     b = save(tmp_path / "b.png", gradient(size=(512, 400)), "PNG")
     for path in (a, b, a, b):
-        images.document_image(doc_for(path))
+        hooks.doc_image(doc_for(path))
     assert sorted(images.decode_counts().values()) == [1, 1]
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan"])
 def test_a_bad_cache_size_names_the_variable(value, monkeypatch) -> None:
-    monkeypatch.setenv(images.CACHE_ENV, value)
+    monkeypatch.setenv(settings.IMAGE_CACHE_ENV, value)
     with pytest.raises(ValueError, match=rf"HVCU_IMAGE_CACHE_MB='{value}'.*megabytes"):
         images.cache_budget()
 
 
 def test_editing_a_handed_out_image_does_not_change_the_next_one(tmp_path) -> None:
     path = save(tmp_path / "a.png", gradient(), "PNG")
-    first = images.document_image(doc_for(path))
+    first = hooks.doc_image(doc_for(path))
     first.paste((0, 0, 0), (0, 0, 64, 48))
-    assert images.document_image(doc_for(path)).tobytes() == gradient().tobytes()
+    assert hooks.doc_image(doc_for(path)).tobytes() == gradient().tobytes()
 
 
 def test_documents_hold_a_path_or_bytes_never_a_decoded_image() -> None:
-    doc = smoke(harness.process_docs)[0]
+    doc = smoke(hooks.process_docs)[0]
     assert "image" not in doc
     assert doc["image_path"].endswith("Implication-Understanding/metaphor_001.png") and doc["image_bytes"] is None
 
@@ -255,9 +256,9 @@ def test_importing_lmms_eval_protocol_first_still_registers_our_models_and_the_h
     code = (
         "from lmms_eval.protocol import ChatMessages\n"
         "from lmms_eval.models import get_model\n"
-        "from hvcu_tasks import images\n"
+        "from hvcu_tasks.lmms import hooks\n"
         "assert get_model('hvcu_replay').__name__ == 'ReplayModel'\n"
-        f"images.document_image({{'image_path': {str(png)!r}}})\n"
+        f"hooks.doc_image({{'image_path': {str(png)!r}}})\n"
         "print(getattr(ChatMessages.to_openai_messages, '_hvcu_hook', False))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -13,6 +13,7 @@ from PIL import Image
 
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data.images import open_ref
 from hvcu_tasks.data.loaders import load_official_json, load_parquet, load_path, load_source, rows_to_samples
 
 
@@ -41,7 +42,7 @@ def test_images_are_found_with_every_release_extension(write_dataset, ext: str) 
     root = write_dataset({"aesthetic": [item("color_001")]}, ext=ext)
     (sample,) = load_path(root, ["aesthetic"]).raise_for_problems()
     assert sample.image.path.suffix == ext
-    assert sample.image.open().size == (8, 8)
+    assert open_ref(sample.image).size == (8, 8)
 
 
 def test_extension_order_is_the_release_order(write_dataset) -> None:
@@ -127,7 +128,7 @@ def test_parquet_with_nested_levels_and_image_struct(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
     (sample,) = load_parquet(path).raise_for_problems()
     assert (sample.family, sample.aspect) == ("affective", "fear")
-    assert sample.image.open().size == (6, 6)
+    assert open_ref(sample.image).size == (6, 6)
 
 
 def test_parquet_with_flat_level_columns() -> None:

@@ -17,7 +17,7 @@ from conftest import run_lmms_eval
 
 from hvcu_tasks.core.metrics import Outcome, overall_score
 from hvcu_tasks.core.prompts import NO_ANSWER
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import aggregate, context, hooks, payloads
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
 
@@ -91,8 +91,8 @@ def stub(family: str) -> datasets.Dataset:
 
 
 def base_items(family: str) -> list[dict]:
-    docs = harness.process_docs(stub(family))
-    return [harness.process_results(d, [REPLIES[(family, d["sample_id"])][d["level"] - 1]])["acc_full"] for d in docs]
+    docs = hooks.process_docs(stub(family))
+    return [hooks.process_results(d, [REPLIES[(family, d["sample_id"])][d["level"] - 1]])["acc_full"] for d in docs]
 
 
 def context_items(family: str) -> list[dict]:
@@ -104,24 +104,24 @@ def context_items(family: str) -> list[dict]:
 def test_base_setting_reports_both_rules(family: str) -> None:
     items = base_items(family)
     for metric, value in EXPECTED[family].items():
-        assert harness.AGGREGATIONS[metric](items) == pytest.approx(value), metric
+        assert aggregate.AGGREGATIONS[metric](items) == pytest.approx(value), metric
 
 
 @pytest.mark.parametrize("family", list(EXPECTED))
 def test_context_setting_reports_both_rules(family: str) -> None:
     items = context_items(family)
     for metric, value in EXPECTED[family].items():
-        assert harness.AGGREGATIONS[metric](items) == pytest.approx(value), metric
+        assert aggregate.AGGREGATIONS[metric](items) == pytest.approx(value), metric
 
 
 def test_the_overall_scores_by_hand() -> None:
     assert OVERALL == 76.67 and OVERALL_OFFICIAL == 66.11
-    assert harness.overall_score_group([40.0, 75.0, 500 / 6], [15, 12, 18]) == 66.11
+    assert aggregate.overall_score_group([40.0, 75.0, 500 / 6], [15, 12, 18]) == 66.11
 
 
 def test_every_family_task_names_the_four_official_metrics() -> None:
     for family in EXPECTED:
-        names = harness.family_metric_names(family)
+        names = payloads.family_metric_names(family)
         assert {"acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"} <= set(names)
 
 
@@ -140,21 +140,21 @@ def test_every_group_reports_the_overall_score_under_both_rules(group: str) -> N
 
 
 def test_one_aggregation_per_named_metric() -> None:
-    named = {m for family in EXPECTED for m in harness.family_metric_names(family)}
-    assert set(harness.AGGREGATIONS) == named
+    named = {m for family in EXPECTED for m in payloads.family_metric_names(family)}
+    assert set(aggregate.AGGREGATIONS) == named
 
 
 def test_the_per_document_record_carries_both_parses() -> None:
-    doc = harness.process_docs(stub("aesthetic"))[0]  # color_001 L1, gold D
-    record = harness.process_results(doc, ["Red."])["acc_full"]["outcomes"][0]
+    doc = hooks.process_docs(stub("aesthetic"))[0]  # color_001 L1, gold D
+    record = hooks.process_results(doc, ["Red."])["acc_full"]["outcomes"][0]
     assert (record["pred"], record["correct"]) == (None, False)
     assert (record["pred_official"], record["correct_official"]) == ("D", True)
 
 
 def test_a_failed_request_is_wrong_under_the_authors_rule_too() -> None:
     # On its own the authors' rule would read the last line "A" (the gold key of metaphor_001 L2).
-    doc = harness.process_docs(stub("implication"))[1]
-    record = harness.process_results(doc, ["[LMMS_EVAL_REQUEST_FAILED after 5 retries]\nA"])["acc_full"]["outcomes"][0]
+    doc = hooks.process_docs(stub("implication"))[1]
+    record = hooks.process_results(doc, ["[LMMS_EVAL_REQUEST_FAILED after 5 retries]\nA"])["acc_full"]["outcomes"][0]
     assert record["failed"] is True
     assert record["pred_official"] is None and record["correct_official"] is False
 
@@ -179,10 +179,10 @@ def test_the_context_history_keeps_our_parse() -> None:
 
 def test_an_empty_denominator_is_not_available_under_the_authors_rule() -> None:
     items = base_items("aesthetic")[:2]  # color_001 L1 and L2 only: no complete chain
-    assert math.isnan(harness.AGGREGATIONS["acc_full_official"](items))
-    assert math.isnan(harness.AGGREGATIONS["acc_conn_official"](items))
-    assert harness.AGGREGATIONS["acc_perc_official"](items) == 100.0
-    assert math.isnan(harness.overall_score_group([math.nan, 75.0, 80.0], [1, 12, 18]))
+    assert math.isnan(aggregate.AGGREGATIONS["acc_full_official"](items))
+    assert math.isnan(aggregate.AGGREGATIONS["acc_conn_official"](items))
+    assert aggregate.AGGREGATIONS["acc_perc_official"](items) == 100.0
+    assert math.isnan(aggregate.overall_score_group([math.nan, 75.0, 80.0], [1, 12, 18]))
 
 
 def test_an_outcome_built_without_the_official_parse_takes_it_from_the_reply() -> None:

@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import item, run_lmms_eval, smoke_predictions
 
+from hvcu_tasks import settings
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.data import validate
-from hvcu_tasks.lmms import harness
+from hvcu_tasks.data import sources, validate
+from hvcu_tasks.lmms import documents, hooks
 from hvcu_tasks.results.runs import ReportError, read_runs
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -36,7 +37,7 @@ def stub(family: str, source: str = "hub") -> datasets.Dataset:
 
 def identity(family: str, source: str) -> dict:
     """The data identity a task load records (through the task's own loading path)."""
-    docs = harness.process_docs(stub(family, source))
+    docs = hooks.process_docs(stub(family, source))
     return json.loads(docs[0]["data_identity"])
 
 
@@ -140,10 +141,13 @@ def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(
 
 def test_the_revision_env_pins_only_hub_sources_that_name_none() -> None:
     env = {"HVCU_BENCH_REVISION": "v1.0"}
-    assert harness.resolve_source("hub", env) == "hub:Chime316/HVCU-Bench@v1.0"
-    assert harness.resolve_source("hub", env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}) == "hub:me/copy@abc"
-    assert harness.resolve_source("hub", env | {"HVCU_BENCH_DATA": "/data"}) == "/data"
-    assert harness.resolve_source("smoke", env) == "smoke"
+    assert sources.resolve_source("hub", settings.current(env)) == "hub:Chime316/HVCU-Bench@v1.0"
+    assert (
+        sources.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}))
+        == "hub:me/copy@abc"
+    )
+    assert sources.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "/data"})) == "/data"
+    assert sources.resolve_source("smoke", settings.current(env)) == "smoke"
 
 
 @pytest.mark.parametrize(
@@ -198,12 +202,12 @@ def test_each_image_is_hashed_once_per_process(write_dataset, monkeypatch) -> No
 
 def test_every_scored_document_and_the_task_config_carry_the_identity(write_dataset) -> None:
     root = write_dataset(FULL_ITEMS)
-    docs = harness.process_docs(stub("implication", str(root)))
+    docs = hooks.process_docs(stub("implication", str(root)))
     expected = json.loads(docs[0]["data_identity"])
-    payloads = [harness.process_results(doc, ["A"]) for doc in docs]
+    payloads = [hooks.process_results(doc, ["A"]) for doc in docs]
     assert all(p["acc_full"]["data_identity"] == expected for p in payloads)
     assert "data_identity" not in payloads[0]  # not a metric: never a row of lmms-eval's table
-    assert harness.dataset_identity(docs) == expected
+    assert documents.dataset_identity(docs) == expected
 
 
 def test_context_documents_carry_the_identity_too(write_dataset) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hvcu_tasks import settings
 from hvcu_tasks.lmms import plugin, taskgen
 
 HVCU_TASKS = {
@@ -88,12 +89,12 @@ def _listed_tasks(env: dict[str, str], *args: str) -> set[str]:
 
 
 def test_installed_entry_point_registers_the_tasks_without_include_path() -> None:
-    env = {k: v for k, v in os.environ.items() if k != plugin.OPT_OUT_ENV}
+    env = {k: v for k, v in os.environ.items() if k != settings.NO_AUTO_TASKS_ENV}
     assert _listed_tasks(env) == HVCU_TASKS
 
 
 def test_opt_out_leaves_include_path_as_the_way_in() -> None:
-    env = {**os.environ, plugin.OPT_OUT_ENV: "1"}
+    env = {**os.environ, settings.NO_AUTO_TASKS_ENV: "1"}
     assert _listed_tasks(env) == set()
     assert _listed_tasks(env, str(plugin.TASKS_DIR)) == HVCU_TASKS
 

@@ -141,7 +141,8 @@ def known_keys(fresh: bool = False) -> frozenset[str]:
     in the toolkit's cache ($HVCU_CACHE_DIR), one file per `keys_tag()`: another version reads them again. A name
     the remembered list lacks is looked up in LLaMA-Factory itself before it is refused (`_check_overrides`).
     """
-    from hvcu_tasks.data.validate import CACHE_ENV, cache_root
+    from hvcu_tasks.data.validate import cache_root
+    from hvcu_tasks.settings import CACHE_DIR_ENV
 
     root = cache_root()
     path = None if root is None else root / KEYS_FOLDER / f"{keys_tag()}.json"
@@ -159,7 +160,7 @@ def known_keys(fresh: bool = False) -> frozenset[str]:
                 "folder, or to 'off')",
                 path,
                 exc.strerror or exc,
-                CACHE_ENV,
+                CACHE_DIR_ENV,
             )
     return keys
 

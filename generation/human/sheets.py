@@ -23,6 +23,7 @@ from generation.human.assign import Assignment
 from hvcu_tasks.core.families import OPTION_KEYS
 from hvcu_tasks.core.schema import ImageRef, Level, Sample
 from hvcu_tasks.data.files import atomic_path, csv_cell, inside, write_atomic
+from hvcu_tasks.data.images import open_ref
 
 COLUMNS: tuple[str, ...] = ("annotator", "level", "family", "id", "question", *OPTION_KEYS, "answer")
 LEVEL_TITLES = {1: "perception", 2: "bridge", 3: "connotation"}
@@ -73,7 +74,7 @@ def image_data_url(ref: ImageRef) -> str:
         raise ValueError(f"{ref.describe()}: not a readable image ({exc})") from exc
     if mime is None:
         buffer = io.BytesIO()
-        ref.open().save(buffer, format="PNG")
+        open_ref(ref).save(buffer, format="PNG")
         data, mime = buffer.getvalue(), "image/png"
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 

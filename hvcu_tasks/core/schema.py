@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from PIL import Image
 
 from hvcu_tasks.core.families import ASPECTS, LEVELS, OPTION_KEYS
 
@@ -94,16 +91,6 @@ class ImageRef:
 
     path: Path | None = None
     data: bytes | None = field(default=None, repr=False)
-
-    def open(self) -> Image.Image:
-        """Decode the image as RGB."""
-        if self.path is not None:
-            with Image.open(self.path) as img:
-                return img.convert("RGB")
-        if self.data is not None:
-            with Image.open(io.BytesIO(self.data)) as img:
-                return img.convert("RGB")
-        raise ValueError("image reference holds neither a path nor bytes")
 
     def describe(self) -> str:
         """Return a short human-readable location for messages."""

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 MAX_NAME_BYTES = 200
 
+IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
+"""Extensions an image file of a local copy or the hub may have, in the order the authors' loader tries them."""
+
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """A UTF-16 surrogate code point: never part of valid Unicode text, and it cannot be written as UTF-8."""
 

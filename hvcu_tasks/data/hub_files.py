@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.files import IMAGE_EXTENSIONS
 from hvcu_tasks.data.hub import OFFLINE_HINT, HubRevision, Layout, cache_dir, fail, hub_problem, listing
-from hvcu_tasks.data.loaders import IMAGE_EXTENSIONS
 
 WORKERS = 8
 """Files downloaded at once."""

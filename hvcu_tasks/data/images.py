@@ -20,7 +20,6 @@ import base64
 import hashlib
 import io
 import logging
-import os
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
@@ -30,12 +29,12 @@ from typing import Any
 
 from PIL import Image
 
+from hvcu_tasks import settings
+from hvcu_tasks.core.schema import ImageRef
 from hvcu_tasks.data.files import ImageError, image_identity, open_image
 
 log = logging.getLogger("hvcu_tasks")
 
-CACHE_ENV = "HVCU_IMAGE_CACHE_MB"
-DEFAULT_CACHE_MB = 256.0
 MAX_CACHED_IMAGES = 1024
 MAX_CONVERTED = 32
 SOURCE_ATTR = "hvcu_source"
@@ -130,16 +129,9 @@ _CONVERTED: OrderedDict[tuple, bytes] = OrderedDict()
 _WARNED: set[str] = set()
 
 
-def cache_budget(environ: Mapping[str, str] = os.environ) -> int:
+def cache_budget() -> int:
     """Return the LRU's budget in bytes of decoded pixels from $HVCU_IMAGE_CACHE_MB, or raise ValueError."""
-    raw = environ.get(CACHE_ENV, "").strip()
-    try:
-        megabytes = float(raw) if raw else DEFAULT_CACHE_MB
-    except ValueError:
-        megabytes = -1.0
-    if not megabytes >= 0:  # also refuses NaN
-        raise ValueError(f"{CACHE_ENV}={raw!r}: expected a number of megabytes >= 0 (0 turns the image cache off)")
-    return int(megabytes * 1024 * 1024)
+    return settings.current().image_cache_bytes()
 
 
 def decoded_size(image: Image.Image) -> int:
@@ -190,32 +182,25 @@ def _handout(shared: Image.Image, source: ImageSource) -> Image.Image:
     return copy
 
 
-_HOOK_CHECKED = False
-
-
-def _ensure_api_hook() -> None:
-    """Install the plugin's to_openai_messages hook once, if the entry point could not (an import cycle)."""
-    global _HOOK_CHECKED
-    if _HOOK_CHECKED:
-        return
-    _HOOK_CHECKED = True
-    from hvcu_tasks.lmms.plugin import IncompatibleLmmsEval, install_image_hook
-
-    try:
-        install_image_hook()
-    except IncompatibleLmmsEval as exc:
-        log.error("%s", exc)
-
-
 def document_image(doc: Mapping[str, Any]) -> Image.Image:
     """Return a document's image as RGB (a private copy carrying `hvcu_source`), decoded at most once per doc dict."""
-    _ensure_api_hook()
     shared = doc.get(MEMO_KEY)
     if shared is None:
         shared = _shared_image(ImageSource.of_doc(doc))
         if isinstance(doc, dict):
             doc[MEMO_KEY] = shared
     return _handout(shared, getattr(shared, SOURCE_ATTR))
+
+
+def open_ref(ref: ImageRef) -> Image.Image:
+    """Decode a sample's image reference as RGB (a fresh image, not cached)."""
+    if ref.path is not None:
+        with Image.open(ref.path) as img:
+            return img.convert("RGB")
+    if ref.data is not None:
+        with Image.open(io.BytesIO(ref.data)) as img:
+            return img.convert("RGB")
+    raise ValueError("image reference holds neither a path nor bytes")
 
 
 def decode_counts() -> dict[tuple, int]:

@@ -11,6 +11,7 @@ unusable. Standard library only.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from itertools import accumulate
@@ -132,3 +133,14 @@ def raw_decode(text: str, start: int) -> tuple[Any, int] | None:
     if _depth(text[start:end]) > MAX_DEPTH:
         return None
     return value, end
+
+
+def json_safe(value: Any) -> Any:
+    """Return `value` with every NaN or infinity replaced by None, so that it dumps as strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

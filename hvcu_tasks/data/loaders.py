@@ -11,10 +11,9 @@ from typing import Any
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
 from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import LONE_SURROGATE, UnsafeNameError, check_name
+from hvcu_tasks.data.files import IMAGE_EXTENSIONS, LONE_SURROGATE, UnsafeNameError, check_name
 
 HUB_DATASET = "Chime316/HVCU-Bench"
-IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
 
 # Column names we accept for each field of a flat row of a user's local parquet file, most likely first (the hub
 # source reads only the authors' own field names: hvcu_tasks.data.hub).

@@ -29,15 +29,12 @@ IDENTITY_METRIC = "data_identity"
 """The key that carries the identity in each document and in the acc_full entry of every sample-log line."""
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
-REVISION_ENV = "HVCU_BENCH_REVISION"
-"""Pins the hub revision (branch, tag or commit) that the `hub` tasks read."""
 
 
-def pinned_source(source: str, environ: Mapping[str, str]) -> str:
-    """Return a hub source with the `HVCU_BENCH_REVISION` pin added when it names no revision (others unchanged)."""
+def pinned_source(source: str, revision: str) -> str:
+    """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
     from hvcu_tasks.data.loaders import HUB_DATASET
 
-    revision = environ.get(REVISION_ENV, "").strip()
     if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
         return f"hub:{source[4:] or HUB_DATASET}@{revision}"
     return source
@@ -93,6 +90,17 @@ def data_identity(
         "aspects": dict(aspects),
         "fingerprint": fingerprint(samples, image_sha256),
     }
+
+
+def config_identity(config: Any) -> dict[str, Any] | None:
+    """Return the data identity a task's lmms-eval config recorded (None when absent), or ValueError when damaged."""
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    identity = metadata.get(CONFIG_KEY) if isinstance(metadata, dict) else None
+    if identity is None:
+        return None
+    if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
+        raise ValueError(f"configs metadata {CONFIG_KEY}: not a data identity (no fingerprint); damaged")
+    return identity
 
 
 def encode(identity: Mapping[str, Any]) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks import settings
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
@@ -40,13 +41,10 @@ from hvcu_tasks.data.files import ImageError, check_image, name_key
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
 from hvcu_tasks.data.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
 
-DATA_ENV = "HVCU_BENCH_DATA"
 HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""
 
-CACHE_ENV = "HVCU_CACHE_DIR"
-"""Folder of the toolkit's caches (default $XDG_CACHE_HOME/hvcu, else ~/.cache/hvcu); 'off' or '0' turns caching off."""
 CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
 CHECKS_FOLDER = "image-checks-v1"
 """Subfolder of the cache that holds the remembered image verdicts (its layout's version in the name)."""
@@ -119,7 +117,7 @@ def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
 
 def cache_root() -> Path | None:
     """Return the folder of the toolkit's caches, or None when $HVCU_CACHE_DIR turns caching off."""
-    value = os.environ.get(CACHE_ENV, "").strip()
+    value = settings.current().cache_dir
     if value.lower() in CACHE_OFF:
         return None
     if value:
@@ -172,7 +170,7 @@ def _remember(folder: Path, digest: str) -> None:
             "(set %s to a writable folder, or to 'off')",
             folder,
             exc.strerror or exc,
-            CACHE_ENV,
+            settings.CACHE_DIR_ENV,
         )
 
 
@@ -348,7 +346,8 @@ def check_hub(source: str) -> None:
                     repo,
                     "-",
                     "hub",
-                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); set {DATA_ENV}=/path/to/a/local/copy "
+                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); "
+                    f"set {settings.DATA_ENV}=/path/to/a/local/copy "
                     "(check it with `hvcu data validate PATH`) or HF_HUB_OFFLINE=1 to read the Hugging Face cache",
                 )
             ]
@@ -448,7 +447,7 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
     """
     report = ValidationReport()
     loaded = LoadResult()
-    source = provenance.pinned_source(source, os.environ)  # `hub` reads what the hub tasks read
+    source = provenance.pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
     try:
         if _is_hub(source) or source == "smoke":
             if _is_hub(source):

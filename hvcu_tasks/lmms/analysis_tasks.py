@@ -21,9 +21,9 @@ from typing import Any
 from hvcu_tasks.core.metrics import ROTATIONS, Outcome, circular_metric_names, score_circular
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.core.scoring import outcome_payload, score_reply
 from hvcu_tasks.data import provenance
-from hvcu_tasks.data.images import document_image
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import aggregate, context, documents, hooks, payloads
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -50,7 +50,7 @@ def blind_doc_to_messages(
     doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Return a level document's blind chat (base-setting system prompt and text, no image part)."""
-    return blind_messages(harness.doc_to_text(doc))
+    return blind_messages(hooks.doc_to_text(doc))
 
 
 # --- circular ------------------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def rotated_answer(options: Sequence[tuple[str, str]], answer: str, rotation: in
 
 def circular_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
     """Yield one document per (sample, level, rotation), sample-major, level by level, rotation 0 (as in base) first."""
-    for row in harness.level_rows(samples, identity):
+    for row in documents.level_rows(samples, identity):
         options = tuple(zip(row["option_keys"], row["option_texts"], strict=True))
         for rotation in range(ROTATIONS):
             rotated = rotate_options(options, rotation)
@@ -88,35 +88,35 @@ def circular_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datas
     """Build the circular document table: the base table's columns plus the rotation."""
     import datasets
 
-    features = datasets.Features({**harness.level_features(), ROTATION_KEY: datasets.Value("int32")})
-    return harness.document_table(list(circular_rows(samples, identity)), features, "rotations", identity)
+    features = datasets.Features({**documents.level_features(), ROTATION_KEY: datasets.Value("int32")})
+    return documents.document_table(list(circular_rows(samples, identity)), features, "rotations", identity)
 
 
 def circular_process_docs(stub) -> Any:
     """Replace a circular task's stub with that family's documents, four rotations per (sample, level)."""
-    with harness.gc_paused():
-        return circular_dataset(*harness.task_data(stub))
+    with documents.gc_paused():
+        return circular_dataset(*documents.task_data(stub))
 
 
 def circular_payloads(doc: Mapping[str, Any], outcome: Outcome, question: str) -> dict[str, Mapping[str, Any]]:
     """Return process_results' value for one rotated question: its record (with the rotation) under every metric."""
-    record = {**harness.outcome_payload(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}
+    record = {**outcome_payload(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}
     records = [record]
-    shared = harness.SharedOutcomes(records)
+    shared = payloads.SharedOutcomes(records)
     result: dict[str, Mapping[str, Any]] = {name: shared for name in circular_metric_names()}
     result["acc_full"] = {
         "outcomes": records,
         "question": question,
         ROTATION_KEY: int(doc[ROTATION_KEY]),
-        provenance.IDENTITY_METRIC: harness.doc_identity(doc),
+        provenance.IDENTITY_METRIC: documents.doc_identity(doc),
     }
     return result
 
 
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
-    outcome = harness.outcome_of(doc, results[0] if results else None)
-    return circular_payloads(doc, outcome, harness.doc_to_text(doc))
+    outcome = hooks.outcome_of(doc, results[0] if results else None)
+    return circular_payloads(doc, outcome, hooks.doc_to_text(doc))
 
 
 def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
@@ -135,12 +135,12 @@ def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Ou
 
 def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """Return every circular metric of one task's payloads (all ranks' records), scored once per distinct set."""
-    return harness.scored_once(
-        "rotations", harness.flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
+    return aggregate.scored_once(
+        "rotations", payloads.flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
     )
 
 
-def _circular_metric(name: str) -> harness.Aggregation:
+def _circular_metric(name: str) -> aggregate.Aggregation:
     """Make the lmms-eval aggregation of one circular metric."""
 
     def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
@@ -162,8 +162,8 @@ def circular_incomplete(items: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
-CIRCULAR_AGGREGATIONS: dict[str, harness.Aggregation] = {
-    name: {"n_incomplete": circular_incomplete, "n_failed_requests": harness.failed_requests}.get(name)
+CIRCULAR_AGGREGATIONS: dict[str, aggregate.Aggregation] = {
+    name: {"n_incomplete": circular_incomplete, "n_failed_requests": aggregate.failed_requests}.get(name)
     or _circular_metric(name)
     for name in circular_metric_names()
 }
@@ -184,13 +184,13 @@ def gold_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.
     import datasets
 
     features = datasets.Features({**context.sample_features(), "level": datasets.Value("int32")})
-    return harness.document_table(list(gold_rows(samples, identity)), features, "gold-context", identity)
+    return documents.document_table(list(gold_rows(samples, identity)), features, "gold-context", identity)
 
 
 def gold_process_docs(stub) -> Any:
     """Replace a gold-context task's stub with that family's documents, one per sample and level."""
-    with harness.gc_paused():
-        return gold_dataset(*harness.task_data(stub))
+    with documents.gc_paused():
+        return gold_dataset(*documents.task_data(stub))
 
 
 def gold_index(doc: Mapping[str, Any]) -> int:
@@ -209,14 +209,15 @@ def gold_doc_to_messages(
 ) -> list[dict[str, Any]]:
     """Return the context-setting chat for the asked level with the gold letters as the earlier assistant turns."""
     k = gold_index(doc)
-    return context_messages(context.level_texts(doc), list(doc["answers"][:k]), document_image(doc))
+    return context_messages(context.level_texts(doc), list(doc["answers"][:k]), hooks.doc_image(doc))
 
 
 def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one level asked after gold answers; the acc_full entry logs it in the context setting's list form."""
     k = gold_index(doc)
     reply = results[0] if results else None
-    outcome = harness.score_reply(doc, int(doc["level"]), context.level_options(doc, k), doc["answers"][k], reply)
+    options = context.level_options(doc, k)
+    outcome = score_reply(doc, int(doc["level"]), options, doc["answers"][k], reply, hooks.doc_fingerprint(doc))
     entry = {
         "sample_id": doc["sample_id"],
         "questions": [context.level_texts(doc)[k]],
@@ -225,4 +226,4 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
         "gold": [doc["answers"][k]],
         "shown_answers": list(doc["answers"][:k]),
     }
-    return harness.payloads(str(doc["family"]), [outcome], entry, doc)
+    return payloads.payloads(str(doc["family"]), [outcome], entry, doc)

@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from hvcu_tasks import settings
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.prompts import context_answer, context_messages, level_text
 from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.core.scoring import score_reply
 from hvcu_tasks.data import provenance
-from hvcu_tasks.data.images import document_image
-from hvcu_tasks.lmms.harness import document_table, gc_paused, image_cell, payloads, score_reply, task_data
+from hvcu_tasks.lmms.documents import document_table, gc_paused, image_cell, task_data
+from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image
+from hvcu_tasks.lmms.payloads import payloads
 
 NATIVE_KEY = "multi_round"
 """Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
@@ -107,7 +110,7 @@ def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[s
 
 def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
     """Return the chat for the next unanswered level given the replies so far (image decoded once per chain)."""
-    return context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc))
+    return context_messages(level_texts(doc), earlier_answers(doc, replies), doc_image(doc))
 
 
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
@@ -127,7 +130,7 @@ def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
 
 def backend_problem(mode: str, backend: Any) -> str | None:
     """Return why the model lmms-eval resolved for `backend` cannot run a `mode` ('native'/'routed') entry, or None."""
-    from hvcu_tasks.lmms.plugin import ROUTE_OPT_OUT_ENV, opted_out, route_record
+    from hvcu_tasks.lmms.plugin import route_record
 
     wrap = f"--model {WRAPPER_MODEL} --model_args inner={backend or '<model>'},<that model's args>"
     record = route_record()
@@ -156,7 +159,7 @@ def backend_problem(mode: str, backend: Any) -> str | None:
             f"or wrap it: {wrap} (in Python: ContextWrapper.around(model))"
         )
     if not found.routed:
-        unset = f"Unset {ROUTE_OPT_OUT_ENV}, or wrap" if opted_out(ROUTE_OPT_OUT_ENV) else "Wrap"
+        unset = f"Unset {settings.NO_ROUND_ROUTING_ENV}, or wrap" if settings.current().no_round_routing else "Wrap"
         return f"{driver} is not active: {found.why}. {unset} the model: {wrap}"
     return None
 
@@ -188,7 +191,7 @@ def doc_to_messages(
 def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:
     """Score the replies of one chain (fewer replies than levels leave those levels unasked)."""
     return [
-        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], reply)
+        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], reply, doc_fingerprint(doc))
         for i, reply in enumerate(replies[: len(doc["questions"])])
     ]
 

@@ -9,7 +9,7 @@ It also wraps `ChatMessages.to_openai_messages` and `to_qwen3_vl_openai_messages
 and vllm chat backends) so that an HVCU image is sent as its file's own bytes and media type instead of a
 PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
 When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
-`images.document_image` call installs that hook instead.
+document image a hook asks for (`hooks.doc_image`, through `ensure_image_hook`) installs that hook instead.
 
 It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
 builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
@@ -28,25 +28,24 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hvcu_tasks import settings
 
 TASKS_DIR: Path = Path(__file__).resolve().parent / "tasks"
 SUPPORTED_LMMS_EVAL = ">=0.7.3"
 """The lmms-eval releases this package works with (pyproject.toml's requirement; tests/test_lmms_versions.py)."""
 TESTED_LMMS_EVAL = ("0.7.3",)
 """The releases CI runs the end-to-end smoke against (the lowest and the highest supported on PyPI)."""
-OPT_OUT_ENV = "HVCU_NO_AUTO_TASKS"
 EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
 OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
     "to_openai_messages": ("self", "video_kwargs", "pass_video_url"),
     "to_qwen3_vl_openai_messages": ("self", "video_kwargs"),
 }
 """lmms-eval's ChatMessages methods that build OpenAI messages (openai, async_openai, vllm), with their parameters."""
-ROUTE_OPT_OUT_ENV = "HVCU_NO_ROUND_ROUTING"
 """Set to 1 to leave lmms-eval's backends unrouted (models/routing.py)."""
 REGISTRY_SIGNATURE = ("self", "model_name", "force_simple")
 """Parameters of lmms-eval's ModelRegistryV2.get_model_class, which the route hook wraps."""
@@ -168,7 +167,7 @@ def install_task_hook() -> None:
         original,
         EXPECTED_SIGNATURE,
         "TaskManager.initialize_tasks",
-        f"run lmms-eval with --include_path {TASKS_DIR} and set {OPT_OUT_ENV}=1",
+        f"run lmms-eval with --include_path {TASKS_DIR} and set {settings.NO_AUTO_TASKS_ENV}=1",
     )
 
     def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
@@ -188,7 +187,7 @@ def install_identity_hook() -> None:
     from lmms_eval.api.task import ConfigurableTask
 
     from hvcu_tasks.data.provenance import CONFIG_KEY
-    from hvcu_tasks.lmms.harness import dataset_identity
+    from hvcu_tasks.lmms.documents import dataset_identity
 
     original = ConfigurableTask.dump_config
     if getattr(original, "_hvcu_hook", False):
@@ -251,9 +250,19 @@ def install_image_hook() -> None:
         setattr(ChatMessages, name, _sending_own_bytes(original))
 
 
-def opted_out(env: str) -> bool:
-    """Whether an opt-out environment variable is set (1, true, yes)."""
-    return os.environ.get(env, "").strip().lower() in {"1", "true", "yes"}
+_IMAGE_HOOK_CHECKED = False
+
+
+def ensure_image_hook() -> None:
+    """Install the image hook once, if the entry point could not (lmms_eval.protocol was still importing)."""
+    global _IMAGE_HOOK_CHECKED
+    if _IMAGE_HOOK_CHECKED:
+        return
+    _IMAGE_HOOK_CHECKED = True
+    try:
+        install_image_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
 
 
 def install_route_hook() -> None:
@@ -280,8 +289,9 @@ def install_route_hook() -> None:
         cls = original(self, model_name, force_simple=force_simple)
         model_id = self.resolve(model_name, force_simple=force_simple).model_id
         simple = bool(getattr(cls, "is_simple", True))
-        if opted_out(ROUTE_OPT_OUT_ENV):
-            RESOLVED[model_id] = Resolution(model_id, simple, False, f"{ROUTE_OPT_OUT_ENV}=1 turns routing off")
+        if settings.current().no_round_routing:
+            why = f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
+            RESOLVED[model_id] = Resolution(model_id, simple, False, why)
             return cls
         from hvcu_tasks.lmms.models.routing import route, unrouted_reason
 
@@ -317,7 +327,7 @@ def manifests() -> list:
         log.error("%s", problem)
     elif note := untested_release(installed):
         warn_once(note)
-    if os.environ.get(OPT_OUT_ENV, "").strip() not in {"1", "true", "yes"}:
+    if not settings.current().no_auto_tasks:
         try:
             install_task_hook()
         except IncompatibleLmmsEval as exc:

@@ -1,7 +1,7 @@
 """Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
-`harness.family_metric_names` and `harness.AGGREGATIONS`.
+`payloads.family_metric_names` and `aggregate.AGGREGATIONS`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better
+from hvcu_tasks.lmms.aggregate import AGGREGATIONS
 from hvcu_tasks.lmms.analysis_tasks import CIRCULAR_AGGREGATIONS
-from hvcu_tasks.lmms.harness import AGGREGATIONS, family_metric_names
+from hvcu_tasks.lmms.payloads import family_metric_names
 from hvcu_tasks.lmms.plugin import TASKS_DIR
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
@@ -177,10 +178,11 @@ def utils_py() -> str:
     lines = [
         '"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""',
         "",
-        "from hvcu_tasks import analysis, context",
-        "from hvcu_tasks.lmms.harness import (",
-        "    AGGREGATIONS,",
-        *[f"    {h}," for h in hooks],
+        "from hvcu_tasks.lmms import analysis_tasks as analysis",
+        "from hvcu_tasks.lmms import context",
+        "from hvcu_tasks.lmms.aggregate import AGGREGATIONS, overall_score_group",
+        "from hvcu_tasks.lmms.hooks import (",
+        *[f"    {h}," for h in hooks if h != "overall_score_group"],
         ")",
         "",
         "__all__ = [",

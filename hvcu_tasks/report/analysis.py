@@ -42,7 +42,7 @@ from hvcu_tasks.results.runs import (
     ReportError,
     checked_value,
     data_kind,
-    identity_of,
+    recorded_identity,
     results_files,
     run_model_name,
 )
@@ -141,7 +141,7 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 if not m:
                     continue
                 name = run_model_name(results, str(path))
-                identity = identity_of(configs.get(task), f"{path}: {task}")
+                identity = recorded_identity(configs.get(task), f"{path}: {task}")
                 data = data_kind(identity, bool(m.group("sample")))
                 run = runs.setdefault((name, data), AnalysisRun(name, data))
                 setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]

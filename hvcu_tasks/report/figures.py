@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import ACCURACY_METRICS, aspect_metric
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, CHANCE_FULL, CHANCE_LEVEL, aspect_metric
 from hvcu_tasks.data.files import atomic_path
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
-from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_na
+from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_nan
 
 LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -77,7 +76,7 @@ def run_style(model: ModelResult, setting: str) -> dict[str, str]:
 
 def _value(value: float | None) -> float:
     """Return a plottable number (missing or n/a as NaN, which matplotlib leaves out)."""
-    return float("nan") if value is None or is_na(value) else float(value)
+    return float("nan") if value is None or is_nan(value) else float(value)
 
 
 def degradation_figure(models: list[ModelResult], setting: str, out: Path, reference: bool = True) -> list[Path]:

@@ -23,7 +23,7 @@ from hvcu_tasks.report.tables import (
     Table,
     disagreement,
 )
-from hvcu_tasks.results.runs import SMOKE, ModelResult, ReportError, checked_text, is_na
+from hvcu_tasks.results.runs import SMOKE, ModelResult, ReportError, checked_text, is_nan
 
 SCHEMA = "hvcu-leaderboard"
 SCHEMA_VERSION = 1
@@ -94,7 +94,7 @@ class Entry:
 
 def _known(value: float | None) -> float | None:
     """Return a number, None when missing or not available (n/a is null in the leaderboard)."""
-    return None if value is None or is_na(value) else float(value)
+    return None if value is None or is_nan(value) else float(value)
 
 
 def run_entry(model: ModelResult) -> Entry:
@@ -258,7 +258,7 @@ def leaderboard_json(entries: list[Entry]) -> str:
         "ranked_by": "score_base: Overall Score, base setting, authors' parser (Score (official))",
         "entries": [{"rank": rank, **asdict(e)} for rank, e in ranked(entries)],
     }
-    from hvcu_tasks.report.render import json_safe
+    from hvcu_tasks.data.jsonio import json_safe
 
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
-from typing import Any
 
 from hvcu_tasks.data.files import csv_cell
+from hvcu_tasks.data.jsonio import json_safe
 from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
-from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_na
+from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
 MISSING = "–"
 TEXT_COLUMNS = ("Model", "Source")
@@ -23,7 +22,7 @@ def cell_text(value: Cell) -> str:
     """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
     if value is None:
         return MISSING
-    if is_na(value):
+    if is_nan(value):
         return NA_TEXT
     if isinstance(value, float):
         return f"{value:.2f}"
@@ -69,7 +68,7 @@ def csv_value(value: Cell) -> str:
     """Format one CSV cell: missing empty, n/a as n/a, a float rounded to 2 decimals, never a formula."""
     if value is None:
         return ""
-    if is_na(value):
+    if is_nan(value):
         return NA_TEXT
     if isinstance(value, float):
         return csv_cell(round(value, CSV_DECIMALS))
@@ -130,17 +129,6 @@ def to_latex(table: Table) -> str:
     lines += [f"\\par{{\\footnotesize {latex_text(n)}}}" for n in table.notes]
     lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
-
-
-def json_safe(value: Any) -> Any:
-    """Return `value` with every NaN or infinity replaced by None, so that it dumps as strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def to_json(tables: list[Table]) -> str:

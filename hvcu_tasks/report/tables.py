@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.core.metrics import (
     ACCURACY_METRICS,
+    CHANCE_FULL,
+    CHANCE_LEVEL,
     OFFICIAL_FULL_METRIC,
     aspect_metric,
     error_share_metric,
@@ -14,7 +16,7 @@ from hvcu_tasks.core.metrics import (
     invalid_metric,
 )
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.results.runs import ModelResult, aspect_names, is_na
+from hvcu_tasks.results.runs import ModelResult, aspect_names, is_nan
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
@@ -33,10 +35,6 @@ SMOKE_MARK = "†"
 DISAGREE_MARK = "‡"
 DISAGREE_POINTS = 1.0
 """A model whose Score and Score (official) differ by more than this many points is flagged."""
-CHANCE_LEVEL = 25.0
-"""Accuracy of a random guess on one four-option question, in percent."""
-CHANCE_FULL = 100 / 64
-"""Accuracy of random guessing on a whole three-level chain (1/4 cubed, 1.5625%); also its Score."""
 CHANCE_NAME = "Random guess (chance)"
 CHANCE_NOTE = (
     f"{CHANCE_NAME}: answering every question at random among its four options: {CHANCE_LEVEL:g}% per level, "
@@ -72,7 +70,7 @@ class Table:
 def disagreement(model: ModelResult, setting: str) -> tuple[float, float] | None:
     """Return (Score, Score (official)) when both are known and differ by more than DISAGREE_POINTS, else None."""
     ours, official = model.score(setting), model.official_score(setting)
-    if ours is None or official is None or is_na(ours) or is_na(official):
+    if ours is None or official is None or is_nan(ours) or is_nan(official):
         return None
     return (ours, official) if round(abs(ours - official), 9) > DISAGREE_POINTS else None
 
@@ -237,7 +235,7 @@ def error_table(models: list[ModelResult], setting: str) -> Table:
         for f, result in ((f, fams[f]) for f in FAMILIES if f in fams):
             counts = [result.get(errors_at_metric(n)) for n in levels]
             shares = [result.get(error_share_metric(n)) for n in levels]
-            known = [c for c in counts if c is not None and not is_na(c)]
+            known = [c for c in counts if c is not None and not is_nan(c)]
             failed: Cell = sum(int(c) for c in known) if len(known) == len(counts) else None
             cells = [_error_cell(c, s) for c, s in zip(counts, shares, strict=True)]
             invalid = [result.get(invalid_metric(n)) for n in levels]
@@ -250,21 +248,21 @@ def _error_cell(count: float | None, share: float | None) -> Cell:
     """Format 'count (share%)' for the error table; n/a parts stay n/a, a missing count stays missing."""
     if count is None:
         return None
-    if is_na(count):
+    if is_nan(count):
         return NA_TEXT
-    return f"{int(count)} ({NA_TEXT if share is None or is_na(share) else f'{share:.2f}%'})"
+    return f"{int(count)} ({NA_TEXT if share is None or is_nan(share) else f'{share:.2f}%'})"
 
 
 def general_table(models: list[ModelResult], reference: bool = True) -> Table:
     """Table 7 layout: MMBench, HallusionBench, MMStar (sub-metrics and averages) and MMMU, in percent."""
-    from hvcu_tasks.report.general import TABLE_ORDER, general_values
     from hvcu_tasks.report.reference import general_reference
+    from hvcu_tasks.results.general import TABLE_ORDER, general_values
 
     table = Table("general_benchmarks", "General benchmarks (layout of the paper's Table 7)", ["Model", *TABLE_ORDER])
     if reference:
         source, columns, rows = general_reference()
         if tuple(columns) != TABLE_ORDER:
-            raise RuntimeError("paper_reference.json general columns differ from report.general.COLUMNS")
+            raise RuntimeError("paper_reference.json general columns differ from results.general.COLUMNS")
         table.rows += [[f"{name} {PAPER_MARK}", *values] for name, values in rows]
         table.notes.append(f"{PAPER_MARK} rows: {source}, reported by the paper's authors.")
     for model in models:
@@ -289,7 +287,9 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
     if any(m.general for m in models):
         tables.append(general_table(models, reference))
     for table in tables:
-        if any(is_na(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r):
+        if any(
+            is_nan(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r
+        ):
             table.notes.append(NA_NOTE)
     return tables
 
@@ -361,4 +361,4 @@ def cell_or_dash(value: float | None) -> str:
     """Format an optional number for a footnote (missing as a dash, not available as n/a)."""
     if value is None:
         return "–"
-    return NA_TEXT if is_na(value) else f"{value:.2f}"
+    return NA_TEXT if is_nan(value) else f"{value:.2f}"

@@ -17,10 +17,10 @@ from hvcu_tasks.core.metrics import (
     PERCENT_PREFIXES,
     overall_score,
 )
-from hvcu_tasks.data import jsonio
+from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.files import name_problem
-from hvcu_tasks.data.provenance import CONFIG_KEY, location_text, published_match
-from hvcu_tasks.report.general import COLUMNS, GENERAL_TASKS
+from hvcu_tasks.data.provenance import location_text, published_match
+from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
@@ -38,8 +38,8 @@ NA = float("nan")
 """A metric lmms-eval could not compute (NaN or null in its file, e.g. no complete chain under --limit): "n/a"."""
 
 
-def is_na(value: object) -> bool:
-    """Whether a value is the not-available marker (a float NaN)."""
+def is_nan(value: object) -> bool:
+    """Whether a value is the report's not-available marker, a float NaN (None is not; core.metrics.is_na: both)."""
     return isinstance(value, float) and math.isnan(value)
 
 
@@ -98,7 +98,7 @@ class ModelResult:
         values = [fams[f].get(metric) for f in FAMILIES]
         if any(v is None for v in values):
             return None
-        if any(is_na(v) for v in values):
+        if any(is_nan(v) for v in values):
             return NA
         return overall_score(values)  # type: ignore[arg-type]
 
@@ -160,15 +160,12 @@ def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
     return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
 
 
-def identity_of(config: Any, where: str) -> dict[str, Any] | None:
+def recorded_identity(config: Any, where: str) -> dict[str, Any] | None:
     """Return the data identity a task's config recorded, None when absent (older files); refuse a damaged one."""
-    metadata = config.get("metadata") if isinstance(config, dict) else None
-    identity = metadata.get(CONFIG_KEY) if isinstance(metadata, dict) else None
-    if identity is None:
-        return None
-    if not isinstance(identity, dict) or not isinstance(identity.get("fingerprint"), str):
-        raise ReportError(f"{where}: configs metadata {CONFIG_KEY}: not a data identity (no fingerprint); damaged")
-    return identity
+    try:
+        return provenance.config_identity(config)
+    except ValueError as exc:
+        raise ReportError(f"{where}: {exc}") from exc
 
 
 def data_kind(identity: dict[str, Any] | None, sample_task: bool) -> str:
@@ -187,7 +184,7 @@ def checked_value(value: Any, where: str, percent: bool, count: bool = False) ->
 
     A count is never NA: the harness always computes it, so a null or NaN count means a damaged file.
     """
-    if value is None or is_na(value):
+    if value is None or is_nan(value):
         if count:
             shown = "null" if value is None else "NaN"
             raise ReportError(f"{where}: {shown} where a count is expected (counts are never n/a); the file is damaged")
@@ -280,7 +277,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                     model.chains.setdefault(setting, {})[family] = verdicts
                 if official:
                     model.chains_official.setdefault(setting, {})[family] = official
-                identity = identity_of(configs.get(task), f"{f}: {task}")
+                identity = recorded_identity(configs.get(task), f"{f}: {task}")
                 if identity is not None:
                     model.identities.setdefault(setting, {})[family] = identity
                 elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:

@@ -24,13 +24,14 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from PIL import Image
 
+from hvcu_tasks import settings
 from hvcu_tasks.cli import main
 from hvcu_tasks.core import metrics
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.data import validate
-from hvcu_tasks.lmms import context, harness
+from hvcu_tasks.lmms import aggregate, context, documents, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IMPL_FILE = "Implication-Understanding.json"
@@ -88,7 +89,7 @@ class Source:
                     name = str(it["id"])
                     if "/" not in name:
                         (root / "Image" / stem / f"{name}.png").write_bytes(images.get(name, png()))
-            self.mp.setenv(harness.DATA_ENV, str(root))
+            self.mp.setenv(settings.DATA_ENV, str(root))
             return str(root)
         from standins.hub import card, parquet_bytes
 
@@ -104,7 +105,7 @@ class Source:
             ]
             files[f"assets/{FAMILIES[family][0]}-00000-of-00001.parquet"] = parquet_bytes(rows)
         self.hub.repo("Chime316/HVCU-Bench").commit(files)
-        self.mp.delenv(harness.DATA_ENV, raising=False)
+        self.mp.delenv(settings.DATA_ENV, raising=False)
         return "hub"
 
     def where(self) -> str:
@@ -129,7 +130,7 @@ def validate_lines(capsys, src: str) -> tuple[int, list[str]]:
 
 def task_load_error(family: str = "implication", setting: str = "base") -> SystemExit:
     """Load a hub task's documents (redirected by the env) and return the error that stopped it."""
-    load = harness.process_docs if setting == "base" else context.process_docs
+    load = hooks.process_docs if setting == "base" else context.process_docs
     with pytest.raises(SystemExit) as err:
         load(stub(family))
     return err.value
@@ -181,8 +182,8 @@ def test_an_id_from_the_hub_with_a_separator_is_refused(tmp_path, monkeypatch, c
 
 def test_integer_ids_are_fine_and_become_text(write_dataset, monkeypatch) -> None:
     root = write_dataset({"implication": [item(7), item(8)]})
-    monkeypatch.setenv(harness.DATA_ENV, str(root))
-    docs = harness.process_docs(stub("implication"))
+    monkeypatch.setenv(settings.DATA_ENV, str(root))
+    docs = hooks.process_docs(stub("implication"))
     assert sorted({d["sample_id"] for d in docs}) == ["7", "8"]
 
 
@@ -225,7 +226,7 @@ def test_a_missing_or_non_text_field_is_refused_naming_file_id_level_field(
 def test_a_null_question_is_never_sent_as_the_text_none(write_dataset, monkeypatch) -> None:
     raw = item("metaphor_001")
     raw["qa_levels"][0]["question"] = None
-    monkeypatch.setenv(harness.DATA_ENV, str(write_dataset({"implication": [raw]})))
+    monkeypatch.setenv(settings.DATA_ENV, str(write_dataset({"implication": [raw]})))
     err = task_load_error()
     assert "qa_levels[level=1].question: missing (null)" in str(err)
 
@@ -311,7 +312,7 @@ def test_a_decompression_bomb_is_refused_naming_the_id(capsys, source, pixels: t
 
 def test_every_problem_is_listed_before_the_last_line(write_dataset, monkeypatch) -> None:
     bad = [item("metaphor_001", "ABE"), item("symbolism_001"), item("symbolism_001")]
-    monkeypatch.setenv(harness.DATA_ENV, str(write_dataset({"implication": bad})))
+    monkeypatch.setenv(settings.DATA_ENV, str(write_dataset({"implication": bad})))
     lines = str(task_load_error()).splitlines()
     assert any("id=metaphor_001: qa_levels[level=3].correct_answer_key" in line for line in lines[:-1])
     assert any("id=symbolism_001: id: duplicate id" in line for line in lines[:-1])
@@ -320,11 +321,11 @@ def test_every_problem_is_listed_before_the_last_line(write_dataset, monkeypatch
 
 def test_each_image_is_decoded_once_for_both_settings(write_dataset, monkeypatch) -> None:
     root = write_dataset({"implication": [item("metaphor_001"), item("symbolism_001")]})
-    monkeypatch.setenv(harness.DATA_ENV, str(root))
+    monkeypatch.setenv(settings.DATA_ENV, str(root))
     decoded: list[str] = []
     real = validate._decode
     monkeypatch.setattr(validate, "_decode", lambda ref, data=None: decoded.append(ref.path.name) or real(ref, data))
-    harness.process_docs(stub("implication"))
+    hooks.process_docs(stub("implication"))
     context.process_docs(stub("implication"))
     assert sorted(decoded) == ["metaphor_001.png", "symbolism_001.png"]
 
@@ -333,7 +334,7 @@ def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -
     def broken(source: str, family: str):
         raise OSError("disk quota exceeded")
 
-    monkeypatch.setattr(harness, "load_family", broken)
+    monkeypatch.setattr(documents, "load_family", broken)
     err = task_load_error()
     assert err.code != 0
     assert str(err).splitlines()[-1].endswith("load: unexpected OSError: disk quota exceeded")
@@ -343,7 +344,7 @@ def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -
 
 
 def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch) -> None:
-    monkeypatch.delenv(harness.DATA_ENV, raising=False)
+    monkeypatch.delenv(settings.DATA_ENV, raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -359,27 +360,27 @@ def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch
 
 
 def _base_docs():
-    return harness.process_docs(stub("implication", "smoke"))
+    return hooks.process_docs(stub("implication", "smoke"))
 
 
 @pytest.mark.parametrize("reply", [None, "", "   ", 7], ids=["none", "empty", "blank", "not-a-string"])
 def test_a_missing_reply_counts_as_a_failed_request_with_a_warning(reply, caplog) -> None:
     doc = _base_docs()[4]  # symbolism_001, level 2
-    payload = harness.process_results(doc, [reply])["n_failed_requests"]
+    payload = hooks.process_results(doc, [reply])["n_failed_requests"]
     assert payload["outcomes"][0]["failed"] is True and payload["outcomes"][0]["correct"] is False
     with caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
-        assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+        assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
     assert "implication/symbolism_001 L2" in caplog.text
 
 
 def test_no_results_at_all_counts_as_a_failed_request() -> None:
-    payload = harness.process_results(_base_docs()[0], [])["n_failed_requests"]
-    assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+    payload = hooks.process_results(_base_docs()[0], [])["n_failed_requests"]
+    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
 
 
 def test_a_real_reply_is_not_a_failed_request() -> None:
-    payload = harness.process_results(_base_docs()[0], ["C"])["n_failed_requests"]
-    assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 0
+    payload = hooks.process_results(_base_docs()[0], ["C"])["n_failed_requests"]
+    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 0
 
 
 class NoneInRound(lmms):
@@ -429,15 +430,15 @@ def test_context_wrapper_keeps_a_none_reply_as_failed_in_any_round(none_round: i
     payload = context.process_results(docs[0], [replies])["n_failed_requests"]
     assert [o["failed"] for o in payload["outcomes"]] == [i == none_round for i in range(3)]
     with caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
-        assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+        assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
     assert f"implication/metaphor_001 L{none_round + 1}" in caplog.text
 
 
 def test_context_chain_with_a_missing_last_round_counts_it_failed() -> None:
     docs = context.process_docs(stub("implication", "smoke"))
     payload = context.process_results(docs[0], [["B", "A"]])["n_failed_requests"]
-    assert harness.AGGREGATIONS["n_failed_requests"]([payload]) == 1
-    assert harness.AGGREGATIONS["n_incomplete"]([payload]) == 0
+    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+    assert aggregate.AGGREGATIONS["n_incomplete"]([payload]) == 0
 
 
 # ---------------------------------------------------------------- empty denominators are "not available"
@@ -469,22 +470,22 @@ def test_no_failed_chain_gives_nan_error_shares() -> None:
 
 def test_overall_score_is_nan_when_any_family_is_nan() -> None:
     assert math.isnan(overall_score([50.0, float("nan"), 40.0]))
-    assert math.isnan(harness.overall_score_group([50.0, float("nan"), 40.0], [3, 0, 3], False))
+    assert math.isnan(aggregate.overall_score_group([50.0, float("nan"), 40.0], [3, 0, 3], False))
 
 
 def test_limit_without_a_complete_chain_gives_nan_aggregations() -> None:
     docs = _base_docs()
-    items = [harness.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
-    assert math.isnan(harness.AGGREGATIONS["acc_full"](items))
-    assert math.isnan(harness.AGGREGATIONS["acc_conn"](items))
-    assert math.isnan(harness.AGGREGATIONS["full_metaphor"](items))
-    assert math.isnan(harness.AGGREGATIONS["error_share_perc"](items))
-    assert harness.AGGREGATIONS["n_chains"](items) == 0
+    items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
+    assert math.isnan(aggregate.AGGREGATIONS["acc_full"](items))
+    assert math.isnan(aggregate.AGGREGATIONS["acc_conn"](items))
+    assert math.isnan(aggregate.AGGREGATIONS["full_metaphor"](items))
+    assert math.isnan(aggregate.AGGREGATIONS["error_share_perc"](items))
+    assert aggregate.AGGREGATIONS["n_chains"](items) == 0
 
 
 def test_an_aspect_with_no_chain_is_nan() -> None:
     assert math.isnan(metrics.NA)
-    docs = harness.process_docs(stub("aesthetic", "smoke"))
-    items = [harness.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
-    assert harness.AGGREGATIONS["full_color"](items) == 100.0
-    assert math.isnan(harness.AGGREGATIONS["full_font"](items))
+    docs = hooks.process_docs(stub("aesthetic", "smoke"))
+    items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
+    assert aggregate.AGGREGATIONS["full_color"](items) == 100.0
+    assert math.isnan(aggregate.AGGREGATIONS["full_font"](items))

@@ -20,9 +20,11 @@ from conftest import item, run_lmms_eval
 from lmms_eval.protocol import ChatMessages
 from PIL import Image
 
+from hvcu_tasks import settings
 from hvcu_tasks.core.prompts import base_messages
 from hvcu_tasks.data import images
 from hvcu_tasks.data.files import ImageError
+from hvcu_tasks.lmms import hooks
 
 pytestmark = pytest.mark.usefixtures("fresh_image_cache")
 
@@ -46,7 +48,7 @@ def doc_for(path: Path | None = None, data: bytes | None = None) -> dict:
 
 
 def openai_request(doc: dict) -> list[dict]:
-    return ChatMessages(messages=base_messages("q", images.document_image(doc))).to_openai_messages()
+    return ChatMessages(messages=base_messages("q", hooks.doc_image(doc))).to_openai_messages()
 
 
 def chunk(kind: bytes, data: bytes) -> bytes:
@@ -65,12 +67,12 @@ def test_a_file_deleted_after_load_names_the_file_and_the_sample(tmp_path) -> No
     doc = doc_for(path)
     path.unlink()
     with pytest.raises(ImageError, match=rf"{path}.*sample affective/joy_001.*gone or unreadable"):
-        images.document_image(doc)
+        hooks.doc_image(doc)
 
 
 def test_a_file_deleted_before_the_api_request_names_the_file_and_the_sample(tmp_path) -> None:
     path = png_file(tmp_path / "joy_001.png")
-    messages = ChatMessages(messages=base_messages("q", images.document_image(doc_for(path))))
+    messages = ChatMessages(messages=base_messages("q", hooks.doc_image(doc_for(path))))
     path.unlink()
     with pytest.raises(ImageError, match=rf"{path}.*sample affective/joy_001.*gone or unreadable"):
         messages.to_openai_messages()
@@ -81,26 +83,26 @@ def test_a_file_cut_short_after_load_is_refused(tmp_path) -> None:
     doc = doc_for(path)
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(ImageError, match=rf"{path} \(sample affective/joy_001\): not a readable image"):
-        images.document_image(doc)
+        hooks.doc_image(doc)
 
 
 def test_a_decompression_bomb_is_refused_before_decoding(tmp_path) -> None:
     path = tmp_path / "joy_001.png"
     path.write_bytes(bomb_header(40_000, 40_000))
     with pytest.raises(ImageError, match=r"1,600,000,000 pixels is over the limit") as caught:
-        images.document_image(doc_for(path))
+        hooks.doc_image(doc_for(path))
     assert caught.value.too_large and str(path) in str(caught.value)
 
 
 def test_bytes_that_are_no_image_name_the_sample() -> None:
     with pytest.raises(ImageError, match=r"sample affective/joy_001\): not a readable image") as caught:
-        images.document_image(doc_for(data=b"<html>not an image</html>"))
+        hooks.doc_image(doc_for(data=b"<html>not an image</html>"))
     assert caught.value.unknown_format
 
 
 def test_a_file_swapped_for_text_before_the_api_request_is_refused(tmp_path) -> None:
     path = png_file(tmp_path / "joy_001.png")
-    messages = ChatMessages(messages=base_messages("q", images.document_image(doc_for(path))))
+    messages = ChatMessages(messages=base_messages("q", hooks.doc_image(doc_for(path))))
     path.write_text("not an image any more")
     with pytest.raises(ImageError, match=rf"{path}.*not a readable image"):
         messages.to_openai_messages()
@@ -108,22 +110,22 @@ def test_a_file_swapped_for_text_before_the_api_request_is_refused(tmp_path) -> 
 
 def test_a_document_without_any_image_names_the_sample() -> None:
     with pytest.raises(ImageError, match=r"sample affective/joy_001: the document names no image"):
-        images.document_image(doc_for())
+        hooks.doc_image(doc_for())
 
 
 def test_a_file_replaced_by_another_image_is_not_served_from_the_cache(tmp_path) -> None:
     path = png_file(tmp_path / "joy_001.png", picture(color="red"))
-    assert images.document_image(doc_for(path)).getpixel((0, 0)) == (255, 0, 0)
+    assert hooks.doc_image(doc_for(path)).getpixel((0, 0)) == (255, 0, 0)
     png_file(path, picture((40, 40), color="blue"))
     os.utime(path, ns=(1, 1))  # a different modification time, whatever the clock's resolution
-    assert images.document_image(doc_for(path)).getpixel((0, 0)) == (0, 0, 255)
+    assert hooks.doc_image(doc_for(path)).getpixel((0, 0)) == (0, 0, 255)
 
 
 def test_an_image_larger_than_the_whole_cache_is_still_served(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv(images.CACHE_ENV, "0.001")
+    monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "0.001")
     path = png_file(tmp_path / "joy_001.png", picture((256, 256)))
-    assert images.document_image(doc_for(path)).size == (256, 256)
-    assert images.document_image(doc_for(path)).size == (256, 256)
+    assert hooks.doc_image(doc_for(path)).size == (256, 256)
+    assert hooks.doc_image(doc_for(path)).size == (256, 256)
     assert list(images.decode_counts().values()) == [2]  # not kept, so decoded per fresh document
 
 

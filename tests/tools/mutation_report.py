@@ -63,7 +63,7 @@ EQUIVALENT: dict[str, str] = {
     "hvcu_tasks.results.chains.x_chains_of_file__mutmut_18": "'UTF-8' and 'utf-8' name the same codec",
     "hvcu_tasks.core.metrics.x_score_family__mutmut_38": (
         "chain[1].aspect vs chain[2].aspect: every level of a sample carries the sample's one aspect (Sample.aspect,"
-        " written into each level's outcome by harness.score_reply)"
+        " written into each level's outcome by core.scoring.score_reply)"
     ),
     **{
         f"hvcu_tasks.core.metrics.xǁOutcomeǁfrom_dict__mutmut_{n}": (

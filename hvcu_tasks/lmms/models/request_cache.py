@@ -167,7 +167,8 @@ def cache_location(setting: str | Path, api: bool) -> Path | None:
     'auto' is on for API backends and off for local models; 'on' and 'auto' use $HVCU_CACHE_DIR's
     CACHE_FOLDER subfolder. `cache=on` while $HVCU_CACHE_DIR turns caching off is an error.
     """
-    from hvcu_tasks.data.validate import CACHE_ENV, cache_root
+    from hvcu_tasks.data.validate import cache_root
+    from hvcu_tasks.settings import CACHE_DIR_ENV
 
     if isinstance(setting, Path):
         return setting
@@ -176,7 +177,9 @@ def cache_location(setting: str | Path, api: bool) -> Path | None:
     root = cache_root()
     if root is None:
         if setting == "on":
-            raise ValueError(f"hvcu_context: cache=on, but {CACHE_ENV} turns the toolkit's caches off; give cache=PATH")
+            raise ValueError(
+                f"hvcu_context: cache=on, but {CACHE_DIR_ENV} turns the toolkit's caches off; give cache=PATH"
+            )
         return None
     return root / CACHE_FOLDER
 

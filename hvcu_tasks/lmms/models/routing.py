@@ -38,8 +38,8 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from hvcu_tasks import settings
 from hvcu_tasks.lmms.models.rounds import ROUND_TASK, run_rounds
-from hvcu_tasks.lmms.plugin import ROUTE_OPT_OUT_ENV, opted_out
 
 ROUTED_BACKENDS: dict[str, str] = {"vllm": "engine", "qwen2_5_vl": "hf", "qwen3_vl": "hf", "llava_hf": "hf"}
 """lmms-eval chat models (canonical ids) routed here, with their kind: an engine batches inside a call."""
@@ -57,7 +57,7 @@ _hinted: set[str] = set()
 
 def routing_off() -> bool:
     """Whether the user turned routing off (HVCU_NO_ROUND_ROUTING=1)."""
-    return opted_out(ROUTE_OPT_OUT_ENV)
+    return settings.current().no_round_routing
 
 
 def is_hvcu_request(request: Any) -> bool:
@@ -123,7 +123,7 @@ def hint_once(model: Any, model_id: str, requests: Sequence[Any], rounds: int = 
 def unrouted_reason(cls: type, model_id: str) -> str:
     """Return why route() leaves lmms-eval's class `cls` for `model_id` unrouted ('' when it routes it)."""
     if routing_off():
-        return f"{ROUTE_OPT_OUT_ENV}=1 turns routing off"
+        return f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
     if model_id not in ROUTED_BACKENDS:
         return f"{model_id} is not one of the routed backends ({', '.join(ROUTED_BACKENDS)})"
     if getattr(cls, "is_simple", True):

@@ -2,12 +2,11 @@
 
 from hvcu_tasks.lmms import analysis_tasks as analysis
 from hvcu_tasks.lmms import context
-from hvcu_tasks.lmms.harness import (
-    AGGREGATIONS,
+from hvcu_tasks.lmms.aggregate import AGGREGATIONS, overall_score_group
+from hvcu_tasks.lmms.hooks import (
     doc_to_messages,
     doc_to_text,
     doc_to_visual,
-    overall_score_group,
     process_docs,
     process_results,
 )

@@ -1,0 +1,70 @@
+"""The toolkit's settings from the environment: every HVCU_* variable is read here and nowhere else.
+
+`current()` reads os.environ on every call (tests and users may change a variable between two runs of a
+hook), so nothing is cached; a bad value is reported by the setting that needs it, naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DATA_ENV = "HVCU_BENCH_DATA"
+"""Where the `hub` tasks read instead (a local copy, `smoke`, or another `hub:REPO[@REV]`)."""
+REVISION_ENV = "HVCU_BENCH_REVISION"
+"""Pins the hub revision (branch, tag or commit) that the `hub` tasks read."""
+CACHE_DIR_ENV = "HVCU_CACHE_DIR"
+"""The folder of the toolkit's caches; off, none, 0 or false turns them off."""
+IMAGE_CACHE_ENV = "HVCU_IMAGE_CACHE_MB"
+"""Budget of the decoded-image LRU in megabytes (0 turns it off)."""
+NO_AUTO_TASKS_ENV = "HVCU_NO_AUTO_TASKS"
+"""Set (1, true, yes) to stop the plugin from indexing the task folder (pass --include_path instead)."""
+NO_ROUND_ROUTING_ENV = "HVCU_NO_ROUND_ROUTING"
+"""Set (1, true, yes) to get lmms-eval's own model classes back (no whole-round routing)."""
+
+DEFAULT_IMAGE_CACHE_MB = 256.0
+YES = frozenset({"1", "true", "yes"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The HVCU_* environment at one moment: each value stripped, "" when unset."""
+
+    data: str = ""
+    revision: str = ""
+    cache_dir: str = ""
+    image_cache_mb: str = ""
+    no_auto_tasks: bool = False
+    no_round_routing: bool = False
+
+    def image_cache_bytes(self) -> int:
+        """The decoded-image LRU's budget in bytes, or ValueError naming HVCU_IMAGE_CACHE_MB."""
+        raw = self.image_cache_mb
+        try:
+            megabytes = float(raw) if raw else DEFAULT_IMAGE_CACHE_MB
+        except ValueError:
+            megabytes = -1.0
+        if not megabytes >= 0:  # also refuses NaN
+            raise ValueError(
+                f"{IMAGE_CACHE_ENV}={raw!r}: expected a number of megabytes >= 0 (0 turns the image cache off)"
+            )
+        return int(megabytes * 1024 * 1024)
+
+
+def _yes(value: str) -> bool:
+    """Whether an opt-out variable's value turns it on (1, true, yes; any case)."""
+    return value.strip().lower() in YES
+
+
+def current(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings of `environ` (default: os.environ, read now)."""
+    env = os.environ if environ is None else environ
+    return Settings(
+        data=env.get(DATA_ENV, "").strip(),
+        revision=env.get(REVISION_ENV, "").strip(),
+        cache_dir=env.get(CACHE_DIR_ENV, "").strip(),
+        image_cache_mb=env.get(IMAGE_CACHE_ENV, "").strip(),
+        no_auto_tasks=_yes(env.get(NO_AUTO_TASKS_ENV, "")),
+        no_round_routing=_yes(env.get(NO_ROUND_ROUTING_ENV, "")),
+    )
