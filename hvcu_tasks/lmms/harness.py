@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS
-from hvcu_tasks.core.metrics import Outcome, family_metrics, metric_names, overall_score
+from hvcu_tasks.core.metrics import Outcome, family_metrics, metric_names, overall_score, table_metric_names
 from hvcu_tasks.core.official_parsing import parse_official
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.prompts import base_messages, level_text
@@ -302,8 +302,8 @@ def dataset_identity(docs: Any) -> dict[str, Any]:
 
 
 def family_metric_names(family: str) -> list[str]:
-    """Return every metric a family task reports, in table order (named by `metrics.metric_names`)."""
-    return metric_names(ASPECTS[family])
+    """Return the metrics a family task reports to lmms-eval, in table order (`metrics.TABLE_METRICS`)."""
+    return table_metric_names(metric_names(ASPECTS[family]))
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, dict]:

@@ -41,6 +41,7 @@ from hvcu_tasks.results.runs import (
     SMOKE,
     ReportError,
     checked_value,
+    completed_metrics,
     data_kind,
     identity_of,
     results_files,
@@ -84,6 +85,8 @@ class AnalysisRun:
     """Settings run on a subset (--limit) or with incomplete chains."""
     fingerprints: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Per setting and family: the data fingerprint its results file recorded (None: not recorded)."""
+    no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
+    """Per setting: the families whose diagnostics are unknown (not in the results file, no sample log beside it)."""
 
     def score(self, setting: str) -> float | None:
         """Return a setting's Score (unweighted mean of the families' acc_full), None unless all three are there."""
@@ -147,7 +150,9 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
                 if family in run.settings.get(setting, {}):
                     raise ReportError(f"{path}: {name} has {setting} {family} results twice ({task}); pass one run")
-                metrics = _metrics(values, f"{path}: {task}")
+                metrics, missing = completed_metrics(task, _metrics(values, f"{path}: {task}"), path)
+                if missing:
+                    run.no_diagnostics.setdefault(setting, set()).add(family)
                 run.settings.setdefault(setting, {})[family] = metrics
                 run.fingerprints.setdefault(setting, {})[family] = None if identity is None else identity["fingerprint"]
                 if config.get("limit") is not None or metrics.get("n_incomplete", 0) != 0:
@@ -221,6 +226,18 @@ def _mean(values: list[Any]) -> float | None:
     return sum(values) / len(values)
 
 
+def _diagnostic_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: str) -> list[str]:
+    """Return one line per run and setting whose diagnostics (`what`) are unknown, saying how to get them."""
+    return [
+        f"{run.label(s)} ({SETTING_LABEL[s]}): {what} of "
+        f"{', '.join(f for f in FAMILIES if f in run.no_diagnostics[s])} not available: its results file does not "
+        "hold them and no sample log lies beside it; rerun the evaluation with --log_samples to get them."
+        for run in runs
+        for s in settings
+        if run.no_diagnostics.get(s) and s in run.settings
+    ]
+
+
 def blind_table(runs: list[AnalysisRun]) -> Table:
     """Visual dependency: blind accuracies, Score blind, Score with the image and the multi-modal gain."""
     columns = ["Model", *_family_columns(" (blind)"), "Score (blind)", "Score (image)", "Multi-modal gain"]
@@ -269,6 +286,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
         "Position bias: mean over the families of half the summed differences between the shares of predicted and "
         "gold letters, over the replies with a parsed letter (0 = replies spread like the golds; see "
         "analysis_position).",
+        *_diagnostic_notes(circular_runs, ("circular",), "the position bias"),
         *_data_notes(circular_runs),
         NA_NOTE,
     ]
@@ -302,7 +320,8 @@ def position_table(runs: list[AnalysisRun]) -> Table:
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
         "absolute differences (0 = no preference beyond the golds'). In circular runs every key holds the gold "
         "equally often, so Gold is 25% each when every reply names a letter.",
-        f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
         *_data_notes(runs),
         NA_NOTE,
     ]
@@ -339,7 +358,8 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
         "own earlier errors.",
         "Chance: a uniform guesser's levels are independent, so each conditional probability is 75%.",
-        f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
         *_data_notes([r for r in runs if any(s in r.settings for s in PROPAGATION_SETTINGS)]),
         NA_NOTE,
     ]
