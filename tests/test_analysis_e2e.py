@@ -230,7 +230,12 @@ def test_the_report_tables_read_the_real_run(mix_run: tuple[dict, Path]) -> None
     from hvcu_tasks.report.analysis import analysis_tables
 
     tables = {t.name: t for t in analysis_tables([mix_run[1]])}
-    assert sorted(tables) == ["analysis_blind", "analysis_circular", "analysis_position", "analysis_propagation"]
+    assert sorted(tables) == [
+        "analysis_blind", "analysis_circular", "analysis_circular_questions", "analysis_position",
+        "analysis_propagation",
+    ]  # fmt: skip
+    plain = {r[1]: r[2:5] for r in tables["analysis_circular_questions"].rows[1:]}
+    assert plain["Impl."] == pytest.approx(list(CIRCULAR_PLAIN_IMPL.values()))  # from the sample logs
     blind = tables["analysis_blind"].rows[-1]
     assert blind[-3:] == [ORDINARY_SCORE, ORDINARY_SCORE, 0.0]  # the replay ignores the image: no gain
     assert tables["analysis_circular"].rows[-1][-2] == CIRCULAR_SCORE

@@ -25,6 +25,7 @@ from hvcu_tasks.core.metrics import (
     COUNT_PREFIXES,
     FULL_METRIC,
     PERCENT_PREFIXES,
+    PLAIN_PREFIX,
     POSITION_BIAS_METRIC,
     acc_metric,
     gold_share_metric,
@@ -293,6 +294,29 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
     return table
 
 
+def circular_questions_table(runs: list[AnalysisRun]) -> Table:
+    """Circular evaluation question by question: every rotated question on its own, and the replies naming no key."""
+    names = list(LEVEL_NAMES.values())
+    columns = ["Model", "Family", *[f"Plain Acc_{n}" for n in names], *[f"invalid {n} %" for n in names]]
+    table = Table("analysis_circular_questions", "Circular evaluation, every rotated question on its own (%)", columns)
+    table.rows.append([CHANCE_ROW, None, *[CHANCE_LEVEL] * len(names), *[None] * len(names)])
+    circular_runs = [r for r in runs if "circular" in r.settings]
+    for run in circular_runs:
+        for family in (f for f in FAMILIES if f in run.settings["circular"]):
+            m = run.settings["circular"][family]
+            cells = [m.get(PLAIN_PREFIX + acc_metric(n)) for n in names] + [m.get(f"invalid_{n}") for n in names]
+            table.rows.append([run.label("circular"), FAMILY_LABEL[family], *cells])
+    table.notes += [
+        "Plain Acc: rotated questions right / rotated questions asked, each counted on its own (no circular rule); "
+        "invalid: the share of those replies that name no option.",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(circular_runs, ("circular",), "plain accuracies and invalid replies"),
+        *_data_notes(circular_runs),
+        NA_NOTE,
+    ]
+    return table
+
+
 def position_table(runs: list[AnalysisRun]) -> Table:
     """Answer-position bias of every run: predicted vs gold letter shares per setting and family."""
     columns = ["Model", "Setting", "Family"]
@@ -376,6 +400,7 @@ def analysis_tables(run_paths: list[Path]) -> list[Table]:
         tables.append(blind_table(runs))
     if any("circular" in r.settings for r in runs):
         tables.append(circular_table(runs))
+        tables.append(circular_questions_table(runs))
     tables.append(position_table(runs))
     if any(s in r.settings for r in runs for s in PROPAGATION_SETTINGS):
         tables.append(propagation_table(runs))
