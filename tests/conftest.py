@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import settings as hypothesis_settings
 from PIL import Image
 
 from hvcu_tasks import settings
@@ -24,8 +24,8 @@ BIN = Path(sys.executable).parent
 
 # Property tests: the same examples on every run (derandomize), no per-example time limit (a loaded 2-core machine
 # made one example exceed hypothesis' 200 ms default once); the failing example is printed to reproduce it.
-settings.register_profile("hvcu", deadline=None, derandomize=True, print_blob=True)
-settings.load_profile("hvcu")
+hypothesis_settings.register_profile("hvcu", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("hvcu")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -276,3 +276,20 @@ def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     finally:
         hub.stop()
         _http.close_session()
+
+
+def report_metrics(out: Path) -> dict[str, dict]:
+    """The run's lmms-eval results, each family task completed with the diagnostics `hvcu report` computes.
+
+    The diagnostics (per aspect, error attribution, invalid, position, propagation, plain circular accuracy) are
+    not reported to lmms-eval; `hvcu report` computes them from the --log_samples file (results/diagnostics.py).
+    Keys as lmms-eval writes them: 'name,none'.
+    """
+    from hvcu_tasks.results.diagnostics import run_metrics
+
+    found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
+    assert found, f"no results file under {out}"
+    results = json.loads(Path(found[0]).read_text())["results"]
+    for task, metrics in run_metrics(Path(found[0])).items():
+        results[task] = {**results[task], **{f"{k},none": v for k, v in metrics.items()}}
+    return results

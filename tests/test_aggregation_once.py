@@ -21,7 +21,7 @@ from lmms_eval.utils import handle_non_serializable
 
 from hvcu_tasks.core import metrics
 from hvcu_tasks.lmms import aggregate as aggregations
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hooks, payloads
 from hvcu_tasks.results.chains import chains_of_file
 
 OPTIONS = ("A", "B", "C", "D")
@@ -114,8 +114,17 @@ def by_metric(results: list[dict[str, Any]]) -> dict[str, list]:
 
 
 def aggregate(items: Mapping[str, list], names: list[str] = NAMES) -> dict[str, float | int]:
-    """Run each metric's aggregation on its own items, the way lmms-eval does for one task."""
-    return {name: aggregations.AGGREGATIONS[name](items[name]) for name in names}
+    """Run each metric's aggregation on its own items, the way lmms-eval does for one task.
+
+    A diagnostic (not reported to lmms-eval, so no items of its own) is aggregated over the acc_full payloads,
+    the records a sample log keeps and `hvcu report` scores.
+    """
+    return {name: aggregations.AGGREGATIONS[name](items_of(items, name)) for name in names}
+
+
+def items_of(items: Mapping[str, list], name: str) -> list:
+    """A metric's items: its own when reported to lmms-eval, else (a diagnostic) the acc_full payloads."""
+    return items.get(name, items["acc_full"])
 
 
 def assert_expected(got: Mapping[str, float | int], expected: Mapping[str, float] = EXPECTED) -> None:
@@ -177,8 +186,9 @@ def test_a_context_log_line_holds_each_level_once() -> None:
 def test_every_other_metric_is_logged_as_a_pointer_to_acc_full() -> None:
     metrics = hooks.process_results(base_doc("m1", "metaphor", 1), ["A"])
     line = json.loads(logged_line(metrics, "A"))
-    others = [name for name in NAMES if name != "acc_full"]
+    others = [name for name in payloads.family_metric_names("implication") if name != "acc_full"]
     assert {name: line[name] for name in others} == dict.fromkeys(others, SEE_FULL)
+    assert not {"errors_at_perc", "full_metaphor", "position_bias"} & set(line)  # diagnostics: not reported
 
 
 def test_the_chains_reader_reads_the_deduplicated_log(tmp_path: Path) -> None:
@@ -241,9 +251,9 @@ def test_two_families_aggregated_in_turn_do_not_mix() -> None:
     )
     aesth_expected = {"acc_full": 50.0, "acc_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
     for name, value in aesth_expected.items():  # one family, then the other, metric by metric
-        assert aggregations.AGGREGATIONS[name](impl[name]) == EXPECTED[name], name
-        assert aggregations.AGGREGATIONS[name](aesth[name]) == value, name
-    assert aggregations.AGGREGATIONS["full_color"](aesth["full_color"]) == 100.0
+        assert aggregations.AGGREGATIONS[name](items_of(impl, name)) == EXPECTED[name], name
+        assert aggregations.AGGREGATIONS[name](items_of(aesth, name)) == value, name
+    assert aggregations.AGGREGATIONS["full_color"](items_of(aesth, "full_color")) == 100.0
 
 
 def test_the_same_family_in_both_settings_does_not_mix() -> None:
@@ -254,8 +264,8 @@ def test_the_same_family_in_both_settings_does_not_mix() -> None:
     chain = by_metric(all_right)  # the same samples, every level right
     chain_expected = {"acc_full": 100.0, "acc_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
     for name, value in chain_expected.items():
-        assert aggregations.AGGREGATIONS[name](base[name]) == EXPECTED[name], name
-        assert aggregations.AGGREGATIONS[name](chain[name]) == value, name
+        assert aggregations.AGGREGATIONS[name](items_of(base, name)) == EXPECTED[name], name
+        assert aggregations.AGGREGATIONS[name](items_of(chain, name)) == value, name
 
 
 def test_warnings_are_logged_once_per_task(caplog) -> None:

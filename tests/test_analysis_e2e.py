@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import BIN, run_lmms_eval
+from conftest import BIN, report_metrics, run_lmms_eval
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
@@ -176,8 +176,8 @@ def mix_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 
 @pytest.fixture(scope="module")
 def mix_results(mix_run: tuple[dict, Path]) -> dict:
-    """The results of the mix run: task -> lmms-eval's metrics."""
-    return mix_run[0]
+    """The results of the mix run: task -> lmms-eval's metrics, with the diagnostics `hvcu report` computes."""
+    return report_metrics(mix_run[1])
 
 
 @pytest.mark.parametrize("family", list(CIRCULAR))
@@ -230,7 +230,12 @@ def test_the_report_tables_read_the_real_run(mix_run: tuple[dict, Path]) -> None
     from hvcu_tasks.report.analysis import analysis_tables
 
     tables = {t.name: t for t in analysis_tables([mix_run[1]])}
-    assert sorted(tables) == ["analysis_blind", "analysis_circular", "analysis_position", "analysis_propagation"]
+    assert sorted(tables) == [
+        "analysis_blind", "analysis_circular", "analysis_circular_questions", "analysis_position",
+        "analysis_propagation",
+    ]  # fmt: skip
+    plain = {r[1]: r[2:5] for r in tables["analysis_circular_questions"].rows[1:]}
+    assert plain["Impl."] == pytest.approx(list(CIRCULAR_PLAIN_IMPL.values()))  # from the sample logs
     blind = tables["analysis_blind"].rows[-1]
     assert blind[-3:] == [ORDINARY_SCORE, ORDINARY_SCORE, 0.0]  # the replay ignores the image: no gain
     assert tables["analysis_circular"].rows[-1][-2] == CIRCULAR_SCORE
@@ -248,9 +253,11 @@ def test_a_model_that_always_answers_a_scores_zero_circular(tmp_path: Path) -> N
             f"predictions={predictions}",
             "--tasks",
             "hvcu_bench_circular_sample",
+            "--log_samples",
         ],
         tmp_path / "out",
-    )["results"]
+    )
+    results = report_metrics(tmp_path / "out")  # plain_acc_*, pred_share_*, position_bias: from the sample logs
     assert results["hvcu_bench_circular_sample"]["acc_full,none"] == 0.0
     for short in SHORT.values():
         got = results[f"hvcu_bench_circular_sample_{short}"]

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, run_lmms_eval
+from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, report_metrics, run_lmms_eval
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
@@ -104,8 +104,9 @@ def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: P
     assert chains["color_001"]["questions"][0].startswith("Which colours make up the gradient?")
     (summary,) = score_files(sorted(authors_results.iterdir()))
     assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE == summary["overall_score_official"]
+    reported = report_metrics(tmp_path / "out")  # the diagnostics: from the sample logs, as `hvcu report` reads them
     for family, task in TASK_OF.items():
-        got = results["results"][task]
+        got = reported[task]
         for metric, value in SMOKE_EXPECTED[family].items():
             assert got[f"{metric},none"] == pytest.approx(value), (task, metric)
         for metric, value in _flat_expected_from_hvcu_score(summary, family).items():
@@ -127,9 +128,11 @@ def test_replay_of_a_hand_chosen_mix_gives_the_hand_computed_numbers_in_both_set
             f"inner=hvcu_replay,predictions={predictions}",
             "--tasks",
             "hvcu_bench_sample,hvcu_bench_context_sample",
+            "--log_samples",
         ],
         tmp_path / "out",
-    )["results"]
+    )
+    results = report_metrics(tmp_path / "out")
     for group in ("hvcu_bench_sample", "hvcu_bench_context_sample"):
         assert results[group]["acc_full,none"] == OVERALL, group
         assert results[group]["acc_full_official,none"] == OVERALL_OFFICIAL, group
@@ -282,9 +285,10 @@ def test_context_setting_through_the_wrapper_gives_exact_metrics(authors_results
         tmp_path / "out",
     )
     assert results["results"]["hvcu_bench_context_sample"]["acc_full,none"] == SMOKE_SCORE
+    reported = report_metrics(tmp_path / "out")
     for family, task in CONTEXT_TASK_OF.items():
         for metric, value in SMOKE_EXPECTED[family].items():
-            assert results["results"][task][f"{metric},none"] == pytest.approx(value), (task, metric)
+            assert reported[task][f"{metric},none"] == pytest.approx(value), (task, metric)
     logged = glob.glob(str(tmp_path / "out" / "**" / "*_samples_hvcu_bench_context_sample_impl.jsonl"), recursive=True)
     lines = [json.loads(line)["acc_full"] for line in Path(logged[0]).read_text().splitlines()]
     dislocation = next(e for e in lines if e["sample_id"] == "dislocation_001")

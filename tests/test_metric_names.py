@@ -54,6 +54,21 @@ EXPECTED_AESTHETIC = [
     "wrong_conn_after_wrong",
     "wrong_conn_after_right",
 ]
+# Written from the README: what a family task (any setting, circular too) reports to lmms-eval, in table order;
+# every other metric above is a diagnostic `hvcu report` computes from the sample logs.
+EXPECTED_PRINTED = [
+    "acc_perc",
+    "acc_bridge",
+    "acc_conn",
+    "acc_full",
+    "acc_perc_official",
+    "acc_bridge_official",
+    "acc_conn_official",
+    "acc_full_official",
+    "n_chains",
+    "n_incomplete",
+    "n_failed_requests",
+]
 # Written from the README's circular-evaluation metric table.
 EXPECTED_CIRCULAR = [
     "acc_perc",
@@ -174,8 +189,21 @@ def test_every_metric_lmms_eval_prints_is_named_by_the_one_source(authors_result
         }
         printed[task] = numbers
     for family, (_split, _stem, short) in FAMILIES.items():
-        assert printed.pop(f"hvcu_bench_sample_{short}") == set(metrics.metric_names(ASPECTS[family])), family
+        assert printed.pop(f"hvcu_bench_sample_{short}") == set(EXPECTED_PRINTED), family
+        assert set(EXPECTED_PRINTED) == set(metrics.table_metric_names(metrics.metric_names(ASPECTS[family])))
     assert printed == {"hvcu_bench_sample": set(metrics.GROUP_METRICS)}
+
+
+def test_what_lmms_eval_prints_and_what_the_report_computes_split_every_metric() -> None:
+    for family, aspects in ASPECTS.items():
+        names = metrics.metric_names(aspects)
+        assert metrics.table_metric_names(names) == EXPECTED_PRINTED, family
+        diagnostics = metrics.diagnostic_metric_names(names)
+        assert diagnostics == [n for n in EXPECTED_AESTHETIC if n not in EXPECTED_PRINTED] or family != "aesthetic"
+        assert set(diagnostics) | set(EXPECTED_PRINTED) == set(names) and not set(diagnostics) & set(EXPECTED_PRINTED)
+    circular = metrics.circular_metric_names()
+    assert metrics.table_metric_names(circular) == EXPECTED_PRINTED
+    assert metrics.diagnostic_metric_names(circular) == [n for n in EXPECTED_CIRCULAR if n not in EXPECTED_PRINTED]
 
 
 # --- hvcu chains: the metrics' grouping, both parsing rules ------------------------------------------------

@@ -67,6 +67,12 @@ ACCURACY_METRICS = (*LEVEL_ACC_METRICS, FULL_METRIC)
 """The accuracies reported under both parsing rules."""
 OFFICIAL_METRICS = tuple(m + OFFICIAL_SUFFIX for m in ACCURACY_METRICS)
 """acc_perc_official, acc_bridge_official, acc_conn_official, acc_full_official."""
+COUNT_METRICS = ("n_chains", "n_incomplete", "n_failed_requests")
+"""Chains scored, chains missing a level (a partial run) and requests that got no usable reply."""
+TABLE_METRICS = (*ACCURACY_METRICS, *OFFICIAL_METRICS, *COUNT_METRICS)
+"""What a family task reports to lmms-eval (the rows of its printed table and results file): the paper's
+accuracies under both rules and the counts that tell a complete run from a partial one. Every other metric is a
+diagnostic that `hvcu report` computes from the sample logs (hvcu_tasks.results.diagnostics)."""
 GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
 PERCENT_PREFIXES = (
@@ -102,8 +108,18 @@ _FROM_RESPONSE = "\0parse the response"
 
 
 def metric_names(aspects: Sequence[str]) -> list[str]:
-    """Return every metric a family task with these aspects reports, in table order (what `TaskScores` names)."""
+    """Return every metric of a family with these aspects, in table order (what `TaskScores` names)."""
     return list(score_task(()).as_metrics(aspects))
+
+
+def table_metric_names(names: Sequence[str]) -> list[str]:
+    """Return the names among `names` a task reports to lmms-eval (TABLE_METRICS), in their order."""
+    return [n for n in names if n in TABLE_METRICS]
+
+
+def diagnostic_metric_names(names: Sequence[str]) -> list[str]:
+    """Return the names among `names` a task does not report to lmms-eval (computed from the sample logs)."""
+    return [n for n in names if n not in TABLE_METRICS]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.metrics import ROTATIONS, Outcome, circular_metric_names, score_circular
+from hvcu_tasks.core.metrics import ROTATIONS, Outcome, circular_metric_names, score_circular, table_metric_names
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import outcome_payload, score_reply
@@ -103,7 +103,7 @@ def circular_payloads(doc: Mapping[str, Any], outcome: Outcome, question: str) -
     record = {**outcome_payload(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}
     records = [record]
     shared = payloads.SharedOutcomes(records)
-    result: dict[str, Mapping[str, Any]] = {name: shared for name in circular_metric_names()}
+    result: dict[str, Mapping[str, Any]] = {name: shared for name in table_metric_names(circular_metric_names())}
     result["acc_full"] = {
         "outcomes": records,
         "question": question,

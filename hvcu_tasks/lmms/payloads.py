@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS
-from hvcu_tasks.core.metrics import Outcome, metric_names
+from hvcu_tasks.core.metrics import Outcome, metric_names, table_metric_names
 from hvcu_tasks.core.scoring import outcome_payload
 from hvcu_tasks.data import provenance
 from hvcu_tasks.lmms.documents import doc_identity
@@ -66,8 +66,8 @@ def payloads(
 
 
 def family_metric_names(family: str) -> list[str]:
-    """Return every metric a family task reports, in table order (named by `metrics.metric_names`)."""
-    return metric_names(ASPECTS[family])
+    """Return the metrics a family task reports to lmms-eval, in table order (`metrics.TABLE_METRICS`)."""
+    return table_metric_names(metric_names(ASPECTS[family]))
 
 
 def flatten(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
-`payloads.family_metric_names` and `aggregate.AGGREGATIONS`.
+`payloads.family_metric_names` and `aggregate.AGGREGATIONS`. The metric lists hold `metrics.TABLE_METRICS` only
+(what lmms-eval prints); utils.py keeps an aggregation alias for every metric, diagnostics included, so a
+hand-written YAML that lists one still works.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import sys
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better
+from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better, table_metric_names
 from hvcu_tasks.lmms.aggregate import AGGREGATIONS
 from hvcu_tasks.lmms.analysis_tasks import CIRCULAR_AGGREGATIONS
 from hvcu_tasks.lmms.payloads import family_metric_names
@@ -42,8 +44,10 @@ def metrics_yaml(family: str) -> str:
     """Return the metric_list fragment of one family."""
     split = FAMILIES[family][0].replace("_", " ")
     lines = [
-        f"# Metrics of the {split} family (percent, except the errors_at_* and n_* counts).",
+        f"# Metrics of the {split} family lmms-eval prints (percent, except the n_* counts).",
         "# *_official: the same accuracy with the authors' answer-parsing rule (comparable with the paper).",
+        "# n_chains, n_incomplete (> 0: a partial run), n_failed_requests. The diagnostics (per aspect, error",
+        "# attribution, invalid replies, answer positions, propagation): `hvcu report` on a --log_samples run.",
         "metric_list:",
     ]
     for m in family_metric_names(family):
@@ -58,12 +62,13 @@ def metrics_yaml(family: str) -> str:
 def circular_metrics_yaml() -> str:
     """Return the metric_list fragment every circular family task shares."""
     lines = [
-        "# Metrics of every circular-evaluation family task (percent, except the n_* counts). acc_*: a level counts",
-        "# right only when all 4 rotations of its options are; acc_full: all three levels so. plain_acc_*: every",
-        "# rotated question counted on its own. pred_share_*/gold_share_*/position_bias: answer-position bias.",
+        "# Metrics of every circular-evaluation family task lmms-eval prints (percent, except the n_* counts).",
+        "# acc_*: a level counts right only when all 4 rotations of its options are; acc_full: all three levels so.",
+        "# plain_acc_* (every rotated question on its own), invalid_* and the answer-position bias: `hvcu report`",
+        "# on a --log_samples run.",
         "metric_list:",
     ]
-    for m in circular_metric_names():
+    for m in table_metric_names(circular_metric_names()):
         lines += [
             f"  - metric: {m}",
             f"    aggregation: !function utils.agg_circular_{m}",

@@ -25,6 +25,7 @@ from hvcu_tasks.core.metrics import (
     COUNT_PREFIXES,
     FULL_METRIC,
     PERCENT_PREFIXES,
+    PLAIN_PREFIX,
     POSITION_BIAS_METRIC,
     acc_metric,
     gold_share_metric,
@@ -41,6 +42,7 @@ from hvcu_tasks.results.runs import (
     SMOKE,
     ReportError,
     checked_value,
+    completed_metrics,
     data_kind,
     recorded_identity,
     results_files,
@@ -84,6 +86,8 @@ class AnalysisRun:
     """Settings run on a subset (--limit) or with incomplete chains."""
     fingerprints: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Per setting and family: the data fingerprint its results file recorded (None: not recorded)."""
+    no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
+    """Per setting: the families whose diagnostics are unknown (not in the results file, no sample log beside it)."""
 
     def score(self, setting: str) -> float | None:
         """Return a setting's Score (unweighted mean of the families' acc_full), None unless all three are there."""
@@ -147,7 +151,9 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                 setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
                 if family in run.settings.get(setting, {}):
                     raise ReportError(f"{path}: {name} has {setting} {family} results twice ({task}); pass one run")
-                metrics = _metrics(values, f"{path}: {task}")
+                metrics, missing = completed_metrics(task, _metrics(values, f"{path}: {task}"), path)
+                if missing:
+                    run.no_diagnostics.setdefault(setting, set()).add(family)
                 run.settings.setdefault(setting, {})[family] = metrics
                 run.fingerprints.setdefault(setting, {})[family] = None if identity is None else identity["fingerprint"]
                 if config.get("limit") is not None or metrics.get("n_incomplete", 0) != 0:
@@ -221,6 +227,18 @@ def _mean(values: list[Any]) -> float | None:
     return sum(values) / len(values)
 
 
+def _diagnostic_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: str) -> list[str]:
+    """Return one line per run and setting whose diagnostics (`what`) are unknown, saying how to get them."""
+    return [
+        f"{run.label(s)} ({SETTING_LABEL[s]}): {what} of "
+        f"{', '.join(f for f in FAMILIES if f in run.no_diagnostics[s])} not available: its results file does not "
+        "hold them and no sample log lies beside it; rerun the evaluation with --log_samples to get them."
+        for run in runs
+        for s in settings
+        if run.no_diagnostics.get(s) and s in run.settings
+    ]
+
+
 def blind_table(runs: list[AnalysisRun]) -> Table:
     """Visual dependency: blind accuracies, Score blind, Score with the image and the multi-modal gain."""
     columns = ["Model", *_family_columns(" (blind)"), "Score (blind)", "Score (image)", "Multi-modal gain"]
@@ -269,6 +287,30 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
         "Position bias: mean over the families of half the summed differences between the shares of predicted and "
         "gold letters, over the replies with a parsed letter (0 = replies spread like the golds; see "
         "analysis_position).",
+        *_diagnostic_notes(circular_runs, ("circular",), "the position bias"),
+        *_data_notes(circular_runs),
+        NA_NOTE,
+    ]
+    return table
+
+
+def circular_questions_table(runs: list[AnalysisRun]) -> Table:
+    """Circular evaluation question by question: every rotated question on its own, and the replies naming no key."""
+    names = list(LEVEL_NAMES.values())
+    columns = ["Model", "Family", *[f"Plain Acc_{n}" for n in names], *[f"invalid {n} %" for n in names]]
+    table = Table("analysis_circular_questions", "Circular evaluation, every rotated question on its own (%)", columns)
+    table.rows.append([CHANCE_ROW, None, *[CHANCE_LEVEL] * len(names), *[None] * len(names)])
+    circular_runs = [r for r in runs if "circular" in r.settings]
+    for run in circular_runs:
+        for family in (f for f in FAMILIES if f in run.settings["circular"]):
+            m = run.settings["circular"][family]
+            cells = [m.get(PLAIN_PREFIX + acc_metric(n)) for n in names] + [m.get(f"invalid_{n}") for n in names]
+            table.rows.append([run.label("circular"), FAMILY_LABEL[family], *cells])
+    table.notes += [
+        "Plain Acc: rotated questions right / rotated questions asked, each counted on its own (no circular rule); "
+        "invalid: the share of those replies that name no option.",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(circular_runs, ("circular",), "plain accuracies and invalid replies"),
         *_data_notes(circular_runs),
         NA_NOTE,
     ]
@@ -302,7 +344,8 @@ def position_table(runs: list[AnalysisRun]) -> Table:
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
         "absolute differences (0 = no preference beyond the golds'). In circular runs every key holds the gold "
         "equally often, so Gold is 25% each when every reply names a letter.",
-        f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
         *_data_notes(runs),
         NA_NOTE,
     ]
@@ -339,7 +382,8 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
         "own earlier errors.",
         "Chance: a uniform guesser's levels are independent, so each conditional probability is 75%.",
-        f"{MISSING}: the results file predates these metrics (rerun to get them).",
+        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
+        *_diagnostic_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
         *_data_notes([r for r in runs if any(s in r.settings for s in PROPAGATION_SETTINGS)]),
         NA_NOTE,
     ]
@@ -356,6 +400,7 @@ def analysis_tables(run_paths: list[Path]) -> list[Table]:
         tables.append(blind_table(runs))
     if any("circular" in r.settings for r in runs):
         tables.append(circular_table(runs))
+        tables.append(circular_questions_table(runs))
     tables.append(position_table(runs))
     if any(s in r.settings for r in runs for s in PROPAGATION_SETTINGS):
         tables.append(propagation_table(runs))

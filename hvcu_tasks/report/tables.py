@@ -120,6 +120,17 @@ def _partial_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list
     return notes
 
 
+def diagnostic_notes(models: list[ModelResult], setting: str, what: str) -> list[str]:
+    """Return one line per model whose diagnostics (`what`) are unknown in a setting, saying how to get them."""
+    return [
+        f"{m.model} ({setting}): {what} of {', '.join(f for f in FAMILIES if f in m.no_diagnostics[setting])} not "
+        "available: its results file does not hold them (lmms-eval reports only the accuracies and counts) and no "
+        "sample log lies beside it; rerun the evaluation with --log_samples to get them."
+        for m in models
+        if m.no_diagnostics.get(setting) and setting in m.settings
+    ]
+
+
 def setting_table(models: list[ModelResult], setting: str, reference: bool = True) -> Table:
     """Table 2 (base) / Table 8 (context) layout: per family Acc_perc/bridge/conn/full, then both Scores.
 
@@ -221,6 +232,7 @@ def aspect_table(models: list[ModelResult], setting: str) -> Table:
         if fams:
             aspects = [fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]
             table.rows.append([_label(model, setting), *aspects, model.score(setting)])
+    table.notes += diagnostic_notes(models, setting, "per-aspect accuracies")
     table.notes += _partial_notes(models, (setting,))
     return table
 
@@ -240,6 +252,7 @@ def error_table(models: list[ModelResult], setting: str) -> Table:
             cells = [_error_cell(c, s) for c, s in zip(counts, shares, strict=True)]
             invalid = [result.get(invalid_metric(n)) for n in levels]
             table.rows.append([_label(model, setting), FAMILY_LABEL[f], failed, *cells, *invalid])
+    table.notes += diagnostic_notes(models, setting, "error attribution and invalid replies")
     table.notes += _partial_notes(models, (setting,))
     return table
 

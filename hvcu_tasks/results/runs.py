@@ -77,6 +77,9 @@ class ModelResult:
     """Per setting and family: the data identity its results file recorded (absent in older files)."""
     data_notes: list[str] = field(default_factory=list)
     """Notes on the data the model ran on (e.g. no identity recorded); they do not make a setting partial."""
+    no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
+    """Per setting: the families whose diagnostics (per aspect, error attribution, ...) are unknown: the results
+    file does not hold them (the tasks no longer report them to lmms-eval) and no sample log lies beside it."""
 
     def data_label(self) -> str:
         """Return what the model ran on: 'HVCU-Bench', 'smoke sample', or 'custom data: <where>, N samples'."""
@@ -218,6 +221,19 @@ def _general_metrics(task: str, values: dict[str, Any], where: str) -> dict[str,
     return metrics
 
 
+def completed_metrics(task: str, metrics: dict[str, Any], results_file: Path) -> tuple[dict[str, Any], list[str]]:
+    """Return a task's metrics, the diagnostics its file lacks computed from its sample log, and those still missing.
+
+    A damaged sample log is refused in one line naming the file and line.
+    """
+    from hvcu_tasks.results.diagnostics import SamplesFileError, with_diagnostics
+
+    try:
+        return with_diagnostics(task, metrics, results_file)
+    except (OSError, SamplesFileError) as exc:
+        raise ReportError(str(exc)) from exc
+
+
 def results_files(path: Path) -> list[Path]:
     """Return every lmms-eval results file under a folder (or the file itself)."""
     path = Path(path)
@@ -266,7 +282,9 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                 found_any = True
                 setting = "context" if m.group("context") else "base"
                 family = SHORT_TO_FAMILY[m.group("short")]
-                metrics = _hvcu_metrics(values, f"{f}: {task}")
+                metrics, missing = completed_metrics(task, _hvcu_metrics(values, f"{f}: {task}"), f)
+                if missing:
+                    model.no_diagnostics.setdefault(setting, set()).add(family)
                 if family in model.settings.get(setting, {}):
                     raise ReportError(
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"

@@ -1,0 +1,151 @@
+"""The diagnostics a family task does not report to lmms-eval, computed from the run's `--log_samples` files.
+
+A family task reports only `metrics.TABLE_METRICS` (the rows lmms-eval prints). Every other metric (per aspect
+full_<aspect>, errors_at_*/error_share_*, invalid_*, pred_share_*/gold_share_*/position_bias, wrong_*_after_*,
+and the circular tasks' plain_acc_*) is computed here with the same core functions the aggregations use, from
+the outcome records lmms-eval logged per document (each line's acc_full entry). A results file written before
+the tasks stopped reporting them keeps its own values: only names missing from the file are computed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.metrics import (
+    Outcome,
+    circular_metric_names,
+    diagnostic_metric_names,
+    family_metrics,
+    metric_names,
+    score_circular,
+)
+from hvcu_tasks.data import jsonio
+
+TASK = re.compile(
+    r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?:_sample)?_(?P<short>impl|aesth|affect)$"
+)
+"""Every HVCU-Bench family task: base, context, blind, circular, gold context, hub or sample data."""
+SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
+ROTATION_KEY = "rotation"
+"""The key of a circular record naming its rotation of the options (what the circular tasks log)."""
+LOG_SAMPLES_HINT = "rerun the evaluation with --log_samples to get them"
+
+
+class SamplesFileError(ValueError):
+    """A samples file that cannot be read into outcome records; the message names the file and line."""
+
+
+def family_of(task: str) -> str | None:
+    """Return the family of an HVCU-Bench family task, None for any other task (a group, another benchmark)."""
+    m = TASK.match(task)
+    return SHORT_TO_FAMILY.get(m.group("short")) if m else None
+
+
+def is_circular(task: str) -> bool:
+    """Whether a family task is a circular-evaluation task (its metrics are the circular ones)."""
+    m = TASK.match(task)
+    return bool(m and m.group("setting") == "circular")
+
+
+def all_metric_names(task: str) -> list[str]:
+    """Return every metric of a family task, reported or diagnostic, in table order."""
+    family = family_of(task)
+    if family is None:
+        raise ValueError(f"{task}: not an HVCU-Bench family task")
+    return circular_metric_names() if is_circular(task) else metric_names(ASPECTS[family])
+
+
+def diagnostic_names(task: str) -> list[str]:
+    """Return the metrics of a family task that lmms-eval does not print (computed from the sample logs)."""
+    return diagnostic_metric_names(all_metric_names(task))
+
+
+def samples_file(results_file: Path, task: str) -> Path | None:
+    """Return the `--log_samples` file lmms-eval wrote for `task` beside a results file, None when there is none."""
+    stamp = Path(results_file).name.removesuffix("_results.json")
+    path = Path(results_file).with_name(f"{stamp}_samples_{task}.jsonl")
+    return path if path.is_file() else None
+
+
+def logged_records(path: Path) -> list[dict[str, Any]]:
+    """Return the outcome records of every line of a samples file (each line's acc_full outcomes), or raise."""
+    records: list[dict[str, Any]] = []
+    for n, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            line = jsonio.loads(text, source=path, line=n)
+        except jsonio.JsonReadError as exc:
+            raise SamplesFileError(f"{path}:{n}: not an HVCU-Bench samples line ({exc.reason})") from None
+        entry = line.get("acc_full") if isinstance(line, dict) else None
+        found = entry.get("outcomes") if isinstance(entry, dict) else None
+        if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+            raise SamplesFileError(
+                f"{path}:{n}: field acc_full.outcomes: not a list of outcome records (not an HVCU-Bench samples line)"
+            )
+        records += found
+    return records
+
+
+def _outcome(record: Mapping[str, Any], where: str) -> Outcome:
+    """Rebuild one logged outcome, refusing a record that lacks a field."""
+    try:
+        return Outcome.from_dict(dict(record))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SamplesFileError(f"{where}: outcome record {dict(record)!r:.80}: {type(exc).__name__}: {exc}") from None
+
+
+def logged_metrics(task: str, path: Path) -> dict[str, float | int]:
+    """Return every metric of a family task (reported and diagnostic) computed from its samples file."""
+    family = family_of(task)
+    if family is None:
+        raise ValueError(f"{task}: not an HVCU-Bench family task")
+    records = logged_records(path)
+    if is_circular(task):
+        rotated = []
+        for record in records:
+            rotation = record.get(ROTATION_KEY)
+            if isinstance(rotation, bool) or not isinstance(rotation, int):
+                raise SamplesFileError(f"{path}: a circular record has no integer '{ROTATION_KEY}': {record!r:.80}")
+            rotated.append((rotation, _outcome(record, str(path))))
+        try:
+            return score_circular(rotated).as_metrics()
+        except ValueError as exc:
+            raise SamplesFileError(f"{path}: {exc} (the file is damaged)") from None
+    outcomes = [_outcome(r, str(path)) for r in records]
+    try:
+        return family_metrics(outcomes, ASPECTS[family])
+    except ValueError as exc:
+        raise SamplesFileError(f"{path}: {exc}; each level of a sample is logged once (the file is damaged)") from None
+
+
+def with_diagnostics(task: str, metrics: Mapping[str, Any], results_file: Path) -> tuple[dict[str, Any], list[str]]:
+    """Return a task's metrics completed with the diagnostics its results file lacks, and the names still missing.
+
+    The file's own values win (an earlier run's file holds every metric); the missing ones come from the task's
+    samples file beside it. With no samples file the missing names are returned, for the report to say so.
+    """
+    missing = [n for n in diagnostic_names(task) if n not in metrics]
+    if not missing:
+        return dict(metrics), []
+    path = samples_file(results_file, task)
+    if path is None:
+        return dict(metrics), missing
+    logged = logged_metrics(task, path)
+    return {**metrics, **{n: logged[n] for n in missing}}, []
+
+
+def run_metrics(results_file: Path) -> dict[str, dict[str, Any]]:
+    """Return every HVCU-Bench family task's metrics of a results file, diagnostics included (from its samples)."""
+    results = jsonio.read_json(Path(results_file))["results"]
+    out = {}
+    for task, values in results.items():
+        if family_of(task) is None or not isinstance(values, dict):
+            continue
+        metrics = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+        out[task] = with_diagnostics(task, metrics, Path(results_file))[0]
+    return out
