@@ -1,9 +1,11 @@
 """`hvcu export-task DIR`: a task folder for plain lmms-eval, generated from the package, with the package's numbers.
 
-The exported `utils.py` must need nothing but lmms-eval (and what lmms-eval itself installs), define every hook the
-YAMLs name, and score exactly as the package does: checked hook by hook here against the hand-computed numbers of
-tests/test_harness_scores.py, and end to end (slow) through the real CLI in a process where `import hvcu_tasks`
-fails, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
+The folder holds the package's YAMLs, a small `utils.py`, `hvcu_lib/hooks.py` and a file-for-file copy of the pure
+core; its Python must need nothing but lmms-eval (and what lmms-eval itself installs), stay under 2,500 lines, patch
+nothing of lmms-eval, write nothing outside the run's folders, define every hook the YAMLs name, and score exactly
+as the package does: checked hook by hook here against the hand-computed numbers of tests/test_harness_scores.py,
+and end to end (slow) through the real CLI in a process where `import hvcu_tasks` fails and the home folder is
+empty, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
 and each context round (earlier replies shown), must be the package's, message by message (text and image pixels):
 built through both hook sets here, and recorded by the replay model in both end-to-end runs and compared.
 """
@@ -334,6 +336,25 @@ def test_payloads_pickle_across_processes(exported: Path) -> None:
     assert type(back) is type(shared) and back["outcomes"] == payload["acc_full"]["outcomes"]
 
 
+UNPICKLE = """
+import importlib.util, pickle, sys
+spec = importlib.util.spec_from_file_location("utils", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+value = pickle.loads(sys.stdin.buffer.read())
+print(type(value).__module__.split(".")[-1], type(value).__name__, value["outcomes"][0]["pred"])
+"""
+
+
+def test_payloads_unpickle_in_another_process_that_loaded_the_same_folder(exported: Path) -> None:
+    utils = load_utils(exported)
+    doc = utils.process_docs(stub("aesthetic"))[0]
+    blob = pickle.dumps(utils.process_results(doc, ["D"])["acc_perc"])  # what another rank gets in a gather
+    cmd = [sys.executable, "-c", UNPICKLE, str(exported / "utils.py")]
+    done = subprocess.run(cmd, input=blob, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["hooks", "SharedOutcomes", "D"]
+
+
 def test_a_folder_that_is_not_empty_is_refused(tmp_path: Path, capsys) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     code, _out, err = run("export-task", str(tmp_path), capsys=capsys)
@@ -502,3 +523,99 @@ def test_the_exported_context_tasks_refuse_routed_backends_clearly_without_the_t
     assert type(caught.value).__name__ == "UnsupportedBackend"
     assert "pip install hvcu-toolkit" in str(caught.value)
     assert utils.context_doc_to_text(chain, marks["vllm"])  # vllm's own loop needs no toolkit
+
+
+def hub_stub(family: str) -> datasets.Dataset:
+    return datasets.Dataset.from_list([{"family": family, "source": "hub"}])
+
+
+def test_a_local_copy_named_by_hvcu_bench_data_gives_the_packages_documents(
+    exported: Path, write_dataset, monkeypatch
+) -> None:
+    from conftest import item
+
+    from hvcu_tasks.lmms import context, harness
+
+    root = write_dataset({"affective": [item("joy_001", "ABC"), item("fear_002", "DCB", aspect="fear")]}, ext=".jpg")
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    utils = load_utils(exported)
+    ours = utils.process_docs(hub_stub("affective")).to_list()
+    assert [(d["sample_id"], d["level"], d["answer"]) for d in ours] == [
+        ("joy_001", 1, "A"),
+        ("joy_001", 2, "B"),
+        ("joy_001", 3, "C"),
+        ("fear_002", 1, "D"),
+        ("fear_002", 2, "C"),
+        ("fear_002", 3, "B"),
+    ]
+    assert ours == harness.process_docs(hub_stub("affective")).to_list()  # identity: kind local, same fingerprint
+    theirs = context.process_docs(hub_stub("affective")).to_list()
+    assert utils.context_process_docs(hub_stub("affective")).to_list() == theirs
+
+
+def test_a_bad_record_stops_the_load_with_one_line_naming_file_record_and_field(
+    exported: Path, write_dataset, monkeypatch
+) -> None:
+    from conftest import item
+
+    root = write_dataset({"implication": [item("metaphor_001", "ABC"), item("metaphor_002", "ABE")]})
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    with pytest.raises(SystemExit) as caught:  # a SystemExit: lmms-eval neither retries nor swallows it
+        load_utils(exported).process_docs(hub_stub("implication"))
+    assert str(caught.value) == (
+        "HVCU-Bench implication: cannot load the data; no request was sent: "
+        f"{root}/Implication-Understanding.json: id=metaphor_002: qa_levels[level=3].correct_answer_key: "
+        "answer 'E' is not one of the options ['A', 'B', 'C', 'D']"
+    )
+
+
+def test_a_missing_image_and_a_duplicate_id_are_each_one_line(exported: Path, write_dataset, monkeypatch) -> None:
+    from conftest import item
+
+    root = write_dataset({"aesthetic": [item("color_001"), item("color_001"), item("font_001")]})
+    (root / "Image" / "Aesthetic-Appreciation" / "font_001.png").unlink()
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    with pytest.raises(SystemExit) as caught:
+        load_utils(exported).process_docs(hub_stub("aesthetic"))
+    lines = str(caught.value).splitlines()
+    file = root / "Aesthetic-Appreciation.json"
+    assert lines == [
+        f"{file}: id=font_001: image: no image found",
+        f"{file}: id=color_001: id: duplicate id in family 'aesthetic' (also 'color_001')",
+        f"HVCU-Bench aesthetic: 2 problem(s) in {str(root)!r} (listed above); no request was sent. Check the whole "
+        f"dataset with `hvcu data validate {root}`",
+    ]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> None:
+    from hvcu_tasks.lmms import analysis_tasks as analysis
+    from hvcu_tasks.lmms import harness
+
+    plain = load_plain_tool().plain
+    utils = load_utils(exported)
+    relative = lambda rows, root: [{**r, "image_path": str(Path(r["image_path"]).relative_to(root))} for r in rows]  # noqa: E731
+    for ours, theirs in (
+        (utils.circular_process_docs, analysis.circular_process_docs),
+        (utils.gold_process_docs, analysis.gold_process_docs),
+    ):
+        assert relative(ours(stub(family)).to_list(), exported / "data") == relative(
+            theirs(stub(family)).to_list(), SMOKE_DIR
+        )
+    levels, package_levels = utils.process_docs(stub(family)), harness.process_docs(stub(family))
+    assert [plain(utils.blind_doc_to_messages(d)) for d in levels] == [
+        plain(analysis.blind_doc_to_messages(d)) for d in package_levels
+    ]
+    gold, package_gold = utils.gold_process_docs(stub(family)), analysis.gold_process_docs(stub(family))
+    assert [plain(utils.gold_doc_to_messages(d)) for d in gold] == [
+        plain(analysis.gold_doc_to_messages(d)) for d in package_gold
+    ]
+    rotated, package_rotated = utils.circular_process_docs(stub(family)), analysis.circular_process_docs(stub(family))
+    replies = ["A", "B", "the answer is C", "", "D"]  # right and wrong across rotations, an empty reply too
+    ours = [utils.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(rotated)]
+    theirs = [analysis.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(package_rotated)]
+    names = [n.removeprefix("agg_circular_") for n in dir(utils) if n.startswith("agg_circular_")]
+    assert sorted(names) == sorted(analysis.CIRCULAR_AGGREGATIONS)
+    for name in names:
+        mine, package = getattr(utils, f"agg_circular_{name}")(ours), analysis.CIRCULAR_AGGREGATIONS[name](theirs)
+        assert mine == package or (mine != mine and package != package), name  # NaN (NA) equals NaN here
