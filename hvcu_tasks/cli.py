@@ -255,7 +255,7 @@ command groups (`hvcu COMMAND -h` explains each):
   mock                    a local OpenAI-compatible stand-in endpoint (serve, wait), for offline runs
   cache list              the runs kept by hvcu_context's request cache (resumed, reused with reuse=)
   tasks-dir, tiny-model   lmms-eval's --include_path; a tiny random model for offline runs
-  export-task             a task folder for plain lmms-eval (YAMLs + one utils.py, no hvcu needed)"""
+  export-task             a task folder for plain lmms-eval (YAMLs, hooks, the pure core; no hvcu needed)"""
 
 
 class Parser(argparse.ArgumentParser):

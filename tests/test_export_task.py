@@ -1,9 +1,11 @@
 """`hvcu export-task DIR`: a task folder for plain lmms-eval, generated from the package, with the package's numbers.
 
-The exported `utils.py` must need nothing but lmms-eval (and what lmms-eval itself installs), define every hook the
-YAMLs name, and score exactly as the package does: checked hook by hook here against the hand-computed numbers of
-tests/test_harness_scores.py, and end to end (slow) through the real CLI in a process where `import hvcu_tasks`
-fails, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
+The folder holds the package's YAMLs, a small `utils.py`, `hvcu_lib/hooks.py` and a file-for-file copy of the pure
+core; its Python must need nothing but lmms-eval (and what lmms-eval itself installs), stay under 2,500 lines, patch
+nothing of lmms-eval, write nothing outside the run's folders, define every hook the YAMLs name, and score exactly
+as the package does: checked hook by hook here against the hand-computed numbers of tests/test_harness_scores.py,
+and end to end (slow) through the real CLI in a process where `import hvcu_tasks` fails and the home folder is
+empty, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
 and each context round (earlier replies shown), must be the package's, message by message (text and image pixels):
 built through both hook sets here, and recorded by the replay model in both end-to-end runs and compared.
 """
@@ -29,7 +31,7 @@ from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.export import ExportError, Module, check_scopes
+from hvcu_tasks.export import ExportError, relative_core_imports
 
 FAMILIES = ("implication", "aesthetic", "affective")
 SHORT = {"implication": "impl", "aesthetic": "aesth", "affective": "affect"}
@@ -57,24 +59,128 @@ def stub(family: str) -> datasets.Dataset:
     return datasets.Dataset.from_list([{"family": family, "source": "smoke"}])
 
 
-def test_utils_imports_only_lmms_eval_and_its_own_dependencies(exported: Path) -> None:
-    tree = ast.parse((exported / "utils.py").read_text(encoding="utf-8"))
+def python_files(folder: Path) -> dict[str, str]:
+    """Return every exported Python file (relative path -> text), bytecode caches aside."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(folder.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def test_the_code_imports_only_lmms_eval_its_own_dependencies_and_itself(exported: Path) -> None:
     imported = set()
+    for rel, text in python_files(exported).items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                assert rel.startswith("hvcu_lib/"), f"{rel}:{node.lineno}: relative import outside hvcu_lib/"
+            elif isinstance(node, ast.ImportFrom):
+                imported.add(node.module.split(".")[0])
+    # lmms-eval 0.7.3 requires (its Requires-Dist) datasets (which requires pyarrow), pillow and huggingface-hub.
+    assert imported - set(sys.stdlib_module_names) == {"PIL", "datasets", "pyarrow", "huggingface_hub", "lmms_eval"}
+
+
+def test_the_exported_python_is_at_most_2500_lines(exported: Path) -> None:
+    lines = sum(text.count("\n") for text in python_files(exported).values())
+    assert lines <= 2500, lines
+    assert python_files(exported)["utils.py"].count("\n") <= 80  # the file lmms-eval loads only hands out the hooks
+
+
+def test_the_core_is_copied_file_for_file_with_only_its_imports_made_relative(exported: Path) -> None:
+    core = REPO / "hvcu_tasks" / "core"
+    copied = {rel: text for rel, text in python_files(exported).items() if rel.startswith("hvcu_lib/core/")}
+    assert sorted(copied) == sorted(f"hvcu_lib/core/{p.name}" for p in core.glob("*.py"))
+    for rel, text in copied.items():
+        back = re.sub(
+            r"\bfrom \.(\w*) import", lambda m: f"from hvcu_tasks.core{'.' if m[1] else ''}{m[1]} import", text
+        )
+        assert back == (core / Path(rel).name).read_text(encoding="utf-8"), rel
+    hooks = python_files(exported)["hvcu_lib/hooks.py"]
+    template = REPO / "hvcu_tasks" / "lmms" / "export_hooks.py"
+    assert hooks.replace("from .core", "from hvcu_tasks.core") == template.read_text(encoding="utf-8")
+    assert python_files(exported)["utils.py"] == (REPO / "hvcu_tasks" / "lmms" / "export_utils.py").read_text()
+
+
+def lmms_eval_names(tree: ast.Module) -> set[str]:
+    """Return the names a module binds to lmms-eval objects (its imports of lmms_eval)."""
+    names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"relative import at line {node.lineno}"
-            imported.add(node.module.split(".")[0])
-    # lmms-eval 0.7.3 requires (its Requires-Dist) datasets (which requires pyarrow), pillow, packaging, pyyaml,
-    # tqdm and huggingface-hub.
-    third_party = {"PIL", "datasets", "pyarrow", "packaging", "yaml", "tqdm", "huggingface_hub", "lmms_eval"}
-    assert imported - set(sys.stdlib_module_names) == third_party
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lmms_eval":
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "lmms_eval"}
+    return names
 
 
-def test_folder_holds_the_yamls_the_smoke_sample_and_one_python_file(exported: Path) -> None:
+def test_no_exported_code_assigns_an_attribute_of_an_lmms_eval_object(exported: Path) -> None:
+    found = []
+    for rel, text in python_files(exported).items():
+        tree = ast.parse(text)
+        theirs = lmms_eval_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.Delete, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for part in (p for t in targets for p in ast.walk(t) if isinstance(p, ast.Attribute)):
+                    if {n.id for n in ast.walk(part.value) if isinstance(n, ast.Name)} & theirs:
+                        found.append(f"{rel}:{node.lineno}: assigns {ast.unparse(part)}")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in {"setattr", "delattr"}:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")  # none at all: no target to judge
+        assert not theirs - {"ModelRegistryV2"}, rel  # the one lmms-eval object read (the toolkit's route record)
+    assert found == []
+
+
+def lmms_eval_state() -> dict[str, dict[str, int]]:
+    """Return the identity of every attribute of every loaded lmms_eval module and of the classes it defines."""
+    state = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] != "lmms_eval" or module is None:
+            continue
+        state[name] = {k: id(v) for k, v in vars(module).items()}
+        for k, v in vars(module).items():
+            if isinstance(v, type) and v.__module__ == name:
+                state[f"{name}.{k}"] = {a: id(b) for a, b in vars(v).items()}
+    return state
+
+
+def test_loading_and_running_the_hooks_changes_nothing_of_lmms_eval(tmp_path: Path) -> None:
+    from lmms_eval.api import task  # noqa: F401  (what lmms-eval has loaded when it reads task YAMLs)
+    from lmms_eval.protocol import ChatMessages
+    from lmms_eval.utils import load_yaml_config
+
+    assert main(["export-task", str(tmp_path / "fresh")]) == 0
+    before = lmms_eval_state()
+    config = load_yaml_config(str(tmp_path / "fresh" / "hvcu_bench_context_sample_impl.yaml"))
+    chain = config["process_docs"](stub("implication"))[0]
+    ChatMessages(messages=config["doc_to_messages"](chain)).to_openai_messages()
+    config["doc_to_text"](chain, {"multi_round": "native", "backend": "vllm"})
+    assert lmms_eval_state() == before
+
+
+def test_two_exports_and_the_installed_package_do_not_clash(exported: Path, tmp_path: Path) -> None:
+    import hvcu_tasks.core.metrics
+
+    assert main(["export-task", str(tmp_path / "other")]) == 0
+    path_before, package_metrics = list(sys.path), hvcu_tasks.core.metrics
+    one, two = load_utils(exported), load_utils(tmp_path / "other")
+    assert sys.path == path_before  # nothing put on the import path
+    mine = sys.modules[one.process_results.__module__]
+    theirs = sys.modules[two.process_results.__module__]
+    assert mine is not theirs and Path(mine.__file__) == exported / "hvcu_lib" / "hooks.py"
+    assert Path(theirs.__file__) == tmp_path / "other" / "hvcu_lib" / "hooks.py"
+    assert Path(sys.modules[mine.__package__ + ".core.metrics"].__file__).parent == exported / "hvcu_lib" / "core"
+    assert sys.modules["hvcu_tasks.core.metrics"] is package_metrics  # the toolkit's own core stays its own
+    assert Path(package_metrics.__file__) == REPO / "hvcu_tasks" / "core" / "metrics.py"
+    assert not [name for name in sys.modules if name.split(".")[0] in {"hvcu_lib", "hooks", "core", "utils"}]
+    doc = one.process_docs(stub("aesthetic"))[0]
+    assert two.agg_acc_perc([one.process_results(doc, [doc["answer"]])["acc_perc"]]) == 100.0
+
+
+def test_folder_holds_the_yamls_the_smoke_sample_and_the_code(exported: Path) -> None:
     files = {str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    assert [f for f in files if f.endswith(".py")] == ["utils.py"]
+    core = {f"hvcu_lib/core/{p.name}" for p in (REPO / "hvcu_tasks" / "core").glob("*.py")}
+    assert {f for f in files if f.endswith(".py")} == {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py"} | core
     for name in (
         "hvcu_bench.yaml",
         "hvcu_bench_context.yaml",
@@ -82,12 +188,25 @@ def test_folder_holds_the_yamls_the_smoke_sample_and_one_python_file(exported: P
         "hvcu_bench_context_sample.yaml",
     ):
         assert name in files, name
+    tasks = REPO / "hvcu_tasks" / "lmms" / "tasks"
+    yamls = sorted(p.name for p in tasks.iterdir() if "yaml" in p.name)
+    assert yamls and all((exported / n).read_bytes() == (tasks / n).read_bytes() for n in yamls)  # copied as they are
     assert len([f for f in files if f.startswith("data/Image/") and f.endswith(".png")]) == 15
     assert {f for f in files if f.startswith("data/") and f.endswith(".json")} == {
         "data/Implication-Understanding.json",
         "data/Aesthetic-Appreciation.json",
         "data/Affective-Reasoning.json",
     }
+
+
+def test_an_import_of_the_package_beyond_the_core_stops_the_export(tmp_path: Path) -> None:
+    module = tmp_path / "hooks.py"
+    module.write_text('"""Doc."""\n\nfrom hvcu_tasks.core.metrics import NA\nfrom hvcu_tasks.data import files\n')
+    with pytest.raises(ExportError, match=r"hooks\.py:4: imports hvcu_tasks\.data; an exported module may import"):
+        relative_core_imports(module, -1)
+    module.write_text("from hvcu_tasks.core.metrics import NA  # the one rewrite\nimport json\n")
+    assert relative_core_imports(module, -1) == b"from .core.metrics import NA  # the one rewrite\nimport json\n"
+    assert relative_core_imports(module, 0) == b"from .metrics import NA  # the one rewrite\nimport json\n"
 
 
 def test_every_hook_the_yamls_name_is_defined(exported: Path) -> None:
@@ -217,19 +336,31 @@ def test_payloads_pickle_across_processes(exported: Path) -> None:
     assert type(back) is type(shared) and back["outcomes"] == payload["acc_full"]["outcomes"]
 
 
+UNPICKLE = """
+import importlib.util, pickle, sys
+spec = importlib.util.spec_from_file_location("utils", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+value = pickle.loads(sys.stdin.buffer.read())
+print(type(value).__module__.split(".")[-1], type(value).__name__, value["outcomes"][0]["pred"])
+"""
+
+
+def test_payloads_unpickle_in_another_process_that_loaded_the_same_folder(exported: Path) -> None:
+    utils = load_utils(exported)
+    doc = utils.process_docs(stub("aesthetic"))[0]
+    blob = pickle.dumps(utils.process_results(doc, ["D"])["acc_perc"])  # what another rank gets in a gather
+    cmd = [sys.executable, "-c", UNPICKLE, str(exported / "utils.py")]
+    done = subprocess.run(cmd, input=blob, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["hooks", "SharedOutcomes", "D"]
+
+
 def test_a_folder_that_is_not_empty_is_refused(tmp_path: Path, capsys) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     code, _out, err = run("export-task", str(tmp_path), capsys=capsys)
     assert code == 2
     assert "not empty" in one_line_error(err) and str(tmp_path) in err
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
-
-
-def test_a_local_variable_named_like_a_renamed_global_stops_the_export() -> None:
-    source = b"log = 1\n\n\ndef f(log):\n    return log\n"
-    module = Module("hvcu_tasks.fake", Path("fake.py"), source, ast.parse(source))
-    with pytest.raises(ExportError, match=r"^fake\.py:4: f binds 'log' locally"):
-        check_scopes(module, {"log"})
 
 
 def test_force_replaces_an_earlier_export(tmp_path: Path, capsys) -> None:
@@ -307,12 +438,13 @@ def test_a_folder_holding_the_current_folder_is_refused(tmp_path: Path, capsys, 
     assert (tmp_path / "a" / "b").is_dir()
 
 
+def listing(root: Path) -> list[Path]:
+    """Return the files of an export (Python's bytecode caches of its loaded code are not part of it)."""
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
 def test_two_exports_are_byte_identical(exported: Path, tmp_path: Path) -> None:
     assert main(["export-task", str(tmp_path / "again")]) == 0
-
-    def listing(root: Path) -> list[Path]:  # Python's bytecode cache of a loaded utils.py is not part of the export
-        return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
     files = listing(exported)
     assert files == listing(tmp_path / "again")
     assert all((exported / f).read_bytes() == (tmp_path / "again" / f).read_bytes() for f in files)
@@ -324,10 +456,10 @@ def recorded(path: Path) -> list[dict]:
     return sorted(lines, key=lambda r: (r["task"], r["doc_id"], r["level"]))
 
 
-def run_plain(out: Path, *argv: str) -> tuple[dict, str]:
+def run_plain(out: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
     """Run tests/tools/plain_lmms_eval.py with `argv`, writing to `out`; return the results and the output."""
     cmd = [sys.executable, str(PLAIN), *argv, "--output_path", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent, env=dict(os.environ))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=out.parent, env=env or dict(os.environ))
     log = proc.stdout + proc.stderr
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
     assert found, f"no results under {out} (rc={proc.returncode}):\n{log[-4000:]}"
@@ -346,8 +478,19 @@ def test_plain_lmms_eval_runs_the_export_with_the_packages_requests_and_numbers(
     assert "hvcu_tasks is not importable" not in log
     args = f"predictions={predictions},record={tmp_path / 'plain.jsonl'}"
     include = ["--include_path", str(exported)]
-    plain, log = run_plain(tmp_path / "plain", "--model", "hvcu_context", "--model_args", args, *include, *tasks)
+    # A home folder of its own, to see that nothing but lmms-eval writes outside the run's output: lmms-eval's and
+    # Hugging Face's folders are named apart (HF_HOME), the toolkit's cache settings are not set.
+    home, folders = tmp_path / "home", {"HF_HOME": str(tmp_path / "hf"), "HF_DATASETS_OFFLINE": "1"}
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in {"HVCU_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME"}}
+    env |= {"HOME": str(home), **folders}
+    shipped = listing(exported)
+    plain, log = run_plain(
+        tmp_path / "plain", "--model", "hvcu_context", "--model_args", args, *include, *tasks, env=env
+    )
     assert "hvcu_tasks is not importable" in log and "Failed to load model entry-point manifests" in log, log[-3000:]
+    assert list(home.rglob("*")) == []  # nothing under the home folder: no ~/.cache/hvcu, no marker anywhere
+    assert listing(exported) == shipped  # nor in the export itself (Python's bytecode caches aside)
     assert plain == package
     for group in ("hvcu_bench_sample", "hvcu_bench_context_sample"):
         assert plain[group]["acc_full,none"] == OVERALL and plain[group]["acc_full_official,none"] == OVERALL_OFFICIAL
@@ -380,3 +523,99 @@ def test_the_exported_context_tasks_refuse_routed_backends_clearly_without_the_t
     assert type(caught.value).__name__ == "UnsupportedBackend"
     assert "pip install hvcu-toolkit" in str(caught.value)
     assert utils.context_doc_to_text(chain, marks["vllm"])  # vllm's own loop needs no toolkit
+
+
+def hub_stub(family: str) -> datasets.Dataset:
+    return datasets.Dataset.from_list([{"family": family, "source": "hub"}])
+
+
+def test_a_local_copy_named_by_hvcu_bench_data_gives_the_packages_documents(
+    exported: Path, write_dataset, monkeypatch
+) -> None:
+    from conftest import item
+
+    from hvcu_tasks.lmms import context, hooks
+
+    root = write_dataset({"affective": [item("joy_001", "ABC"), item("fear_002", "DCB", aspect="fear")]}, ext=".jpg")
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    utils = load_utils(exported)
+    ours = utils.process_docs(hub_stub("affective")).to_list()
+    assert [(d["sample_id"], d["level"], d["answer"]) for d in ours] == [
+        ("joy_001", 1, "A"),
+        ("joy_001", 2, "B"),
+        ("joy_001", 3, "C"),
+        ("fear_002", 1, "D"),
+        ("fear_002", 2, "C"),
+        ("fear_002", 3, "B"),
+    ]
+    assert ours == hooks.process_docs(hub_stub("affective")).to_list()  # identity: kind local, same fingerprint
+    theirs = context.process_docs(hub_stub("affective")).to_list()
+    assert utils.context_process_docs(hub_stub("affective")).to_list() == theirs
+
+
+def test_a_bad_record_stops_the_load_with_one_line_naming_file_record_and_field(
+    exported: Path, write_dataset, monkeypatch
+) -> None:
+    from conftest import item
+
+    root = write_dataset({"implication": [item("metaphor_001", "ABC"), item("metaphor_002", "ABE")]})
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    with pytest.raises(SystemExit) as caught:  # a SystemExit: lmms-eval neither retries nor swallows it
+        load_utils(exported).process_docs(hub_stub("implication"))
+    assert str(caught.value) == (
+        "HVCU-Bench implication: cannot load the data; no request was sent: "
+        f"{root}/Implication-Understanding.json: id=metaphor_002: qa_levels[level=3].correct_answer_key: "
+        "answer 'E' is not one of the options ['A', 'B', 'C', 'D']"
+    )
+
+
+def test_a_missing_image_and_a_duplicate_id_are_each_one_line(exported: Path, write_dataset, monkeypatch) -> None:
+    from conftest import item
+
+    root = write_dataset({"aesthetic": [item("color_001"), item("color_001"), item("font_001")]})
+    (root / "Image" / "Aesthetic-Appreciation" / "font_001.png").unlink()
+    monkeypatch.setenv("HVCU_BENCH_DATA", str(root))
+    with pytest.raises(SystemExit) as caught:
+        load_utils(exported).process_docs(hub_stub("aesthetic"))
+    lines = str(caught.value).splitlines()
+    file = root / "Aesthetic-Appreciation.json"
+    assert lines == [
+        f"{file}: id=font_001: image: no image found",
+        f"{file}: id=color_001: id: duplicate id in family 'aesthetic' (also 'color_001')",
+        f"HVCU-Bench aesthetic: 2 problem(s) in {str(root)!r} (listed above); no request was sent. Check the whole "
+        f"dataset with `hvcu data validate {root}`",
+    ]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> None:
+    from hvcu_tasks.lmms import analysis_tasks as analysis
+    from hvcu_tasks.lmms import hooks
+
+    plain = load_plain_tool().plain
+    utils = load_utils(exported)
+    relative = lambda rows, root: [{**r, "image_path": str(Path(r["image_path"]).relative_to(root))} for r in rows]  # noqa: E731
+    for ours, theirs in (
+        (utils.circular_process_docs, analysis.circular_process_docs),
+        (utils.gold_process_docs, analysis.gold_process_docs),
+    ):
+        assert relative(ours(stub(family)).to_list(), exported / "data") == relative(
+            theirs(stub(family)).to_list(), SMOKE_DIR
+        )
+    levels, package_levels = utils.process_docs(stub(family)), hooks.process_docs(stub(family))
+    assert [plain(utils.blind_doc_to_messages(d)) for d in levels] == [
+        plain(analysis.blind_doc_to_messages(d)) for d in package_levels
+    ]
+    gold, package_gold = utils.gold_process_docs(stub(family)), analysis.gold_process_docs(stub(family))
+    assert [plain(utils.gold_doc_to_messages(d)) for d in gold] == [
+        plain(analysis.gold_doc_to_messages(d)) for d in package_gold
+    ]
+    rotated, package_rotated = utils.circular_process_docs(stub(family)), analysis.circular_process_docs(stub(family))
+    replies = ["A", "B", "the answer is C", "", "D"]  # right and wrong across rotations, an empty reply too
+    ours = [utils.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(rotated)]
+    theirs = [analysis.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(package_rotated)]
+    names = [n.removeprefix("agg_circular_") for n in dir(utils) if n.startswith("agg_circular_")]
+    assert sorted(names) == sorted(analysis.CIRCULAR_AGGREGATIONS)
+    for name in names:
+        mine, package = getattr(utils, f"agg_circular_{name}")(ours), analysis.CIRCULAR_AGGREGATIONS[name](theirs)
+        assert mine == package or (mine != mine and package != package), name  # NaN (NA) equals NaN here

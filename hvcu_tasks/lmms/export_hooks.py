@@ -1,0 +1,859 @@
+"""The hooks of an exported task folder (`hvcu export-task`): data loading, prompts, scoring and aggregations.
+
+`hvcu export-task` copies this module as `hvcu_lib/hooks.py` beside the toolkit's pure core (`hvcu_lib/core/`, its
+imports of `hvcu_tasks.core` made relative), and the folder's `utils.py` hands the YAMLs the names in HOOKS. It
+needs nothing but the core and lmms-eval's own dependencies (datasets, pyarrow, Pillow, huggingface_hub), patches
+nothing of lmms-eval and writes nothing: the hub data goes where huggingface_hub keeps it, like any lmms-eval task's.
+
+It asks every model the package's requests and scores them with the package's numbers, with less around them than
+the installed package (the exported README lists what): it reads the authors' layouts only (their JSON + image
+folders, locally or from the hub; a local parquet copy with their columns), checks records and ids but does not
+decode every image before the first request, and holds no request cache, image hook or round driver of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import io
+import json
+import logging
+import os
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT, aspect_from_text
+from hvcu_tasks.core.metrics import (
+    ROTATIONS,
+    Outcome,
+    circular_metric_names,
+    family_metrics,
+    metric_names,
+    overall_score,
+    score_circular,
+)
+from hvcu_tasks.core.official_parsing import parse_official
+from hvcu_tasks.core.parsing import parse_choice
+from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
+from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, TaskLoadError, check_sample
+
+log = logging.getLogger("hvcu_tasks")
+
+HUB_DATASET = "Chime316/HVCU-Bench"
+DATA_ENV = "HVCU_BENCH_DATA"
+"""A local copy to read instead of the hub (the `hub` tasks only)."""
+REVISION_ENV = "HVCU_BENCH_REVISION"
+"""Pins the hub revision the `hub` tasks read."""
+SMOKE_DIR = Path(__file__).resolve().parents[1] / "data"
+"""The bundled smoke sample: the export folder's `data/` (this file is `<export>/hvcu_lib/hooks.py`)."""
+IMAGE_EXTENSIONS = (".jpg", ".png", ".webp", ".jpeg")
+"""Image file extensions, in the order the authors' evaluator tries them."""
+ASPECT_COLUMNS = ("aspect", "sub_category", "subcategory", "category", "sub_task", "subtask", "type")
+IDENTITY_KEY = "data_identity"
+"""The document column (and acc_full entry) that names the data a task read."""
+FAILED_REQUEST_MARKER = "[LMMS_EVAL_REQUEST_FAILED"
+"""Prefix lmms-eval's API backends put in place of a reply when every retry failed."""
+ROTATION_KEY = "rotation"
+SEE_FULL = "see acc_full"
+
+# ---- reading the data ----
+
+
+def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
+    """Return the source a task reads: $HVCU_BENCH_DATA for a hub task, the hub pinned by $HVCU_BENCH_REVISION."""
+    override = environ.get(DATA_ENV, "").strip()
+    source = override if declared == "hub" and override else declared
+    revision = environ.get(REVISION_ENV, "").strip()
+    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
+        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
+    return source
+
+
+def safe_id(value: object) -> str | None:
+    """Return why an id cannot name an image file (None when it can)."""
+    if not isinstance(value, str) or not value.strip():
+        return f"expected a non-empty text id, got {value!r}"
+    if value in {".", ".."} or any(c in value for c in "/\\\0") or value != value.strip():
+        return f"{value!r} is not a safe file name (no slashes, NUL, '.', '..' or outer spaces)"
+    return None
+
+
+def read_levels(raw: Any, add: Callable[[str, str], None]) -> tuple[Level, ...]:
+    """Read the authors' `qa_levels` list (or its JSON text) into Levels, reporting every unusable field."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            add("qa_levels", f"not valid JSON text ({exc})")
+            return ()
+    if not isinstance(raw, (list, tuple)):
+        add("qa_levels", f"expected a list of levels, got {type(raw).__name__}")
+        return ()
+    levels = []
+    for i, item in enumerate(raw):
+        where = f"qa_levels[{i}]"
+        if not isinstance(item, Mapping) or {"level", "question", "options", "correct_answer_key"} - set(item):
+            add(where, "expected an object with level, question, options and correct_answer_key")
+            continue
+        if isinstance(item["level"], bool) or not isinstance(item["level"], (int, str)):
+            add(f"{where}.level", f"not a level number: {item['level']!r}")
+            continue
+        try:
+            number = int(item["level"])
+        except ValueError:
+            add(f"{where}.level", f"not a level number: {item['level']!r}")
+            continue
+        where = f"qa_levels[level={number}]"
+        options = item["options"]
+        if isinstance(options, str):
+            with contextlib.suppress(ValueError):
+                options = json.loads(options)
+        if isinstance(options, Mapping):
+            options = [{"option_key": k, "option_text": v} for k, v in options.items()]
+        pairs = []
+        for j, opt in enumerate(options if isinstance(options, (list, tuple)) else [None]):
+            if not isinstance(opt, Mapping) or opt.get("option_key") is None or "option_text" not in opt:
+                add(f"{where}.options[{j}]", f"expected option_key and option_text, got {opt!r:.60}")
+            elif not isinstance(opt["option_text"], str):
+                add(f"{where}.options[{j}].option_text", f"expected text, got {type(opt['option_text']).__name__}")
+            else:
+                pairs.append((str(opt["option_key"]).strip().upper(), opt["option_text"]))
+        if not isinstance(item["question"], str):
+            add(f"{where}.question", f"expected text, got {type(item['question']).__name__}")
+        answer = item["correct_answer_key"]
+        if answer is None:
+            add(f"{where}.correct_answer_key", "missing (null)")
+        question = item["question"] if isinstance(item["question"], str) else ""
+        levels.append(Level(number, question, tuple(pairs), "" if answer is None else str(answer).strip().upper()))
+    return tuple(levels)
+
+
+def record_sample(
+    record: Any, family: str, source: str, index: int, image: Callable[[str], ImageRef | None]
+) -> tuple[Sample | None, list[Problem]]:
+    """Map one authors'-format record to a Sample and its problems (file, record and field named in each)."""
+    if not isinstance(record, Mapping):
+        return None, [Problem(source, f"#{index}", "item", "expected a JSON object")]
+    why = safe_id(record.get("id"))
+    if why:
+        return None, [Problem(source, f"#{index}", "id", why)]
+    sid = record["id"]
+    problems: list[Problem] = []
+    levels = read_levels(record.get("qa_levels"), lambda fld, msg: problems.append(Problem(source, sid, fld, msg)))
+    aspect = next(
+        (
+            found
+            for col in ASPECT_COLUMNS
+            if isinstance(record.get(col), str) and (found := aspect_from_text(record[col], family))
+        ),
+        aspect_from_text(sid, family) or UNKNOWN_ASPECT,
+    )
+    sample = Sample(sid, family, aspect, image(sid), levels, source)
+    if not problems:
+        problems = check_sample(sample)
+    return sample, problems
+
+
+def read_json_family(
+    path: Path, family: str, image_dir: Path, label: str | None = None
+) -> list[tuple[Sample | None, list[Problem]]]:
+    """Read the authors' JSON file of one family, each id's image found as `image_dir/<id>.<ext>`."""
+    source = label or str(path)
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [(None, [Problem(source, "-", "file", f"cannot read JSON: {exc}")])]
+    if not isinstance(records, list) or not records:
+        return [(None, [Problem(source, "-", "file", "expected a non-empty JSON array of items")])]
+
+    def image(sid: str) -> ImageRef | None:
+        found = next(
+            (image_dir / f"{sid}{ext}" for ext in IMAGE_EXTENSIONS if (image_dir / f"{sid}{ext}").is_file()), None
+        )
+        return ImageRef(path=found) if found else None
+
+    return [record_sample(r, family, source, i, image) for i, r in enumerate(records)]
+
+
+def read_parquet_family(paths: Sequence[Path], family: str) -> list[tuple[Sample | None, list[Problem]]]:
+    """Read a local parquet copy of one family with the authors' columns (id, qa_levels, image: {bytes})."""
+    import pyarrow.parquet as pq
+
+    read = []
+    for path in paths:
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises many types for a bad file
+            read.append((None, [Problem(str(path), "-", "file", f"cannot read parquet: {exc}")]))
+            continue
+        for i, row in enumerate(rows):
+            cell = row.get("image") if isinstance(row, Mapping) else None
+            data = cell.get("bytes") if isinstance(cell, Mapping) else cell
+            ref = ImageRef(data=bytes(data)) if isinstance(data, (bytes, bytearray)) and data else None
+            read.append(record_sample(row, family, str(path), i, lambda _sid, ref=ref: ref))
+    return read
+
+
+def read_local(root: Path, family: str) -> list[tuple[Sample | None, list[Problem]]]:
+    """Read one family from a local copy: the authors' `<stem>.json` + `Image/<stem>/`, or `<split>*.parquet` files."""
+    split, stem, _short = FAMILIES[family]
+    if root.is_file():
+        return read_json_family(root, family, root.parent / "Image" / root.stem)
+    if (root / f"{stem}.json").is_file():
+        return read_json_family(root / f"{stem}.json", family, root / "Image" / stem)
+    shards = sorted(p for p in root.rglob("*.parquet") if split.lower() in p.name.lower().replace("-", "_"))
+    if shards:
+        return read_parquet_family(shards, family)
+    what = "no such file or folder" if not root.exists() else f"no {stem}.json and no {split}*.parquet in it"
+    return [(None, [Problem(str(root), "-", "files", f"no data for family {family!r}: {what}")])]
+
+
+def read_hub(repo: str, revision: str | None, family: str) -> tuple[list[tuple[Sample | None, list[Problem]]], str]:
+    """Read one family of the hub dataset in the authors' JSON layout; return it and the commit read."""
+    from huggingface_hub import snapshot_download
+
+    _split, stem, _short = FAMILIES[family]
+    try:
+        folder = Path(
+            snapshot_download(
+                repo, repo_type="dataset", revision=revision, allow_patterns=[f"{stem}.json", f"Image/{stem}/*"]
+            )
+        )
+    except Exception as exc:  # the hub client raises many types (network, auth, missing revision)
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        hint = f"set {DATA_ENV}=/path/to/a/local/copy, or HF_HUB_OFFLINE=1 to read the Hugging Face cache"
+        raise DataError(
+            [Problem(f"{repo}@{revision or 'main'}", "-", "hub", f"cannot download {stem}.json ({why}); {hint}")]
+        ) from None
+    commit = folder.name
+    return read_json_family(
+        folder / f"{stem}.json", family, folder / "Image" / stem, f"{repo}@{commit}/{stem}.json"
+    ), commit
+
+
+def load_family(source: str, family: str) -> tuple[list[Sample], dict[str, Any]]:
+    """Load and check one family; return the samples and where they came from, or raise DataError (every problem)."""
+    where: dict[str, Any]
+    if source == "hub" or source.startswith("hub:"):
+        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
+        read, commit = read_hub(repo, requested or None, family)
+        where = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": commit}
+        where["layout"] = "json"
+    elif source == "smoke":
+        _split, stem, _short = FAMILIES[family]
+        read, where = (
+            read_json_family(SMOKE_DIR / f"{stem}.json", family, SMOKE_DIR / "Image" / stem),
+            {"kind": "smoke"},
+        )
+        where["location"] = "smoke"
+    else:
+        root = Path(source).expanduser()
+        read, where = read_local(root, family), {"kind": "local", "location": str(root.resolve())}
+    samples = [s for s, _ in read if s is not None]
+    problems = [p for _, found in read for p in found]
+    seen: dict[str, str] = {}
+    for s in samples:
+        if s.id.casefold() in seen:
+            problems.append(
+                Problem(s.source, s.id, "id", f"duplicate id in family {family!r} (also {seen[s.id.casefold()]!r})")
+            )
+        seen.setdefault(s.id.casefold(), s.id)
+    if not problems and not samples:
+        problems.append(Problem(source, "-", "data", f"holds no items for family {family!r}"))
+    if problems:
+        raise DataError(problems)
+    return samples, where
+
+
+def image_sha256(sample: Sample) -> str:
+    """Return the hex SHA-256 of a sample's encoded image bytes as stored."""
+    ref = sample.image
+    return hashlib.sha256(ref.path.read_bytes() if ref.path else ref.data or b"").hexdigest()
+
+
+def identity_of(family: str, samples: Sequence[Sample], where: Mapping[str, Any]) -> str:
+    """Return the data identity (scheme hvcu-data/1, the toolkit's): source, counts, content fingerprint, as JSON."""
+    lines = []
+    for s in sorted(samples, key=lambda s: s.id):
+        levels = [
+            [lv.level, lv.question, [list(o) for o in lv.options], lv.answer]
+            for lv in sorted(s.levels, key=lambda lv: lv.level)
+        ]
+        lines.append(json.dumps([s.id, levels, image_sha256(s)], ensure_ascii=False, separators=(",", ":")))
+    aspects = {a: n for a in (*ASPECTS[family], UNKNOWN_ASPECT) if (n := sum(s.aspect == a for s in samples))}
+    identity = {"scheme": "hvcu-data/1", "family": family, **where, "samples": len(samples), "aspects": aspects}
+    identity["fingerprint"] = "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+    return json.dumps(identity, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def task_data(stub: Any) -> tuple[list[Sample], str]:
+    """Return a task's checked samples and data identity, or end the run (TaskLoadError) before any request."""
+    row = stub[0] if len(stub) else {}
+    if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
+        raise TaskLoadError(
+            "?",
+            "?",
+            [Problem("task stub", "-", "rows", f"expected one row with family and source, got {stub.column_names}")],
+        )
+    family, declared = str(row["family"]), str(row["source"])
+    source = resolve_source(declared, os.environ)
+    if source != declared:
+        log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, DATA_ENV, declared)
+    try:
+        with gc_paused():
+            samples, where = load_family(source, family)
+            return samples, identity_of(family, samples, where)
+    except DataError as exc:
+        raise TaskLoadError(family, source, exc.problems) from exc
+    except Exception as exc:  # anything else would be retried for a minute, then swallowed by lmms-eval (exit 0)
+        raise TaskLoadError(
+            family, source, [Problem(source, "-", "load", f"unexpected {type(exc).__name__}: {exc}")]
+        ) from exc
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a block (a load's many small objects make it walk lmms-eval's heap)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# ---- document tables ----
+
+
+def image_columns(sample: Sample) -> dict[str, Any]:
+    """Return a document's image columns: the file's path, or the encoded bytes of a parquet cell."""
+    if sample.image.path:
+        return {"image_path": str(sample.image.path), "image_bytes": None}
+    return {"image_path": None, "image_bytes": sample.image.data}
+
+
+def features(kind: str) -> Any:
+    """Return the column types of one document table: 'levels', 'chains', 'rotations' or 'gold-context'."""
+    import datasets
+
+    text, strings = datasets.Value("string"), datasets.Sequence(datasets.Value("string"))
+    head = {"sample_id": text, "family": text, "aspect": text}
+    tail = {"image_path": text, "image_bytes": datasets.Value("binary"), IDENTITY_KEY: text}
+    if kind in {"levels", "rotations"}:
+        body = {"level": datasets.Value("int32"), "question": text, "option_keys": strings, "option_texts": strings}
+        columns = {**head, **body, "answer": text, **tail}
+        return datasets.Features({**columns, ROTATION_KEY: datasets.Value("int32")} if kind == "rotations" else columns)
+    body = {"levels": datasets.Sequence(datasets.Value("int32")), "questions": strings}
+    body |= {"option_keys": datasets.Sequence(strings), "option_texts": datasets.Sequence(strings), "answers": strings}
+    columns = {**head, **body, **tail}
+    return datasets.Features({**columns, "level": datasets.Value("int32")} if kind == "gold-context" else columns)
+
+
+def document_table(rows: list[dict[str, Any]], kind: str, identity: str) -> Any:
+    """Build a `datasets.Dataset` straight from Arrow, fingerprinted by the data identity (not by hashing rows)."""
+    import datasets
+    import pyarrow as pa
+
+    columns = features(kind)
+    fingerprint = hashlib.blake2b(f"{kind}\0{identity}".encode(), digest_size=16).hexdigest()
+    table = pa.Table.from_pylist(rows, schema=columns.arrow_schema)
+    return datasets.Dataset(table, info=datasets.DatasetInfo(features=columns), fingerprint=fingerprint)
+
+
+def level_rows(samples: Iterable[Sample], identity: str) -> Iterator[dict[str, Any]]:
+    """Yield one base-setting document per (sample, level), sample-major."""
+    for s in samples:
+        for lv in s.levels:
+            yield {
+                "sample_id": s.id,
+                "family": s.family,
+                "aspect": s.aspect,
+                "level": lv.level,
+                "question": lv.question,
+                "option_keys": [k for k, _ in lv.options],
+                "option_texts": [t for _, t in lv.options],
+                "answer": lv.answer,
+                **image_columns(s),
+                IDENTITY_KEY: identity,
+            }
+
+
+def sample_rows(samples: Iterable[Sample], identity: str) -> Iterator[dict[str, Any]]:
+    """Yield one context-setting document per sample, its three levels side by side."""
+    for s in samples:
+        yield {
+            "sample_id": s.id,
+            "family": s.family,
+            "aspect": s.aspect,
+            "levels": [lv.level for lv in s.levels],
+            "questions": [lv.question for lv in s.levels],
+            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
+            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
+            "answers": [lv.answer for lv in s.levels],
+            **image_columns(s),
+            IDENTITY_KEY: identity,
+        }
+
+
+# ---- images ----
+
+_IMAGES: OrderedDict[tuple, Any] = OrderedDict()
+"""The last few decoded RGB images, by their file (path, size, mtime) or bytes digest: a chain decodes once."""
+_IMAGES_KEPT = 32
+_IMAGES_LOCK = threading.Lock()
+
+
+def document_image(doc: Mapping[str, Any]) -> Any:
+    """Return a document's image as RGB (a private copy: backends may edit it), or raise ValueError naming it."""
+    from PIL import Image
+
+    path, data = doc.get("image_path"), doc.get("image_bytes")
+    label = f"sample {doc.get('family', '?')}/{doc.get('sample_id', '?')}"
+    try:
+        key = (path, os.stat(path).st_mtime_ns, os.stat(path).st_size) if path else (hashlib.sha256(data).digest(),)
+        with _IMAGES_LOCK:
+            image = _IMAGES.get(key)
+        if image is None:
+            with Image.open(path or io.BytesIO(data)) as opened:
+                image = opened.convert("RGB") if opened.mode != "RGB" else opened.copy()
+            with _IMAGES_LOCK:
+                _IMAGES[key] = image
+                while len(_IMAGES) > _IMAGES_KEPT:
+                    _IMAGES.popitem(last=False)
+    except Exception as exc:  # a missing file, no image at all, or bytes PIL cannot decode
+        where = path or f"<{len(data or b'')} image bytes>"
+        raise ValueError(f"HVCU-Bench {label}: image {where}: {type(exc).__name__}: {exc}") from None
+    return image.copy()
+
+
+# ---- base setting ----
+
+
+def options_of(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Return a level document's options as (key, text) pairs."""
+    return tuple(zip(doc["option_keys"], doc["option_texts"], strict=True))
+
+
+def process_docs(stub: Any) -> Any:
+    """Replace a base task's one-row stub with that family's level documents."""
+    samples, identity = task_data(stub)
+    return document_table(list(level_rows(samples, identity)), "levels", identity)
+
+
+def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return the protocol's user text for one level document."""
+    return level_text(doc["question"], options_of(doc))
+
+
+def doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
+    """Return the document's image (RGB) in a list."""
+    return [document_image(doc)]
+
+
+def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> list[dict]:
+    """Return the base-setting chat: the authors' system prompt, then user [text, image]."""
+    return base_messages(doc_to_text(doc), document_image(doc))
+
+
+def failed_reply(reply: object) -> bool:
+    """Whether a reply is no answer at all: not text, empty, or lmms-eval's failed-request marker."""
+    return not isinstance(reply, str) or not reply.strip() or reply.startswith(FAILED_REQUEST_MARKER)
+
+
+def score_reply(
+    doc: Mapping[str, Any], level: int, options: Sequence[tuple[str, str]], gold: str, reply: object
+) -> Outcome:
+    """Parse one reply with both rules and score it (no reply: wrong under both, and marked failed)."""
+    text = reply if isinstance(reply, str) else ""
+    failed = failed_reply(reply)
+    identity = doc.get(IDENTITY_KEY)
+    return Outcome(
+        sample_id=str(doc["sample_id"]),
+        family=str(doc["family"]),
+        aspect=str(doc["aspect"]),
+        level=int(level),
+        gold=str(gold),
+        pred=None if failed else parse_choice(text, dict(options)),
+        response=text,
+        pred_official=None if failed else parse_official(text),
+        failed=failed,
+        data=json.loads(identity).get("fingerprint") if identity else None,
+    )
+
+
+class SharedOutcomes(Mapping[str, Any]):
+    """One document's outcome records under a metric other than acc_full (a sample log shows them once, there)."""
+
+    __slots__ = ("outcomes",)
+
+    def __init__(self, outcomes: list[dict[str, Any]]) -> None:
+        self.outcomes = outcomes
+
+    def __getitem__(self, key: str) -> list[dict[str, Any]]:
+        if key != "outcomes":
+            raise KeyError(key)
+        return self.outcomes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("outcomes",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __reduce__(self) -> tuple[type, tuple[list[dict[str, Any]]]]:
+        return SharedOutcomes, (self.outcomes,)
+
+    def __str__(self) -> str:
+        return SEE_FULL
+
+
+def record_of(outcome: Outcome) -> dict[str, Any]:
+    """Return the compact record of one scored level (no raw reply: lmms-eval keeps it)."""
+    record = outcome.to_dict()
+    record["failed"] = outcome.failed or failed_reply(record.pop("response"))
+    return record
+
+
+def payloads(
+    doc: Mapping[str, Any], records: list[dict[str, Any]], entry: Mapping[str, Any], names: Iterable[str]
+) -> dict:
+    """Return process_results' value: the records under every metric; acc_full also logs `entry` and the identity."""
+    shared = SharedOutcomes(records)
+    result: dict[str, Mapping[str, Any]] = {name: shared for name in names}
+    identity = doc.get(IDENTITY_KEY)
+    result["acc_full"] = {"outcomes": records, **entry, IDENTITY_KEY: json.loads(identity) if identity else {}}
+    return result
+
+
+def family_payloads(doc: Mapping[str, Any], outcomes: Sequence[Outcome], entry: Mapping[str, Any]) -> dict:
+    """Return the payloads of a family task (every metric of the document's family)."""
+    return payloads(doc, [record_of(o) for o in outcomes], entry, metric_names(ASPECTS[str(doc["family"])]))
+
+
+def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
+    """Score a base-setting document; the acc_full entry also logs the question."""
+    outcome = score_reply(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
+    return family_payloads(doc, [outcome], {"question": doc_to_text(doc)})
+
+
+# ---- aggregations ----
+
+_SCORED: OrderedDict[bytes, dict[str, float | int]] = OrderedDict()
+"""The metrics of the last few distinct sets of records: lmms-eval aggregates a task's metrics one by one."""
+_SCORED_LOCK = threading.Lock()
+
+
+def records_of(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """Return every payload's records, refusing anything else (e.g. a sample log's SEE_FULL text)."""
+    records = []
+    for index, item in enumerate(items):
+        found = item.get("outcomes") if isinstance(item, Mapping) else None
+        if not isinstance(found, list):
+            raise ValueError(f"HVCU-Bench aggregation: item {index} is {item!r:.60}, not an outcome payload")
+        records.extend(found)
+    return records
+
+
+def scored_once(kind: str, records: list[dict[str, Any]], score: Callable[[list[dict]], Mapping[str, Any]]) -> dict:
+    """Return `score(records)`, computed once per distinct (kind, records) among the last few."""
+    key = kind.encode() + b"\0" + pickle.dumps(records, protocol=5)
+    with _SCORED_LOCK:
+        scored = _SCORED.get(key)
+    if scored is None:
+        scored = dict(score(records))
+        with _SCORED_LOCK:
+            _SCORED[key] = scored
+            while len(_SCORED) > 4:
+                _SCORED.popitem(last=False)
+    return dict(scored)
+
+
+ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
+
+
+def task_metrics(items: Sequence[Any]) -> dict[str, float | int]:
+    """Return every metric of one family task's payloads."""
+    return scored_once(
+        "levels", records_of(items), lambda rs: family_metrics([Outcome.from_dict(r) for r in rs], ALL_ASPECTS)
+    )
+
+
+def rotated(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
+    """Return (rotation, outcome) per record, refusing a record that names no rotation."""
+    out = []
+    for index, record in enumerate(records):
+        rotation = record.get(ROTATION_KEY)
+        if isinstance(rotation, bool) or not isinstance(rotation, int):
+            raise ValueError(f"HVCU-Bench circular aggregation: record {index} has no integer {ROTATION_KEY!r}")
+        out.append((rotation, Outcome.from_dict(dict(record))))
+    return out
+
+
+def circular_task_metrics(items: Sequence[Any]) -> dict[str, float | int]:
+    """Return every circular metric of one task's payloads (a level counts only when all its rotations are right)."""
+    return scored_once("rotations", records_of(items), lambda rs: score_circular(rotated(rs)).as_metrics())
+
+
+def warn_counts(name: str, n: int, kind: str) -> None:
+    """Warn about levels without a usable reply or samples missing a level (as the package does)."""
+    if n and name == "n_failed_requests":
+        log.warning("HVCU-Bench%s: %d request(s) got no usable reply and are scored as wrong answers", kind, n)
+    elif n and name == "n_incomplete":
+        log.warning(
+            "HVCU-Bench%s: %d sample(s) lack a level (e.g. --limit); full-chain metrics leave them out", kind, n
+        )
+
+
+def aggregation(name: str, metrics: Callable[[Sequence[Any]], Mapping[str, float | int]], kind: str = "") -> Callable:
+    """Make the lmms-eval aggregation of one named metric: the task's scores (computed once), that number."""
+
+    def aggregate(items: Sequence[Any]) -> float | int | None:
+        """Aggregate per-document payloads into one metric value."""
+        if name == "n_failed_requests":
+            value = sum(bool(r.get("failed")) for r in records_of(items))
+        else:
+            value = metrics(items)[name]
+        warn_counts(name, int(value) if name.startswith("n_") else 0, kind)
+        return value
+
+    return aggregate
+
+
+def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
+    """lmms-eval group aggregation: the paper's Overall Score (unweighted mean, 2 decimals; NaN if any is NaN)."""
+    if weight_by_size:
+        raise ValueError("the Overall Score is an unweighted mean; set weight_by_size: false")
+    return overall_score(list(metrics))
+
+
+# ---- context setting ----
+
+
+class UnsupportedBackend(RuntimeError):
+    """Raised when the chosen lmms-eval model cannot run the context setting's multi-turn chats here."""
+
+
+WRAP = "--model hvcu_context --model_args inner=<model>,... (hvcu-toolkit's wrapper)"
+
+
+def toolkit_record(backend: str) -> tuple[bool, Any]:
+    """Return (whether hvcu-toolkit's route hook is installed, its record of `backend`), read through lmms-eval."""
+    from lmms_eval.models.registry_v2 import ModelRegistryV2
+
+    record = getattr(ModelRegistryV2.get_model_class, "_hvcu_resolved", None)
+    return record is not None, record.get(backend) if isinstance(record, Mapping) else None
+
+
+def require_native(kwargs: Mapping[str, Any] | None) -> None:
+    """Raise UnsupportedBackend unless the running model can hold the multi-turn chats (never a silent wrong run)."""
+    kwargs = kwargs or {}
+    mode, backend = kwargs.get("multi_round"), kwargs.get("backend")
+    if mode not in {"native", "routed"}:
+        raise UnsupportedBackend(
+            "the HVCU-Bench context settings need a model that holds multi-turn chats; this backend does not. "
+            f"Use --model vllm, or with hvcu-toolkit installed {WRAP}"
+        )
+    hooked, found = toolkit_record(str(backend))
+    if found is not None and getattr(found, "simple", False):
+        raise UnsupportedBackend(
+            f"lmms-eval resolved --model {backend} to its simple (text-prompt) class (--force_simple), which would get "
+            "only the level's text, without the earlier turns; drop --force_simple"
+        )
+    if mode != "routed":
+        return
+    if not hooked:
+        raise UnsupportedBackend(
+            f"the HVCU-Bench context setting runs {backend}'s rounds through hvcu-toolkit's round driver, and "
+            "hvcu-toolkit is not installed (an exported task folder has no round driver of its own). Install it "
+            "(pip install hvcu-toolkit), or use --model vllm, which runs the rounds itself"
+        )
+    if found is None or not getattr(found, "routed", False):
+        why = getattr(found, "why", "") or f"{backend} was not built through lmms-eval's model registry"
+        raise UnsupportedBackend(f"hvcu-toolkit's round driver is not active for {backend}: {why}. Wrap it: {WRAP}")
+
+
+def context_process_docs(stub: Any) -> Any:
+    """Replace a context task's stub with that family's sample documents (one per chain)."""
+    samples, identity = task_data(stub)
+    return document_table(list(sample_rows(samples, identity)), "chains", identity)
+
+
+def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
+    """Return the options of the document's level at position `index`."""
+    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
+
+
+def level_texts(doc: Mapping[str, Any]) -> list[str]:
+    """Return the user text of each level of a chain document."""
+    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
+
+
+def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
+    """Return the assistant turns of the levels answered: our parse of the reply, else its words, else '(no answer)'."""
+    texts = [reply if isinstance(reply, str) else "" for reply in replies]
+    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
+
+
+def context_doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return level 1's text (lmms-eval's request context), after checking the backend can run the rounds."""
+    require_native(lmms_eval_specific_kwargs)
+    return level_texts(doc)[0]
+
+
+def context_doc_to_messages(
+    doc: Mapping[str, Any],
+    lmms_eval_specific_kwargs: Mapping[str, Any] | None = None,
+    round_idx: int | None = None,
+    previous_output: Sequence[str] | None = None,
+    previous_round_info: Any = None,
+) -> Any:
+    """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
+    replies = list(previous_output or [])
+    if not round_idx:
+        return context_messages(level_texts(doc), [], document_image(doc))
+    if len(replies) != round_idx:
+        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
+    if round_idx >= len(doc["questions"]):
+        return None, True, replies, previous_round_info
+    return (
+        context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc)),
+        False,
+        replies,
+        previous_round_info,
+    )
+
+
+def context_process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Mapping[str, Any]]:
+    """Score a chain; the acc_full entry logs questions, raw replies, parsed letters and verdicts (both rules)."""
+    replies = list(results[0]) if results and isinstance(results[0], (list, tuple)) else list(results)
+    n = len(doc["questions"])
+    replies = replies[:n] + [None] * (n - len(replies))
+    outcomes = [
+        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], r) for i, r in enumerate(replies)
+    ]
+    entry = {
+        "sample_id": doc["sample_id"],
+        "questions": level_texts(doc),
+        "replies": [r if isinstance(r, str) else None for r in replies],
+        "parsed": [o.pred for o in outcomes],
+        "gold": list(doc["answers"]),
+        "chain_correct": all(o.correct for o in outcomes),
+        "parsed_official": [o.pred_official for o in outcomes],
+        "chain_correct_official": all(o.correct_official for o in outcomes),
+    }
+    return family_payloads(doc, outcomes, entry)
+
+
+# ---- blind, circular and gold-context settings ----
+
+
+def blind_doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
+    """Return no visual: the blind setting never sends the image."""
+    return []
+
+
+def blind_doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> list:
+    """Return the blind chat: the base setting's system prompt and text, no image."""
+    system = {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]}
+    return [system, {"role": "user", "content": [{"type": "text", "text": doc_to_text(doc)}]}]
+
+
+def circular_process_docs(stub: Any) -> Any:
+    """Replace a circular task's stub with four rotations of every level's option texts (keys A-D in place)."""
+    samples, identity = task_data(stub)
+    rows = []
+    for row in level_rows(samples, identity):
+        keys, texts = row["option_keys"], row["option_texts"]
+        gold = keys.index(row["answer"])
+        for rotation in range(ROTATIONS):
+            shown = [texts[(i + rotation) % len(keys)] for i in range(len(keys))]
+            answer = keys[(gold - rotation) % len(keys)]
+            rows.append({**row, "option_texts": shown, "answer": answer, ROTATION_KEY: rotation})
+    return document_table(rows, "rotations", identity)
+
+
+def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
+    """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
+    outcome = score_reply(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
+    records = [{**record_of(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}]
+    entry = {"question": doc_to_text(doc), ROTATION_KEY: int(doc[ROTATION_KEY])}
+    return payloads(doc, records, entry, circular_metric_names())
+
+
+def gold_process_docs(stub: Any) -> Any:
+    """Replace a gold-context task's stub with one document per (sample, level)."""
+    samples, identity = task_data(stub)
+    rows = [{**row, "level": level} for row in sample_rows(samples, identity) for level in row["levels"]]
+    return document_table(rows, "gold-context", identity)
+
+
+def gold_index(doc: Mapping[str, Any]) -> int:
+    """Return the position of the asked level among the sample's levels."""
+    return list(doc["levels"]).index(int(doc["level"]))
+
+
+def gold_doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
+    """Return the asked level's text, after checking the backend takes multi-turn chats."""
+    require_native(lmms_eval_specific_kwargs)
+    return level_texts(doc)[gold_index(doc)]
+
+
+def gold_doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> list:
+    """Return the context chat for the asked level with the GOLD letters as the earlier assistant turns."""
+    k = gold_index(doc)
+    return context_messages(level_texts(doc), list(doc["answers"][:k]), document_image(doc))
+
+
+def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
+    """Score one level asked after gold answers; the acc_full entry logs it in the context setting's list form."""
+    k = gold_index(doc)
+    reply = results[0] if results else None
+    outcome = score_reply(doc, int(doc["level"]), level_options(doc, k), doc["answers"][k], reply)
+    entry = {
+        "sample_id": doc["sample_id"],
+        "questions": [level_texts(doc)[k]],
+        "replies": [reply if isinstance(reply, str) else None],
+        "parsed": [outcome.pred],
+        "gold": [doc["answers"][k]],
+        "shown_answers": list(doc["answers"][:k]),
+    }
+    return family_payloads(doc, [outcome], entry)
+
+
+# ---- the names the YAMLs reference ----
+
+_NAMED = (
+    process_docs,
+    doc_to_text,
+    doc_to_visual,
+    doc_to_messages,
+    process_results,
+    overall_score_group,
+    context_process_docs,
+    context_doc_to_text,
+    context_doc_to_messages,
+    context_process_results,
+    blind_doc_to_visual,
+    blind_doc_to_messages,
+    circular_process_docs,
+    circular_process_results,
+    gold_process_docs,
+    gold_doc_to_text,
+    gold_doc_to_messages,
+    gold_process_results,
+)
+HOOKS: dict[str, Callable] = {
+    **{f.__name__: f for f in _NAMED},
+    **{f"agg_{name}": aggregation(name, task_metrics) for name in metric_names(ALL_ASPECTS)},
+    **{
+        f"agg_circular_{name}": aggregation(name, circular_task_metrics, " circular")
+        for name in circular_metric_names()
+    },
+}
+"""`!function utils.<name>` -> hook; the aggregations' names come from the core (`metrics.metric_names`)."""
