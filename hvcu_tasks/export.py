@@ -35,6 +35,9 @@ HOOKS_TEMPLATE: Path = PACKAGE_DIR / "lmms" / "export_hooks.py"
 LIB = "hvcu_lib"
 """The exported folder's code folder (export_utils.LIB)."""
 CORE = f"{PACKAGE}.core"
+SETTINGS = f"{PACKAGE}.settings"
+"""The one module besides the core the export ships (hvcu_lib/settings.py): the HVCU_* environment, read once."""
+SETTINGS_FILE: Path = PACKAGE_DIR / "settings.py"
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")
 """Files of the task folder that go into the export as they are (YAMLs, YAML fragments, data stubs)."""
 LIB_INIT = '"""HVCU-Bench code of an exported task folder: hooks.py and the toolkit\'s pure core (core/)."""\n'
@@ -60,11 +63,17 @@ def label(path: Path) -> str:
         return str(path)
 
 
-def relative_core_imports(path: Path, depth: int) -> bytes:
-    """Return a module's source with `from hvcu_tasks.core[.x] import ...` made relative to its place in hvcu_lib/.
+def _shipped(module: str, depth: int) -> bool:
+    """Whether a package module is part of the export, seen from a copy `depth` below the core's folder."""
+    return (module + ".").startswith(CORE + ".") or (module == SETTINGS and depth < 0)
 
-    `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py, -1 for hvcu_lib/hooks.py.
-    Only the module name of those statements changes; any other import of the package is an ExportError.
+
+def relative_core_imports(path: Path, depth: int) -> bytes:
+    """Return a module's source with `from hvcu_tasks.core[.x]|settings import ...` made relative to hvcu_lib/.
+
+    `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py, -1 for hvcu_lib/hooks.py
+    (the only one that may import the settings, copied to hvcu_lib/settings.py). Only the module name of those
+    statements changes; any other import of the package is an ExportError.
     """
     source = path.read_bytes()
     lines = source.decode("utf-8").splitlines(keepends=True)
@@ -74,16 +83,19 @@ def relative_core_imports(path: Path, depth: int) -> bytes:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             names = [node.module or ""]
-        outside = [n for n in names if n.split(".")[0] == PACKAGE and not (n + ".").startswith(CORE + ".")]
+        outside = [n for n in names if n.split(".")[0] == PACKAGE and not _shipped(n, depth)]
         if outside or (isinstance(node, ast.Import) and any(n.split(".")[0] == PACKAGE for n in names)):
             raise ExportError(
                 f"{label(path)}:{node.lineno}: imports {names[0]}; an exported module may import only {CORE} "
                 "(as `from ... import`), the standard library and lmms-eval's dependencies"
             )
-        if not isinstance(node, ast.ImportFrom) or not (names[0] + ".").startswith(CORE + "."):
+        if not isinstance(node, ast.ImportFrom) or not _shipped(names[0], depth):
             continue
-        rest = names[0][len(CORE) :].lstrip(".")
-        target = ("." if depth == 0 else ".core" + ("." if rest else "")) + rest
+        if names[0] == SETTINGS:
+            target = ".settings"
+        else:
+            rest = names[0][len(CORE) :].lstrip(".")
+            target = ("." if depth == 0 else ".core" + ("." if rest else "")) + rest
         line = lines[node.lineno - 1]
         found = re.compile(r"\bfrom\s+" + re.escape(names[0]) + r"\s+import\b").search(line, node.col_offset)
         if found is None:
@@ -102,9 +114,10 @@ def check_relative(text: str, path: Path) -> None:
 
 
 def code_files() -> dict[str, bytes]:
-    """Return the exported code: utils.py, hvcu_lib/hooks.py and a copy of every core module."""
+    """Return the exported code: utils.py, hvcu_lib/hooks.py, the settings and a copy of every core module."""
     files = {"utils.py": UTILS_TEMPLATE.read_bytes(), f"{LIB}/__init__.py": LIB_INIT.encode("utf-8")}
     files[f"{LIB}/hooks.py"] = relative_core_imports(HOOKS_TEMPLATE, -1)
+    files[f"{LIB}/settings.py"] = relative_core_imports(SETTINGS_FILE, -1)
     for path in sorted(CORE_DIR.glob("*.py")):
         files[f"{LIB}/core/{path.name}"] = relative_core_imports(path, 0)
     return files

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from lmms_eval.utils import handle_non_serializable
 
-from hvcu_tasks.core import metrics
-from hvcu_tasks.lmms import aggregate as aggregations
-from hvcu_tasks.lmms import context, hooks, payloads
+from hvcu_tasks.core import aggregate as aggregations
+from hvcu_tasks.core import metrics, payloads
+from hvcu_tasks.lmms import context, hooks
 from hvcu_tasks.results.chains import chains_of_file
 
 OPTIONS = ("A", "B", "C", "D")

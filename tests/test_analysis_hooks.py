@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 from test_context import CONTEXT_PREFIX, L1, L2, L3, SYSTEM_PROMPT
 
+from hvcu_tasks.core import aggregate
 from hvcu_tasks.lmms import analysis_tasks as analysis
 from hvcu_tasks.lmms import context, hooks
 
@@ -131,7 +132,7 @@ def test_circular_results_carry_the_rotation_for_the_aggregation() -> None:
 def test_a_record_without_a_rotation_is_refused_by_name() -> None:
     entry = hooks.process_results(doc("base", "metaphor_001", 1), ["B"])["acc_full"]
     with pytest.raises(ValueError, match="implication/metaphor_001 L1.*no integer 'rotation'"):
-        analysis.circular_task_metrics([entry])
+        aggregate.circular_task_metrics([entry])
 
 
 # --- gold context --------------------------------------------------------------------------------------------

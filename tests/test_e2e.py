@@ -14,8 +14,8 @@ from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_
 
 from hvcu_tasks.cli import score_files
 from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.payloads import family_metric_names
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.lmms.payloads import family_metric_names
 
 pytestmark = pytest.mark.slow
 TASK_OF = {family: f"hvcu_bench_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}

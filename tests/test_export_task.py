@@ -99,7 +99,10 @@ def test_the_core_is_copied_file_for_file_with_only_its_imports_made_relative(ex
         assert back == (core / Path(rel).name).read_text(encoding="utf-8"), rel
     hooks = python_files(exported)["hvcu_lib/hooks.py"]
     template = REPO / "hvcu_tasks" / "lmms" / "export_hooks.py"
-    assert hooks.replace("from .core", "from hvcu_tasks.core") == template.read_text(encoding="utf-8")
+    back = hooks.replace("from .core", "from hvcu_tasks.core").replace("from .settings", "from hvcu_tasks.settings")
+    assert back == template.read_text(encoding="utf-8")
+    settings = python_files(exported)["hvcu_lib/settings.py"]
+    assert settings == (REPO / "hvcu_tasks" / "settings.py").read_text(encoding="utf-8")  # the one place HVCU_* is read
     assert python_files(exported)["utils.py"] == (REPO / "hvcu_tasks" / "lmms" / "export_utils.py").read_text()
 
 
@@ -180,7 +183,8 @@ def test_two_exports_and_the_installed_package_do_not_clash(exported: Path, tmp_
 def test_folder_holds_the_yamls_the_smoke_sample_and_the_code(exported: Path) -> None:
     files = {str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     core = {f"hvcu_lib/core/{p.name}" for p in (REPO / "hvcu_tasks" / "core").glob("*.py")}
-    assert {f for f in files if f.endswith(".py")} == {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py"} | core
+    code = {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py", "hvcu_lib/settings.py"}
+    assert {f for f in files if f.endswith(".py")} == code | core
     for name in (
         "hvcu_bench.yaml",
         "hvcu_bench_context.yaml",
@@ -352,7 +356,7 @@ def test_payloads_unpickle_in_another_process_that_loaded_the_same_folder(export
     cmd = [sys.executable, "-c", UNPICKLE, str(exported / "utils.py")]
     done = subprocess.run(cmd, input=blob, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert done.stdout.decode().split() == ["hooks", "SharedOutcomes", "D"]
+    assert done.stdout.decode().split() == ["payloads", "SharedOutcomes", "D"]
 
 
 def test_a_folder_that_is_not_empty_is_refused(tmp_path: Path, capsys) -> None:
@@ -589,6 +593,7 @@ def test_a_missing_image_and_a_duplicate_id_are_each_one_line(exported: Path, wr
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> None:
+    from hvcu_tasks.core import aggregate
     from hvcu_tasks.lmms import analysis_tasks as analysis
     from hvcu_tasks.lmms import hooks
 
@@ -615,7 +620,7 @@ def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> 
     ours = [utils.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(rotated)]
     theirs = [analysis.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(package_rotated)]
     names = [n.removeprefix("agg_circular_") for n in dir(utils) if n.startswith("agg_circular_")]
-    assert sorted(names) == sorted(analysis.CIRCULAR_AGGREGATIONS)
+    assert sorted(names) == sorted(aggregate.CIRCULAR_AGGREGATIONS)
     for name in names:
-        mine, package = getattr(utils, f"agg_circular_{name}")(ours), analysis.CIRCULAR_AGGREGATIONS[name](theirs)
+        mine, package = getattr(utils, f"agg_circular_{name}")(ours), aggregate.CIRCULAR_AGGREGATIONS[name](theirs)
         assert mine == package or (mine != mine and package != package), name  # NaN (NA) equals NaN here

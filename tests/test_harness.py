@@ -11,10 +11,11 @@ from conftest import item
 from lmms_eval.protocol import ChatMessages
 
 from hvcu_tasks import settings
+from hvcu_tasks.core import aggregate, payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 from hvcu_tasks.core.schema import TaskLoadError
 from hvcu_tasks.data import sources
-from hvcu_tasks.lmms import aggregate, context, documents, hooks, payloads
+from hvcu_tasks.lmms import context, documents, hooks
 
 
 def stub(family: str, source: str) -> datasets.Dataset:

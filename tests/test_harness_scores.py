@@ -14,7 +14,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hvcu_tasks.lmms import aggregate, context, hooks
+from hvcu_tasks.core import aggregate
+from hvcu_tasks.lmms import context, hooks
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
 MIX: dict[tuple[str, str], tuple[str, str, str]] = {

@@ -15,10 +15,11 @@ import datasets
 import pytest
 from conftest import report_metrics, run_lmms_eval
 
+from hvcu_tasks.core import aggregate, payloads
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome, overall_score
 from hvcu_tasks.core.prompts import NO_ANSWER
-from hvcu_tasks.lmms import aggregate, context, hooks, payloads
+from hvcu_tasks.lmms import context, hooks
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
 

@@ -25,8 +25,6 @@ from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
 
 SCHEME = "hvcu-data/1"
-IDENTITY_METRIC = "data_identity"
-"""The key that carries the identity in each document and in the acc_full entry of every sample-log line."""
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
 

@@ -18,16 +18,15 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.metrics import ROTATIONS, Outcome, circular_metric_names, score_circular, table_metric_names
+from hvcu_tasks.core.metrics import ROTATIONS
+from hvcu_tasks.core.payloads import ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
-from hvcu_tasks.core.scoring import outcome_payload, score_reply
-from hvcu_tasks.data import provenance
-from hvcu_tasks.lmms import aggregate, context, documents, hooks, payloads
+from hvcu_tasks.core.scoring import score_reply
+from hvcu_tasks.lmms import context, documents, hooks
 
 log = logging.getLogger("hvcu_tasks")
 
-ROTATION_KEY = "rotation"
 """Field of a circular document and of its outcome records: which rotation of the options it asked (0-3)."""
 
 # --- blind ---------------------------------------------------------------------------------------------------
@@ -98,76 +97,11 @@ def circular_process_docs(stub) -> Any:
         return circular_dataset(*documents.task_data(stub))
 
 
-def circular_payloads(doc: Mapping[str, Any], outcome: Outcome, question: str) -> dict[str, Mapping[str, Any]]:
-    """Return process_results' value for one rotated question: its record (with the rotation) under every metric."""
-    record = {**outcome_payload(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}
-    records = [record]
-    shared = payloads.SharedOutcomes(records)
-    result: dict[str, Mapping[str, Any]] = {name: shared for name in table_metric_names(circular_metric_names())}
-    result["acc_full"] = {
-        "outcomes": records,
-        "question": question,
-        ROTATION_KEY: int(doc[ROTATION_KEY]),
-        provenance.IDENTITY_METRIC: documents.doc_identity(doc),
-    }
-    return result
-
-
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
     outcome = hooks.outcome_of(doc, results[0] if results else None)
-    return circular_payloads(doc, outcome, hooks.doc_to_text(doc))
+    return rotation_payloads(outcome, int(doc[ROTATION_KEY]), hooks.doc_to_text(doc), documents.doc_identity(doc))
 
-
-def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
-    """Return (rotation, outcome) per record, refusing a record that names no rotation."""
-    out = []
-    for index, record in enumerate(records):
-        rotation = record.get(ROTATION_KEY)
-        if isinstance(rotation, bool) or not isinstance(rotation, int):
-            raise ValueError(
-                f"HVCU-Bench circular aggregation: record {index} ({record.get('family')}/{record.get('sample_id')} "
-                f"L{record.get('level')}) has no integer '{ROTATION_KEY}'; it is not a circular-task outcome"
-            )
-        out.append((rotation, Outcome.from_dict(dict(record))))
-    return out
-
-
-def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
-    """Return every circular metric of one task's payloads (all ranks' records), scored once per distinct set."""
-    return aggregate.scored_once(
-        "rotations", payloads.flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
-    )
-
-
-def _circular_metric(name: str) -> aggregate.Aggregation:
-    """Make the lmms-eval aggregation of one circular metric."""
-
-    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
-        """Aggregate rotated-question payloads into one circular metric value."""
-        return circular_task_metrics(items)[name]
-
-    return aggregate
-
-
-def circular_incomplete(items: Sequence[Mapping[str, Any]]) -> int:
-    """Count samples lacking a rotation of some level (e.g. --limit), warning that circular verdicts leave them out."""
-    n = int(circular_task_metrics(items)["n_incomplete"])
-    if n:
-        log.warning(
-            "HVCU-Bench circular: %d sample(s) lack a rotation of one of their levels (e.g. --limit); such a level "
-            "is left out of the circular accuracy and the sample out of acc_full",
-            n,
-        )
-    return n
-
-
-CIRCULAR_AGGREGATIONS: dict[str, aggregate.Aggregation] = {
-    name: {"n_incomplete": circular_incomplete, "n_failed_requests": aggregate.failed_requests}.get(name)
-    or _circular_metric(name)
-    for name in circular_metric_names()
-}
-"""One aggregation per metric a circular family task reports (names from `metrics.circular_metric_names`)."""
 
 # --- gold context --------------------------------------------------------------------------------------------
 
@@ -226,4 +160,4 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
         "gold": [doc["answers"][k]],
         "shown_answers": list(doc["answers"][:k]),
     }
-    return payloads.payloads(str(doc["family"]), [outcome], entry, doc)
+    return payloads(str(doc["family"]), [outcome], entry, documents.doc_identity(doc))

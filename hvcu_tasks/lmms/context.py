@@ -17,13 +17,12 @@ from typing import Any
 from hvcu_tasks import settings
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.parsing import parse_choice
+from hvcu_tasks.core.payloads import IDENTITY_KEY, payloads
 from hvcu_tasks.core.prompts import context_answer, context_messages, level_text
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.data import provenance
-from hvcu_tasks.lmms.documents import document_table, gc_paused, image_cell, task_data
+from hvcu_tasks.lmms.documents import doc_identity, document_table, gc_paused, image_cell, task_data
 from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image
-from hvcu_tasks.lmms.payloads import payloads
 
 NATIVE_KEY = "multi_round"
 """Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
@@ -51,7 +50,7 @@ def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[
             "option_texts": [[t for _, t in lv.options] for lv in s.levels],
             "answers": [lv.answer for lv in s.levels],
             **image_cell(s),
-            provenance.IDENTITY_METRIC: identity,
+            IDENTITY_KEY: identity,
         }
 
 
@@ -71,7 +70,7 @@ def sample_features() -> dict[str, Any]:
         "answers": strings,
         "image_path": datasets.Value("string"),
         "image_bytes": datasets.Value("binary"),
-        provenance.IDENTITY_METRIC: datasets.Value("string"),
+        IDENTITY_KEY: datasets.Value("string"),
     }
 
 
@@ -215,4 +214,4 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "parsed_official": [o.pred_official for o in outcomes],
         "chain_correct_official": len(outcomes) == len(doc["questions"]) and all(o.correct_official for o in outcomes),
     }
-    return payloads(str(doc["family"]), outcomes, entry, doc)
+    return payloads(str(doc["family"]), outcomes, entry, doc_identity(doc))

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import settings
+from hvcu_tasks.core.payloads import IDENTITY_KEY
 from hvcu_tasks.core.schema import DataError, Problem, Sample, TaskLoadError
 from hvcu_tasks.data import provenance
 from hvcu_tasks.data.sources import resolve_source
@@ -43,7 +44,7 @@ def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[s
                 "option_texts": [t for _, t in lv.options],
                 "answer": lv.answer,
                 **image,
-                provenance.IDENTITY_METRIC: identity,
+                IDENTITY_KEY: identity,
             }
 
 
@@ -62,7 +63,7 @@ def level_features() -> dict[str, Any]:
         "answer": datasets.Value("string"),
         "image_path": datasets.Value("string"),
         "image_bytes": datasets.Value("binary"),
-        provenance.IDENTITY_METRIC: datasets.Value("string"),
+        IDENTITY_KEY: datasets.Value("string"),
     }
 
 
@@ -91,15 +92,15 @@ def document_table(rows: list[dict[str, Any]], features: Any, kind: str, identit
 
 def doc_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Return the data identity a document carries ({} for a document built without one)."""
-    text = doc.get(provenance.IDENTITY_METRIC)
+    text = doc.get(IDENTITY_KEY)
     return provenance.decode(text) if text else {}
 
 
 def dataset_identity(docs: Any) -> dict[str, Any]:
     """Return the data identity of a task's document table ({} when it carries none, e.g. another task's)."""
-    if docs is None or provenance.IDENTITY_METRIC not in getattr(docs, "column_names", ()) or not len(docs):
+    if docs is None or IDENTITY_KEY not in getattr(docs, "column_names", ()) or not len(docs):
         return {}
-    identities = set(docs.select_columns([provenance.IDENTITY_METRIC])[provenance.IDENTITY_METRIC])
+    identities = set(docs.select_columns([IDENTITY_KEY])[IDENTITY_KEY])
     if len(identities) > 1:  # one task reads one load; several would be a bug worth seeing in the file
         return {"error": "documents of one task carry different data identities"}
     return provenance.decode(identities.pop()) if identities and next(iter(identities)) else {}

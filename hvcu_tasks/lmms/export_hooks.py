@@ -20,55 +20,38 @@ import io
 import json
 import logging
 import os
-import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT, aspect_from_text
-from hvcu_tasks.core.metrics import (
-    ROTATIONS,
-    Outcome,
-    circular_metric_names,
-    family_metrics,
-    metric_names,
-    overall_score,
-    score_circular,
-)
-from hvcu_tasks.core.official_parsing import parse_official
+from hvcu_tasks.core.metrics import ROTATIONS, Outcome
 from hvcu_tasks.core.parsing import parse_choice
+from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
 from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, TaskLoadError, check_sample
+from hvcu_tasks.core.scoring import score_reply
+from hvcu_tasks.settings import DATA_ENV, Settings, current
 
 log = logging.getLogger("hvcu_tasks")
 
 HUB_DATASET = "Chime316/HVCU-Bench"
-DATA_ENV = "HVCU_BENCH_DATA"
-"""A local copy to read instead of the hub (the `hub` tasks only)."""
-REVISION_ENV = "HVCU_BENCH_REVISION"
-"""Pins the hub revision the `hub` tasks read."""
 SMOKE_DIR = Path(__file__).resolve().parents[1] / "data"
 """The bundled smoke sample: the export folder's `data/` (this file is `<export>/hvcu_lib/hooks.py`)."""
 IMAGE_EXTENSIONS = (".jpg", ".png", ".webp", ".jpeg")
 """Image file extensions, in the order the authors' evaluator tries them."""
 ASPECT_COLUMNS = ("aspect", "sub_category", "subcategory", "category", "sub_task", "subtask", "type")
-IDENTITY_KEY = "data_identity"
-"""The document column (and acc_full entry) that names the data a task read."""
-FAILED_REQUEST_MARKER = "[LMMS_EVAL_REQUEST_FAILED"
-"""Prefix lmms-eval's API backends put in place of a reply when every retry failed."""
-ROTATION_KEY = "rotation"
-SEE_FULL = "see acc_full"
 
 # ---- reading the data ----
 
 
-def resolve_source(declared: str, environ: Mapping[str, str]) -> str:
+def resolve_source(declared: str, config: Settings) -> str:
     """Return the source a task reads: $HVCU_BENCH_DATA for a hub task, the hub pinned by $HVCU_BENCH_REVISION."""
-    override = environ.get(DATA_ENV, "").strip()
-    source = override if declared == "hub" and override else declared
-    revision = environ.get(REVISION_ENV, "").strip()
+    source = config.data if declared == "hub" and config.data else declared
+    revision = config.revision
     if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
         return f"hub:{source[4:] or HUB_DATASET}@{revision}"
     return source
@@ -301,7 +284,7 @@ def task_data(stub: Any) -> tuple[list[Sample], str]:
             [Problem("task stub", "-", "rows", f"expected one row with family and source, got {stub.column_names}")],
         )
     family, declared = str(row["family"]), str(row["source"])
-    source = resolve_source(declared, os.environ)
+    source = resolve_source(declared, current())
     if source != declared:
         log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, DATA_ENV, declared)
     try:
@@ -461,175 +444,27 @@ def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[s
     return base_messages(doc_to_text(doc), document_image(doc))
 
 
-def failed_reply(reply: object) -> bool:
-    """Whether a reply is no answer at all: not text, empty, or lmms-eval's failed-request marker."""
-    return not isinstance(reply, str) or not reply.strip() or reply.startswith(FAILED_REQUEST_MARKER)
-
-
-def score_reply(
-    doc: Mapping[str, Any], level: int, options: Sequence[tuple[str, str]], gold: str, reply: object
-) -> Outcome:
-    """Parse one reply with both rules and score it (no reply: wrong under both, and marked failed)."""
-    text = reply if isinstance(reply, str) else ""
-    failed = failed_reply(reply)
+def identity_of_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the data identity a document carries ({} for one built without)."""
     identity = doc.get(IDENTITY_KEY)
-    return Outcome(
-        sample_id=str(doc["sample_id"]),
-        family=str(doc["family"]),
-        aspect=str(doc["aspect"]),
-        level=int(level),
-        gold=str(gold),
-        pred=None if failed else parse_choice(text, dict(options)),
-        response=text,
-        pred_official=None if failed else parse_official(text),
-        failed=failed,
-        data=json.loads(identity).get("fingerprint") if identity else None,
-    )
+    return json.loads(identity) if identity else {}
 
 
-class SharedOutcomes(Mapping[str, Any]):
-    """One document's outcome records under a metric other than acc_full (a sample log shows them once, there)."""
-
-    __slots__ = ("outcomes",)
-
-    def __init__(self, outcomes: list[dict[str, Any]]) -> None:
-        self.outcomes = outcomes
-
-    def __getitem__(self, key: str) -> list[dict[str, Any]]:
-        if key != "outcomes":
-            raise KeyError(key)
-        return self.outcomes
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(("outcomes",))
-
-    def __len__(self) -> int:
-        return 1
-
-    def __reduce__(self) -> tuple[type, tuple[list[dict[str, Any]]]]:
-        return SharedOutcomes, (self.outcomes,)
-
-    def __str__(self) -> str:
-        return SEE_FULL
-
-
-def record_of(outcome: Outcome) -> dict[str, Any]:
-    """Return the compact record of one scored level (no raw reply: lmms-eval keeps it)."""
-    record = outcome.to_dict()
-    record["failed"] = outcome.failed or failed_reply(record.pop("response"))
-    return record
-
-
-def payloads(
-    doc: Mapping[str, Any], records: list[dict[str, Any]], entry: Mapping[str, Any], names: Iterable[str]
-) -> dict:
-    """Return process_results' value: the records under every metric; acc_full also logs `entry` and the identity."""
-    shared = SharedOutcomes(records)
-    result: dict[str, Mapping[str, Any]] = {name: shared for name in names}
-    identity = doc.get(IDENTITY_KEY)
-    result["acc_full"] = {"outcomes": records, **entry, IDENTITY_KEY: json.loads(identity) if identity else {}}
-    return result
+def score(doc: Mapping[str, Any], level: int, options: Sequence[tuple[str, str]], gold: str, reply: object) -> Outcome:
+    """Score one reply to one level of a document (the core's rule), naming the data it came from."""
+    fingerprint = identity_of_doc(doc).get("fingerprint")
+    return score_reply(doc, int(level), tuple(options), str(gold), reply, data=fingerprint)
 
 
 def family_payloads(doc: Mapping[str, Any], outcomes: Sequence[Outcome], entry: Mapping[str, Any]) -> dict:
-    """Return the payloads of a family task (every metric of the document's family)."""
-    return payloads(doc, [record_of(o) for o in outcomes], entry, metric_names(ASPECTS[str(doc["family"])]))
+    """Return the payloads of a family task (the metrics of the document's family)."""
+    return payloads(str(doc["family"]), outcomes, entry, identity_of_doc(doc))
 
 
 def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score a base-setting document; the acc_full entry also logs the question."""
-    outcome = score_reply(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
+    outcome = score(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
     return family_payloads(doc, [outcome], {"question": doc_to_text(doc)})
-
-
-# ---- aggregations ----
-
-_SCORED: OrderedDict[bytes, dict[str, float | int]] = OrderedDict()
-"""The metrics of the last few distinct sets of records: lmms-eval aggregates a task's metrics one by one."""
-_SCORED_LOCK = threading.Lock()
-
-
-def records_of(items: Sequence[Any]) -> list[dict[str, Any]]:
-    """Return every payload's records, refusing anything else (e.g. a sample log's SEE_FULL text)."""
-    records = []
-    for index, item in enumerate(items):
-        found = item.get("outcomes") if isinstance(item, Mapping) else None
-        if not isinstance(found, list):
-            raise ValueError(f"HVCU-Bench aggregation: item {index} is {item!r:.60}, not an outcome payload")
-        records.extend(found)
-    return records
-
-
-def scored_once(kind: str, records: list[dict[str, Any]], score: Callable[[list[dict]], Mapping[str, Any]]) -> dict:
-    """Return `score(records)`, computed once per distinct (kind, records) among the last few."""
-    key = kind.encode() + b"\0" + pickle.dumps(records, protocol=5)
-    with _SCORED_LOCK:
-        scored = _SCORED.get(key)
-    if scored is None:
-        scored = dict(score(records))
-        with _SCORED_LOCK:
-            _SCORED[key] = scored
-            while len(_SCORED) > 4:
-                _SCORED.popitem(last=False)
-    return dict(scored)
-
-
-ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
-
-
-def task_metrics(items: Sequence[Any]) -> dict[str, float | int]:
-    """Return every metric of one family task's payloads."""
-    return scored_once(
-        "levels", records_of(items), lambda rs: family_metrics([Outcome.from_dict(r) for r in rs], ALL_ASPECTS)
-    )
-
-
-def rotated(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
-    """Return (rotation, outcome) per record, refusing a record that names no rotation."""
-    out = []
-    for index, record in enumerate(records):
-        rotation = record.get(ROTATION_KEY)
-        if isinstance(rotation, bool) or not isinstance(rotation, int):
-            raise ValueError(f"HVCU-Bench circular aggregation: record {index} has no integer {ROTATION_KEY!r}")
-        out.append((rotation, Outcome.from_dict(dict(record))))
-    return out
-
-
-def circular_task_metrics(items: Sequence[Any]) -> dict[str, float | int]:
-    """Return every circular metric of one task's payloads (a level counts only when all its rotations are right)."""
-    return scored_once("rotations", records_of(items), lambda rs: score_circular(rotated(rs)).as_metrics())
-
-
-def warn_counts(name: str, n: int, kind: str) -> None:
-    """Warn about levels without a usable reply or samples missing a level (as the package does)."""
-    if n and name == "n_failed_requests":
-        log.warning("HVCU-Bench%s: %d request(s) got no usable reply and are scored as wrong answers", kind, n)
-    elif n and name == "n_incomplete":
-        log.warning(
-            "HVCU-Bench%s: %d sample(s) lack a level (e.g. --limit); full-chain metrics leave them out", kind, n
-        )
-
-
-def aggregation(name: str, metrics: Callable[[Sequence[Any]], Mapping[str, float | int]], kind: str = "") -> Callable:
-    """Make the lmms-eval aggregation of one named metric: the task's scores (computed once), that number."""
-
-    def aggregate(items: Sequence[Any]) -> float | int | None:
-        """Aggregate per-document payloads into one metric value."""
-        if name == "n_failed_requests":
-            value = sum(bool(r.get("failed")) for r in records_of(items))
-        else:
-            value = metrics(items)[name]
-        warn_counts(name, int(value) if name.startswith("n_") else 0, kind)
-        return value
-
-    return aggregate
-
-
-def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
-    """lmms-eval group aggregation: the paper's Overall Score (unweighted mean, 2 decimals; NaN if any is NaN)."""
-    if weight_by_size:
-        raise ValueError("the Overall Score is an unweighted mean; set weight_by_size: false")
-    return overall_score(list(metrics))
 
 
 # ---- context setting ----
@@ -735,7 +570,7 @@ def context_process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> d
     n = len(doc["questions"])
     replies = replies[:n] + [None] * (n - len(replies))
     outcomes = [
-        score_reply(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], r) for i, r in enumerate(replies)
+        score(doc, doc["levels"][i], level_options(doc, i), doc["answers"][i], r) for i, r in enumerate(replies)
     ]
     entry = {
         "sample_id": doc["sample_id"],
@@ -780,10 +615,8 @@ def circular_process_docs(stub: Any) -> Any:
 
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
-    outcome = score_reply(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
-    records = [{**record_of(outcome), ROTATION_KEY: int(doc[ROTATION_KEY])}]
-    entry = {"question": doc_to_text(doc), ROTATION_KEY: int(doc[ROTATION_KEY])}
-    return payloads(doc, records, entry, circular_metric_names())
+    outcome = score(doc, int(doc["level"]), options_of(doc), str(doc["answer"]), results[0] if results else None)
+    return rotation_payloads(outcome, int(doc[ROTATION_KEY]), doc_to_text(doc), identity_of_doc(doc))
 
 
 def gold_process_docs(stub: Any) -> Any:
@@ -814,7 +647,7 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
     """Score one level asked after gold answers; the acc_full entry logs it in the context setting's list form."""
     k = gold_index(doc)
     reply = results[0] if results else None
-    outcome = score_reply(doc, int(doc["level"]), level_options(doc, k), doc["answers"][k], reply)
+    outcome = score(doc, int(doc["level"]), level_options(doc, k), doc["answers"][k], reply)
     entry = {
         "sample_id": doc["sample_id"],
         "questions": [level_texts(doc)[k]],
@@ -850,10 +683,7 @@ _NAMED = (
 )
 HOOKS: dict[str, Callable] = {
     **{f.__name__: f for f in _NAMED},
-    **{f"agg_{name}": aggregation(name, task_metrics) for name in metric_names(ALL_ASPECTS)},
-    **{
-        f"agg_circular_{name}": aggregation(name, circular_task_metrics, " circular")
-        for name in circular_metric_names()
-    },
+    **{f"agg_{name}": aggregation for name, aggregation in AGGREGATIONS.items()},
+    **{f"agg_circular_{name}": aggregation for name, aggregation in CIRCULAR_AGGREGATIONS.items()},
 }
-"""`!function utils.<name>` -> hook; the aggregations' names come from the core (`metrics.metric_names`)."""
+"""`!function utils.<name>` -> hook; the aggregations are the core's (`core.aggregate`)."""

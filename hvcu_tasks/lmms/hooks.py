@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.payloads import payloads
 from hvcu_tasks.core.prompts import base_messages, level_text
 from hvcu_tasks.core.scoring import score_reply
 from hvcu_tasks.data.images import document_image
 from hvcu_tasks.lmms.documents import doc_identity, gc_paused, level_dataset, task_data
-from hvcu_tasks.lmms.payloads import payloads
 from hvcu_tasks.lmms.plugin import ensure_image_hook
 
 
@@ -66,4 +66,4 @@ def process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[s
     the dataset (the raw reply is lmms-eval's `resps`).
     """
     outcome = outcome_of(doc, results[0] if results else None)
-    return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)}, doc)
+    return payloads(str(doc["family"]), [outcome], {"question": doc_to_text(doc)}, doc_identity(doc))

@@ -11,11 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better, table_metric_names
-from hvcu_tasks.lmms.aggregate import AGGREGATIONS
-from hvcu_tasks.lmms.analysis_tasks import CIRCULAR_AGGREGATIONS
-from hvcu_tasks.lmms.payloads import family_metric_names
+from hvcu_tasks.core.payloads import family_metric_names
 from hvcu_tasks.lmms.plugin import TASKS_DIR
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
@@ -183,9 +182,9 @@ def utils_py() -> str:
     lines = [
         '"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""',
         "",
+        "from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group",
         "from hvcu_tasks.lmms import analysis_tasks as analysis",
         "from hvcu_tasks.lmms import context",
-        "from hvcu_tasks.lmms.aggregate import AGGREGATIONS, overall_score_group",
         "from hvcu_tasks.lmms.hooks import (",
         *[f"    {h}," for h in hooks if h != "overall_score_group"],
         ")",
@@ -200,7 +199,7 @@ def utils_py() -> str:
         "",
         *[f"{h} = analysis.{h}" for h in analysis_hooks],
         "",
-        *[f'agg_circular_{n} = analysis.CIRCULAR_AGGREGATIONS["{n}"]' for n in sorted(CIRCULAR_AGGREGATIONS)],
+        *[f'agg_circular_{n} = CIRCULAR_AGGREGATIONS["{n}"]' for n in sorted(CIRCULAR_AGGREGATIONS)],
     ]
     return "\n".join(lines) + "\n"
 

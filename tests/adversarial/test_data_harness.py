@@ -26,12 +26,12 @@ from PIL import Image
 
 from hvcu_tasks import settings
 from hvcu_tasks.cli import main
-from hvcu_tasks.core import metrics
+from hvcu_tasks.core import aggregate, metrics
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.data import validate
-from hvcu_tasks.lmms import aggregate, context, documents, hooks
+from hvcu_tasks.lmms import context, documents, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IMPL_FILE = "Implication-Understanding.json"

@@ -1,8 +1,8 @@
 """Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""
 
+from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group
 from hvcu_tasks.lmms import analysis_tasks as analysis
 from hvcu_tasks.lmms import context
-from hvcu_tasks.lmms.aggregate import AGGREGATIONS, overall_score_group
 from hvcu_tasks.lmms.hooks import (
     doc_to_messages,
     doc_to_text,
@@ -83,29 +83,29 @@ gold_doc_to_text = analysis.gold_doc_to_text
 gold_process_docs = analysis.gold_process_docs
 gold_process_results = analysis.gold_process_results
 
-agg_circular_acc_bridge = analysis.CIRCULAR_AGGREGATIONS["acc_bridge"]
-agg_circular_acc_bridge_official = analysis.CIRCULAR_AGGREGATIONS["acc_bridge_official"]
-agg_circular_acc_conn = analysis.CIRCULAR_AGGREGATIONS["acc_conn"]
-agg_circular_acc_conn_official = analysis.CIRCULAR_AGGREGATIONS["acc_conn_official"]
-agg_circular_acc_full = analysis.CIRCULAR_AGGREGATIONS["acc_full"]
-agg_circular_acc_full_official = analysis.CIRCULAR_AGGREGATIONS["acc_full_official"]
-agg_circular_acc_perc = analysis.CIRCULAR_AGGREGATIONS["acc_perc"]
-agg_circular_acc_perc_official = analysis.CIRCULAR_AGGREGATIONS["acc_perc_official"]
-agg_circular_gold_share_A = analysis.CIRCULAR_AGGREGATIONS["gold_share_A"]
-agg_circular_gold_share_B = analysis.CIRCULAR_AGGREGATIONS["gold_share_B"]
-agg_circular_gold_share_C = analysis.CIRCULAR_AGGREGATIONS["gold_share_C"]
-agg_circular_gold_share_D = analysis.CIRCULAR_AGGREGATIONS["gold_share_D"]
-agg_circular_invalid_bridge = analysis.CIRCULAR_AGGREGATIONS["invalid_bridge"]
-agg_circular_invalid_conn = analysis.CIRCULAR_AGGREGATIONS["invalid_conn"]
-agg_circular_invalid_perc = analysis.CIRCULAR_AGGREGATIONS["invalid_perc"]
-agg_circular_n_chains = analysis.CIRCULAR_AGGREGATIONS["n_chains"]
-agg_circular_n_failed_requests = analysis.CIRCULAR_AGGREGATIONS["n_failed_requests"]
-agg_circular_n_incomplete = analysis.CIRCULAR_AGGREGATIONS["n_incomplete"]
-agg_circular_plain_acc_bridge = analysis.CIRCULAR_AGGREGATIONS["plain_acc_bridge"]
-agg_circular_plain_acc_conn = analysis.CIRCULAR_AGGREGATIONS["plain_acc_conn"]
-agg_circular_plain_acc_perc = analysis.CIRCULAR_AGGREGATIONS["plain_acc_perc"]
-agg_circular_position_bias = analysis.CIRCULAR_AGGREGATIONS["position_bias"]
-agg_circular_pred_share_A = analysis.CIRCULAR_AGGREGATIONS["pred_share_A"]
-agg_circular_pred_share_B = analysis.CIRCULAR_AGGREGATIONS["pred_share_B"]
-agg_circular_pred_share_C = analysis.CIRCULAR_AGGREGATIONS["pred_share_C"]
-agg_circular_pred_share_D = analysis.CIRCULAR_AGGREGATIONS["pred_share_D"]
+agg_circular_acc_bridge = CIRCULAR_AGGREGATIONS["acc_bridge"]
+agg_circular_acc_bridge_official = CIRCULAR_AGGREGATIONS["acc_bridge_official"]
+agg_circular_acc_conn = CIRCULAR_AGGREGATIONS["acc_conn"]
+agg_circular_acc_conn_official = CIRCULAR_AGGREGATIONS["acc_conn_official"]
+agg_circular_acc_full = CIRCULAR_AGGREGATIONS["acc_full"]
+agg_circular_acc_full_official = CIRCULAR_AGGREGATIONS["acc_full_official"]
+agg_circular_acc_perc = CIRCULAR_AGGREGATIONS["acc_perc"]
+agg_circular_acc_perc_official = CIRCULAR_AGGREGATIONS["acc_perc_official"]
+agg_circular_gold_share_A = CIRCULAR_AGGREGATIONS["gold_share_A"]
+agg_circular_gold_share_B = CIRCULAR_AGGREGATIONS["gold_share_B"]
+agg_circular_gold_share_C = CIRCULAR_AGGREGATIONS["gold_share_C"]
+agg_circular_gold_share_D = CIRCULAR_AGGREGATIONS["gold_share_D"]
+agg_circular_invalid_bridge = CIRCULAR_AGGREGATIONS["invalid_bridge"]
+agg_circular_invalid_conn = CIRCULAR_AGGREGATIONS["invalid_conn"]
+agg_circular_invalid_perc = CIRCULAR_AGGREGATIONS["invalid_perc"]
+agg_circular_n_chains = CIRCULAR_AGGREGATIONS["n_chains"]
+agg_circular_n_failed_requests = CIRCULAR_AGGREGATIONS["n_failed_requests"]
+agg_circular_n_incomplete = CIRCULAR_AGGREGATIONS["n_incomplete"]
+agg_circular_plain_acc_bridge = CIRCULAR_AGGREGATIONS["plain_acc_bridge"]
+agg_circular_plain_acc_conn = CIRCULAR_AGGREGATIONS["plain_acc_conn"]
+agg_circular_plain_acc_perc = CIRCULAR_AGGREGATIONS["plain_acc_perc"]
+agg_circular_position_bias = CIRCULAR_AGGREGATIONS["position_bias"]
+agg_circular_pred_share_A = CIRCULAR_AGGREGATIONS["pred_share_A"]
+agg_circular_pred_share_B = CIRCULAR_AGGREGATIONS["pred_share_B"]
+agg_circular_pred_share_C = CIRCULAR_AGGREGATIONS["pred_share_C"]
+agg_circular_pred_share_D = CIRCULAR_AGGREGATIONS["pred_share_D"]

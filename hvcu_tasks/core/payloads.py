@@ -6,10 +6,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS
-from hvcu_tasks.core.metrics import Outcome, metric_names, table_metric_names
+from hvcu_tasks.core.metrics import Outcome, circular_metric_names, metric_names, table_metric_names
 from hvcu_tasks.core.scoring import outcome_payload
-from hvcu_tasks.data import provenance
-from hvcu_tasks.lmms.documents import doc_identity
+
+IDENTITY_KEY = "data_identity"
+"""The key that carries the data identity in each document and in the acc_full entry of every sample-log line."""
+
+ROTATION_KEY = "rotation"
+"""The circular setting's column and record field: which rotation of a level's option texts was asked."""
 
 SEE_FULL = "see acc_full"
 """What a sample-log line shows under every metric but acc_full: the line logs its outcomes once, under acc_full."""
@@ -50,18 +54,34 @@ class SharedOutcomes(Mapping[str, Any]):
 
 
 def payloads(
-    family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any], doc: Mapping[str, Any] | None = None
+    family: str, outcomes: Sequence[Outcome], log_entry: Mapping[str, Any], identity: Mapping[str, Any]
 ) -> dict[str, Mapping[str, Any]]:
     """Return process_results' value: {"outcomes": [...]} under every metric; acc_full also gets `log_entry`.
 
     Only acc_full holds the records as a dict; every other metric gets a `SharedOutcomes` of the same list, so a
     sample-log line holds each record once. The acc_full entry also holds the document's data identity, so
-    every sample-log line names its data.
+    every sample-log line names its data (`identity`: the document's, {} for one built without).
     """
     records = [outcome_payload(o) for o in outcomes]
     shared = SharedOutcomes(records)
     result: dict[str, Mapping[str, Any]] = {name: shared for name in family_metric_names(family)}
-    result["acc_full"] = {"outcomes": records, **log_entry, provenance.IDENTITY_METRIC: doc_identity(doc or {})}
+    result["acc_full"] = {"outcomes": records, **log_entry, IDENTITY_KEY: dict(identity)}
+    return result
+
+
+def rotation_payloads(
+    outcome: Outcome, rotation: int, question: str, identity: Mapping[str, Any]
+) -> dict[str, Mapping[str, Any]]:
+    """Return process_results' value for one rotated question: its record (with the rotation) under every metric."""
+    records = [{**outcome_payload(outcome), ROTATION_KEY: rotation}]
+    shared = SharedOutcomes(records)
+    result: dict[str, Mapping[str, Any]] = {name: shared for name in table_metric_names(circular_metric_names())}
+    result["acc_full"] = {
+        "outcomes": records,
+        "question": question,
+        ROTATION_KEY: rotation,
+        IDENTITY_KEY: dict(identity),
+    }
     return result
 
 

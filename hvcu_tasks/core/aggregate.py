@@ -10,8 +10,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS
-from hvcu_tasks.core.metrics import Outcome, family_metrics, metric_names, overall_score
-from hvcu_tasks.lmms.payloads import flatten
+from hvcu_tasks.core.metrics import (
+    Outcome,
+    circular_metric_names,
+    family_metrics,
+    metric_names,
+    overall_score,
+    score_circular,
+)
+from hvcu_tasks.core.payloads import ROTATION_KEY, flatten
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -113,3 +120,54 @@ def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_b
     if weight_by_size:
         raise ValueError("the Overall Score is an unweighted mean; set weight_by_size: false")
     return overall_score(list(metrics))
+
+
+def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Outcome]]:
+    """Return (rotation, outcome) per record, refusing a record that names no rotation."""
+    out = []
+    for index, record in enumerate(records):
+        rotation = record.get(ROTATION_KEY)
+        if isinstance(rotation, bool) or not isinstance(rotation, int):
+            raise ValueError(
+                f"HVCU-Bench circular aggregation: record {index} ({record.get('family')}/{record.get('sample_id')} "
+                f"L{record.get('level')}) has no integer '{ROTATION_KEY}'; it is not a circular-task outcome"
+            )
+        out.append((rotation, Outcome.from_dict(dict(record))))
+    return out
+
+
+def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+    """Return every circular metric of one task's payloads (all ranks' records), scored once per distinct set."""
+    return scored_once(
+        "rotations", flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
+    )
+
+
+def _circular_metric(name: str) -> Aggregation:
+    """Make the lmms-eval aggregation of one circular metric."""
+
+    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
+        """Aggregate rotated-question payloads into one circular metric value."""
+        return circular_task_metrics(items)[name]
+
+    return aggregate
+
+
+def circular_incomplete(items: Sequence[Mapping[str, Any]]) -> int:
+    """Count samples lacking a rotation of some level (e.g. --limit), warning that circular verdicts leave them out."""
+    n = int(circular_task_metrics(items)["n_incomplete"])
+    if n:
+        log.warning(
+            "HVCU-Bench circular: %d sample(s) lack a rotation of one of their levels (e.g. --limit); such a level "
+            "is left out of the circular accuracy and the sample out of acc_full",
+            n,
+        )
+    return n
+
+
+CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = {
+    name: {"n_incomplete": circular_incomplete, "n_failed_requests": failed_requests}.get(name)
+    or _circular_metric(name)
+    for name in circular_metric_names()
+}
+"""One aggregation per metric a circular family task reports (names from `metrics.circular_metric_names`)."""
