@@ -33,7 +33,7 @@ from pathlib import Path
 
 PACKAGE = "hvcu_tasks"
 PACKAGE_DIR: Path = Path(__file__).resolve().parent
-TASKS_DIR: Path = PACKAGE_DIR / "tasks"
+TASKS_DIR: Path = PACKAGE_DIR / "lmms" / "tasks"
 ROOT_NAME = "utils"
 """Module name of the task folder's utils.py (the root of the bundle) in messages and name prefixes."""
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")

@@ -31,7 +31,7 @@ from generation.runner import direct_levels
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.prompts import CONTEXT_PREFIX, SYSTEM_PROMPT, level_text
 
-SMOKE_IMAGES = Path(__file__).resolve().parents[1] / "hvcu_tasks" / "smoke" / "data" / "Image"
+SMOKE_IMAGES = Path(__file__).resolve().parents[1] / "hvcu_tasks" / "dev" / "smoke" / "data" / "Image"
 IMAGE_URL = "data:image/png;base64,iVBORw0KGgo="  # the mock reads only the text parts
 
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "hvcu_tasks" / "parsing.py"
+SOURCE = ROOT / "hvcu_tasks" / "core" / "parsing.py"
 TESTS = ["tests/test_parsing_rules.py", "tests/test_parsing.py"]
 ALTERNATION = re.compile(r"\(\?:((?:\\b)?[a-z' \\s+?=:-]+(?:\|(?:\\b)?[a-z' \\s+?=:-]+)+)\)")
 """A group of plain words: `(?:word|\\bword|two words|...)`."""

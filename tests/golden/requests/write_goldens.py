@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SMOKE = HERE.parents[2] / "hvcu_tasks" / "smoke" / "data"
+SMOKE = HERE.parents[2] / "hvcu_tasks" / "dev" / "smoke" / "data"
 
 # From the note, "Prompting": system prompt, exact text.
 SYSTEM = (
