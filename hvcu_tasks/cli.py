@@ -7,13 +7,17 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.core.metrics import FamilyScores
 from hvcu_tasks.core.schema import DataError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -267,6 +271,9 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.forms: dict[str, Parser] = {}
+        self.problems: list[str] = []  # command groups missing or broken, said at the end of the help
+        self.failed: list[str] = []  # those broken: said on stderr as a warning before a command runs
+        self.unavailable: dict[str, str] = {}  # command of such a group -> why it is not available
 
     def add_form(self, word: str, **kwargs: Any) -> Parser:
         """Add `PROG WORD ...` as another form of this command; usage and help show it beside the main form."""
@@ -325,7 +332,90 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS_ENTRY_POINTS = "hvcu.commands"
+"""The entry-point group of `hvcu`'s command groups: name -> `module:function`, the function adding subcommands."""
+
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "synthesis": ("mcts", "direct"),
+    "mock": ("mock",),
+    "build-bench": ("build-bench",),
+    "human": ("human",),
+    "perturb": ("perturb",),
+    "audit": ("audit",),
+    "train": ("train",),
+}
+"""hvcu-toolkit's own command groups (pyproject.toml), in `hvcu -h` order -> the commands each adds.
+
+A group of another distribution comes after these, by name; one of these not installed is named in `hvcu -h`.
+"""
+
+REINSTALL = "run `pip install -e .` again in the checkout (or install the current wheel)"
+
+
+def command_entry_points() -> list[EntryPoint]:
+    """Return the installed entry points of `hvcu`'s command groups."""
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=COMMANDS_ENTRY_POINTS))
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as `Type: message` on one line."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str | None:
+    """Add an entry point's commands to `sub`; return why it failed (its commands taken back), None when it loaded."""
+    choices, actions = dict(sub.choices), len(sub._choices_actions)
+    try:
+        register = entry_point.load()
+        if not callable(register):
+            raise TypeError(f"{entry_point.value} is a {type(register).__name__}, not a function")
+        register(sub)
+    except Exception as exc:  # a broken group must not take the other commands with it
+        sub.choices.clear()
+        sub.choices.update(choices)
+        del sub._choices_actions[actions:]
+        where = f"entry point {entry_point.name} = {entry_point.value}"
+        return f"command group '{entry_point.name}' ({where}) did not load: {_one_line(exc)}"
+    return None
+
+
+def _add_command_groups(parser: Parser, sub: argparse._SubParsersAction) -> None:
+    """Add the command groups found through entry points; note on `parser` each one that is missing or broken."""
+    found: dict[str, list[EntryPoint]] = {}
+    for entry_point in command_entry_points():
+        found.setdefault(entry_point.name, []).append(entry_point)
+    missing = []
+    for name in [*COMMAND_GROUPS, *sorted(set(found) - set(COMMAND_GROUPS))]:
+        commands = COMMAND_GROUPS.get(name, ())
+        if name not in found:
+            missing.append(f"{name} ({', '.join(commands)})")
+            problems = [
+                f"command group '{name}' ({', '.join(commands)}) is not installed: hvcu-toolkit's metadata lacks its "
+                f"`{COMMANDS_ENTRY_POINTS}` entry point, as an install made before the group was added "
+                f"does; {REINSTALL}"
+            ]
+        else:
+            results = (_register(ep, sub) for ep in sorted(found[name], key=lambda ep: ep.value))
+            problems = [problem for problem in results if problem is not None]
+            parser.failed += problems
+        for command in commands:  # in its place: a command of a missing or broken group refuses in one line
+            if problems and command not in sub.choices:
+                sub.add_parser(command, help="not available in this install (see the end of `hvcu -h`)", add_help=False)
+                parser.unavailable[command] = problems[0]
+    if missing:
+        parser.problems.append(
+            f"command groups not installed: {', '.join(missing)}: hvcu-toolkit's metadata lacks their "
+            f"`{COMMANDS_ENTRY_POINTS}` entry points, as an install made before they were added does; {REINSTALL}"
+        )
+    parser.problems += parser.failed
+    if parser.problems:
+        lines = (textwrap.fill(p, 116, initial_indent="  ", subsequent_indent="    ") for p in parser.problems)
+        parser.epilog = "command groups not available:\n" + "\n".join(lines)
+
+
+def build_parser() -> Parser:
     """Return the argument parser of the `hvcu` command."""
     parser = Parser(prog="hvcu", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_VersionAction, help="print hvcu's version and lmms-eval's, then exit")
@@ -414,27 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=_cmd_report)
 
-    from generation.cli import add_parser as add_synthesis
-
-    add_synthesis(sub)
-    from generation.mock.cli import add_parser as add_mock
-
-    add_mock(sub)
-    from generation.bench.cli import add_parser as add_build_bench
-
-    add_build_bench(sub)
-    from generation.human.cli import add_parser as add_human
-
-    add_human(sub)
-    from generation.perturb.cli import add_parser as add_perturb
-
-    add_perturb(sub)
-    from generation.audit.cli import add_parser as add_audit
-
-    add_audit(sub)
-    from training.cli import add_parser as add_train
-
-    add_train(sub)
+    _add_command_groups(parser, sub)
     from hvcu_tasks.export import add_parser as add_export_task
 
     add_export_task(sub)
@@ -505,6 +575,10 @@ class _GuardedStdout:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `hvcu` command line and return its exit status."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in parser.unavailable:
+        print(f"error: {parser.unavailable[argv[0]]}", file=sys.stderr)
+        return 2
     stdout = sys.stdout
     sys.stdout = _GuardedStdout(stdout)
     try:
@@ -513,6 +587,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit:  # -h, --version or a usage error, said already: a closed stdout shows in this flush
             sys.stdout.flush()
             raise
+        for problem in parser.failed:  # a broken group (not a stale install): said until it is fixed
+            print(f"warning: {problem}", file=sys.stderr)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return code

@@ -39,6 +39,7 @@ from typing import Any
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
+from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.results.chains import chains_of_file, samples_files
 
 PAGE = "chains.html"
@@ -469,15 +470,16 @@ def render_page(data: dict[str, Any], notes: list[str]) -> str:
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{TITLE}</title><style>{STYLE}</style></head><body>"
+        f"<title>{TITLE}</title><style>\n{STYLE}</style></head><body>"
         f"<header><h1>{TITLE}</h1><p class='lede'>{html.escape(summary)}</p>"
         + (f"<ul class='warnings'>{note_items}</ul>" if note_items else "")
+        + "\n"
         + CONTROLS
         + "</header><main id='cards'></main><nav class='pager' id='pager-bottom'></nav>"
         "<div id='lightbox' hidden><img alt=''></div>"
         "<noscript><p>This page renders its cards with JavaScript; please enable it.</p></noscript>"
         f'<script type="application/json" id="chain-data">{embed_json(data)}</script>'
-        f"<script>{SCRIPT}</script></body></html>\n"
+        f"<script>\n{SCRIPT}</script></body></html>\n"
     )
 
 
@@ -502,266 +504,12 @@ def write_browser(runs: Sequence[Path], site: Path, data: Sequence[str] = ()) ->
     return page
 
 
-CONTROLS = """
-<form id="filters" onsubmit="return false">
-<label>Model <select id="f-model"><option value="">all</option></select></label>
-<label>Family <select id="f-family"><option value="">all</option></select></label>
-<label>Aspect <select id="f-aspect"><option value="">all</option></select></label>
-<label>First wrong, base <select id="f-base"><option value="">any</option><option value="none">none (all right)</option>
-<option value="L1">L1</option><option value="L2">L2</option><option value="L3">L3</option>
-<option value="incomplete">chain incomplete</option></select></label>
-<label>First wrong, context <select id="f-context"><option value="">any</option>
-<option value="none">none (all right)</option>
-<option value="L1">L1</option><option value="L2">L2</option><option value="L3">L3</option>
-<option value="incomplete">chain incomplete</option></select></label>
-<label>Base vs context <select id="f-delta"><option value="">any</option>
-<option value="base-only">base right, context wrong</option>
-<option value="context-only">base wrong, context right</option>
-</select></label>
-<label>Sample id <input id="f-id" type="search" size="14"></label>
-<button type="button" id="clear">Clear filters</button>
-</form>
-<p id="count" aria-live="polite"></p><nav class="pager" id="pager-top"></nav>
-"""
+CONTROLS = asset("browser-controls.html")
+"""The filter form, the count and the top pager (static markup)."""
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.2rem auto; max-width: 1240px; padding: 0 1rem; color: #1d1d1f; }
-h1 { font-size: 1.5rem; margin-bottom: 0.3rem; } .lede { color: #4b5563; font-size: 0.9rem; max-width: 70rem; }
-.warnings { color: #92400e; font-size: 0.8rem; }
-#filters { display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; align-items: end; font-size: 0.85rem; margin: 0.6rem 0; }
-#filters label { display: flex; flex-direction: column; gap: 0.15rem; color: #374151; }
-#count { font-size: 0.9rem; margin: 0.4rem 0; }
-.pager { display: flex; gap: 0.6rem; align-items: center; font-size: 0.85rem; margin: 0.4rem 0; }
-.card { border: 1px solid #d1d5db; border-radius: 6px; margin: 0.9rem 0; padding: 0.6rem 0.8rem;
-  display: grid; grid-template-columns: 250px 1fr; gap: 0.8rem; }
-.card h2 { grid-column: 1 / -1; font-size: 1rem; margin: 0; display: flex; flex-wrap: wrap; gap: 0.5rem;
-  align-items: baseline; }
-.meta { color: #4b5563; font-weight: normal; font-size: 0.85rem; }
-.badge { font-size: 0.75rem; font-weight: normal; border-radius: 3px; padding: 0.05rem 0.35rem; background: #e5e7eb; }
-.badge.right { background: #d1fae5; } .badge.wrong { background: #fee2e2; }
-.thumb { border: 0; padding: 0; background: none; cursor: zoom-in; }
-.thumb img { width: 240px; height: 240px; object-fit: contain; background: #f3f4f6; }
-.placeholder { width: 240px; height: 160px; background: #f3f4f6; border: 1px dashed #9ca3af; display: flex;
-  align-items: center; justify-content: center; color: #6b7280; font-size: 0.85rem; }
-.note { color: #92400e; font-size: 0.78rem; overflow-wrap: anywhere; }
-table { border-collapse: collapse; font-size: 0.82rem; width: 100%; table-layout: fixed; }
-th, td { border-top: 1px solid #e5e7eb; padding: 0.3rem 0.4rem; vertical-align: top; text-align: left; }
-thead th { background: #f9fafb; } col.level { width: 6.8rem; } col.gold { width: 3rem; }
-.question { margin: 0 0 0.2rem; white-space: pre-wrap; }
-.options { list-style: none; margin: 0; padding: 0; } .options li { white-space: pre-wrap; }
-.options li.gold { font-weight: 600; } .pick { font-size: 0.7rem; color: #1e40af; margin-left: 0.3rem; }
-pre.reply { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0.2rem 0 0; max-height: 12rem; overflow: auto;
-  background: #f9fafb; padding: 0.2rem 0.3rem; font-size: 0.78rem; }
-.empty { color: #9ca3af; font-style: italic; } .ok { color: #047857; } .bad { color: #b91c1c; }
-.sources { grid-column: 1 / -1; color: #6b7280; font-size: 0.72rem; overflow-wrap: anywhere; }
-#lightbox { position: fixed; inset: 0; background: rgba(0, 0, 0, 0.8); display: flex; align-items: center;
-  justify-content: center; cursor: zoom-out; } #lightbox[hidden] { display: none; }
-#lightbox img { max-width: 95vw; max-height: 95vh; background: white; }
-"""
+STYLE = asset("browser.css")
 
 # Renders the cards from the embedded data with DOM calls and textContent only (never markup from the data).
 # Filters and the page are read from and written to the URL hash: #model=M&family=F&aspect=A&base=L1&context=none
 # &delta=base-only|context-only&id=TEXT&page=N&per=N.
-SCRIPT = """
-(() => {
-  const data = JSON.parse(document.getElementById('chain-data').textContent);
-  const FILTERS = ['model', 'family', 'aspect', 'base', 'context', 'delta', 'id'];
-  const LEVELS = ['L1 perception', 'L2 bridge', 'L3 connotation'];
-  const SETTINGS = ['base', 'context'];
-  const $ = id => document.getElementById(id);
-  const el = (tag, cls, text) => {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
-  };
-  let state = {};
-
-  const fill = (id, values) => values.forEach(([value, label]) => {
-    const option = el('option', null, label);
-    option.value = value;
-    $(id).appendChild(option);
-  });
-  fill('f-model', data.models.map(m => [m, m]));
-  fill('f-family', data.families);
-  fill('f-aspect', data.aspects.map(([family, aspect]) => [aspect, aspect + ' (' + family + ')']));
-
-  function readHash() {
-    const params = new URLSearchParams(location.hash.slice(1));
-    state = {};
-    for (const [key, value] of params) state[key] = value;
-    FILTERS.forEach(f => { $('f-' + f).value = state[f] || ''; });
-  }
-  function writeHash() {
-    const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(state)) if (value) params.set(key, value);
-    history.replaceState(null, '', '#' + params.toString());
-  }
-
-  function matches(card) {
-    if (state.model && data.models[card.model] !== state.model) return false;
-    if (state.family && card.family !== state.family) return false;
-    if (state.aspect && card.aspect !== state.aspect) return false;
-    for (const s of SETTINGS) if (state[s] && !(card[s] && card[s].first === state[s])) return false;
-    if (state.delta) {
-      if (!card.base || !card.context) return false;
-      const base = card.base.full, context = card.context.full;
-      if (state.delta === 'base-only' && !(base === true && context === false)) return false;
-      if (state.delta === 'context-only' && !(base === false && context === true)) return false;
-      if (state.delta !== 'base-only' && state.delta !== 'context-only') return false;
-    }
-    if (state.id && !card.id.toLowerCase().includes(state.id.toLowerCase())) return false;
-    return true;
-  }
-
-  function verdictBadge(setting, chain) {
-    if (!chain) return el('span', 'badge', setting + ': not run');
-    const first = chain.first;
-    const text = first === 'none' ? 'all right' : first === 'incomplete' ? 'chain incomplete' : 'first wrong ' + first;
-    return el('span', 'badge ' + (first === 'none' ? 'right' : 'wrong'), setting + ': ' + text);
-  }
-
-  function questionCell(card, k) {
-    const td = el('td');
-    const own = SETTINGS.map(s => card[s]).filter(c => c && c.questions[k] !== undefined);
-    if (!own.length) return td;
-    const [question, options] = data.questions[own[0].questions[k]];
-    const gold = own[0].gold[k];
-    td.appendChild(el('p', 'question', question));
-    if (options) {
-      const list = el('ul', 'options');
-      for (const [key, text] of options) {
-        const li = el('li', key === gold ? 'gold' : null, key + '. ' + text + (key === gold ? ' ✓' : ''));
-        for (const s of SETTINGS) {
-          if (card[s] && card[s].parsed[k] === key) li.appendChild(el('span', 'pick', '← ' + s));
-        }
-        list.appendChild(li);
-      }
-      td.appendChild(list);
-    }
-    for (const other of own.slice(1)) {
-      if (other.questions[k] !== own[0].questions[k]) {
-        td.appendChild(el('p', 'note', 'asked in the context setting as: ' + data.questions[other.questions[k]][0]));
-      }
-    }
-    return td;
-  }
-
-  function replyCell(chain, k) {
-    const td = el('td');
-    if (!chain) { td.appendChild(el('span', 'empty', 'not run')); return td; }
-    if (chain.parsed[k] === undefined) { td.appendChild(el('span', 'empty', 'not asked (chain cut)')); return td; }
-    const right = chain.correct[k];
-    const line = el('div', null);
-    line.appendChild(el('span', right ? 'ok' : 'bad', right ? '✓ ' : '✗ '));
-    const letters = (chain.parsed[k] || '—') + ' (authors\\' ' + (chain.official[k] || '—') + ')';
-    line.appendChild(document.createTextNode(letters));
-    td.appendChild(line);
-    const reply = chain.replies[k];
-    if (chain.failed[k] && !reply) td.appendChild(el('pre', 'reply empty', '(no reply)'));
-    else td.appendChild(el('pre', 'reply', reply));
-    if (chain.cut[k]) {
-      td.appendChild(el('p', 'note', '… ' + chain.cut[k] + ' more characters not shown (see the samples file)'));
-    }
-    return td;
-  }
-
-  function cardElement(card) {
-    const article = el('article', 'card');
-    article.setAttribute('data-model', data.models[card.model]);
-    article.setAttribute('data-id', card.id);
-    const head = el('h2', null, card.id);
-    head.appendChild(el('span', 'meta', [card.family, card.aspect, data.models[card.model]].join(' · ')));
-    SETTINGS.forEach(s => head.appendChild(verdictBadge(s, card[s])));
-    article.appendChild(head);
-    const figure = el('div', 'figure');
-    if (card.image) {
-      const button = el('button', 'thumb');
-      button.type = 'button';
-      const img = el('img');
-      img.loading = 'lazy';
-      img.alt = 'image of ' + card.id;
-      img.src = 'thumbs/' + card.image + '.jpg';
-      button.appendChild(img);
-      button.addEventListener('click', () => {
-        $('lightbox').querySelector('img').src = 'images/' + card.image + '.jpg';
-        $('lightbox').hidden = false;
-      });
-      figure.appendChild(button);
-    } else {
-      figure.appendChild(el('div', 'placeholder', 'no image'));
-      figure.appendChild(el('p', 'note', card.note));
-    }
-    article.appendChild(figure);
-    const table = el('table');
-    const cols = el('colgroup');
-    ['level', 'question', 'gold', 'reply', 'reply'].forEach(c => cols.appendChild(el('col', c)));
-    table.appendChild(cols);
-    const headRow = el('tr');
-    const heads = ['Level', 'Question and options', 'Gold', 'Base: reply', 'Context: reply'];
-    heads.forEach(t => headRow.appendChild(el('th', null, t)));
-    table.appendChild(el('thead')).appendChild(headRow);
-    const body = el('tbody');
-    const depth = Math.max(...SETTINGS.map(s => card[s] ? card[s].questions.length : 0));
-    for (let k = 0; k < depth; k++) {
-      const row = el('tr');
-      row.appendChild(el('th', null, LEVELS[k] || 'L' + (k + 1)));
-      row.appendChild(questionCell(card, k));
-      const chain = card.base || card.context;
-      row.appendChild(el('td', null, chain.gold[k]));
-      SETTINGS.forEach(s => row.appendChild(replyCell(card[s], k)));
-      body.appendChild(row);
-    }
-    table.appendChild(body);
-    article.appendChild(table);
-    const sources = SETTINGS.filter(s => card[s]).map(s => s + ': ' + card[s].source).join('   ');
-    article.appendChild(el('p', 'sources', sources));
-    return article;
-  }
-
-  function pager(nav, page, pages) {
-    nav.replaceChildren();
-    const go = (target, label, enabled) => {
-      const button = el('button', null, label);
-      button.type = 'button';
-      button.disabled = !enabled;
-      button.addEventListener('click', () => { state.page = String(target); writeHash(); render(); scrollTo(0, 0); });
-      nav.appendChild(button);
-    };
-    go(page - 1, '‹ previous', page > 1);
-    nav.appendChild(el('span', null, 'page ' + page + ' of ' + pages));
-    go(page + 1, 'next ›', page < pages);
-  }
-
-  function render() {
-    const hits = data.cards.filter(matches);
-    const per = Math.max(1, parseInt(state.per, 10) || 50);
-    const pages = Math.max(1, Math.ceil(hits.length / per));
-    const page = Math.min(Math.max(1, parseInt(state.page, 10) || 1), pages);
-    const count = $('count');
-    count.replaceChildren(el('strong', null, String(hits.length)));
-    count.appendChild(document.createTextNode(' of ' + data.cards.length + ' cards shown (one per sample and model)'));
-    $('cards').replaceChildren(...hits.slice((page - 1) * per, page * per).map(cardElement));
-    pager($('pager-top'), page, pages);
-    pager($('pager-bottom'), page, pages);
-  }
-
-  FILTERS.forEach(f => $('f-' + f).addEventListener(f === 'id' ? 'input' : 'change', event => {
-    state[f] = event.target.value;
-    delete state.page;
-    writeHash();
-    render();
-  }));
-  $('clear').addEventListener('click', () => {
-    state = {};
-    FILTERS.forEach(f => { $('f-' + f).value = ''; });
-    writeHash();
-    render();
-  });
-  $('lightbox').addEventListener('click', () => { $('lightbox').hidden = true; });
-  document.addEventListener('keydown', e => { if (e.key === 'Escape') $('lightbox').hidden = true; });
-  window.addEventListener('hashchange', () => { readHash(); render(); });
-  readHash();
-  render();
-})();
-"""
+SCRIPT = asset("browser.js")

@@ -1,7 +1,7 @@
 """The static HTML site: index.html (ranked leaderboard, the paper's tables, figures) and one page per model.
 
-Everything is inlined (style, script, SVG figures): the pages work from file:// and on any static host,
-with nothing fetched from a network.
+Everything is inlined (the style and the sorting script, assets/page.css and assets/page.js; the SVG figures):
+the pages work from file:// and on any static host, with nothing fetched from a network.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvcu_tasks.data.files import check_name, name_key
+from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.report.render import cell_text
 from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, PARTIAL_MARK, SCORE, SMOKE_MARK, Table
 
@@ -20,76 +21,13 @@ TITLE = "HVCU-Bench leaderboard"
 LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
 """Columns shown right after Model on the page (the data files keep the paper's layout, Scores last)."""
 
-STYLE = """
-* { box-sizing: border-box; }
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 1rem 1.25rem;
-  max-width: 1240px; color: #1d1d1f; line-height: 1.4; }
-h1 { font-size: 1.5rem; margin: 0.4rem 0; } h2 { font-size: 1.1rem; margin-top: 2rem; }
-nav { font-size: 0.9rem; margin-bottom: 0.6rem; } nav a { margin-right: 1rem; }
-a { color: #0b57d0; }
-table { border-collapse: collapse; font-size: 0.82rem; margin: 0.4rem 0; }
-th, td { border-bottom: 1px solid #e0e0e0; padding: 0.28rem 0.5rem; text-align: right; white-space: nowrap; }
-th { background: #f3f4f6; cursor: pointer; user-select: none; vertical-align: bottom; }
-th[aria-sort="descending"]::after { content: " ▼"; } th[aria-sort="ascending"]::after { content: " ▲"; }
-td.model, th.model, td.text, th.text { text-align: left; }
-.scroll { overflow-x: auto; max-width: 100%; }
-.scroll td.model, .scroll th.model { position: sticky; left: 0; background: #fff; z-index: 1; }
-.scroll th.model { background: #f3f4f6; }
-table.board { width: 100%; font-size: 0.86rem; }
-table.board th { white-space: normal; }
-table.board td.model { white-space: normal; min-width: 12rem; overflow-wrap: anywhere; }
-h1, .notes, .lead, figcaption { overflow-wrap: anywhere; }
-table.board td.rank { text-align: center; font-weight: 600; }
-table.board td.headline, table.board th.headline { font-weight: 700; background: #eef4ff; }
-tr.paper td { color: #4b5563; } tr.human td, tr.chance td { color: #6b7280; font-style: italic; }
-tr.smoke td, tr.partial td { color: #8a5a00; } tr.partial td { font-style: italic; }
-tr.run td.model { font-weight: 600; }
-tbody.group { border-bottom: 2px solid #c8c8c8; }
-.notes { font-size: 0.78rem; color: #4b5563; margin: 0.2rem 0 0 1rem; padding: 0; }
-.lead { font-size: 0.88rem; color: #374151; max-width: 70rem; }
-figure { margin: 1.2rem 0; } figure svg { max-width: 100%; height: auto; }
-figcaption { font-size: 0.85rem; color: #374151; max-width: 70rem; }
-"""
+STYLE = asset("page.css")
+"""The style of index.html and the model pages."""
 
 # Click a header to sort by that column (numbers numerically, dashes last). A table with <tbody class="group">
 # sections sorts whole groups by the first value the group has in that column. A URL hash
 # "#sort=<table id>:<column index>:<asc|desc>" applies one sort on load.
-SCRIPT = """
-function cellValue(row, i) {
-  const text = row.cells[i].textContent.trim();
-  if (text === '' || text === '–' || text === 'n/a') return null;
-  const number = parseFloat(text.replace(/^\\[|[^0-9.eE+-].*$/g, ''));
-  return /^[+-]?\\[?[0-9]/.test(text) && !isNaN(number) ? number : text;
-}
-function groupValue(body, i) {
-  for (const row of body.rows) { const v = cellValue(row, i); if (v !== null) return v; }
-  return null;
-}
-function sortTable(table, column, direction) {
-  const grouped = table.tBodies.length > 1;
-  const parent = grouped ? table : table.tBodies[0];
-  const items = grouped ? Array.from(table.tBodies) : Array.from(table.tBodies[0].rows);
-  const value = item => grouped ? groupValue(item, column) : cellValue(item, column);
-  const keyed = items.map((item, index) => ({item, index, v: value(item)}));
-  keyed.sort((a, b) => {
-    if ((a.v === null) !== (b.v === null)) return a.v === null ? 1 : -1;
-    let order = 0;
-    if (a.v !== null) order = (typeof a.v === 'number' && typeof b.v === 'number') ? a.v - b.v
-      : String(a.v).localeCompare(String(b.v));
-    if (direction === 'desc') order = -order;
-    return order || a.index - b.index;
-  });
-  keyed.forEach(k => parent.appendChild(k.item));
-  Array.from(table.tHead.rows[0].cells).forEach((th, i) =>
-    th.setAttribute('aria-sort', i === column ? (direction === 'asc' ? 'ascending' : 'descending') : 'none'));
-}
-document.querySelectorAll('table.sortable').forEach(table => {
-  Array.from(table.tHead.rows[0].cells).forEach((th, i) => th.addEventListener('click', () =>
-    sortTable(table, i, th.getAttribute('aria-sort') === 'descending' ? 'asc' : 'desc')));
-});
-const wanted = /^#sort=([\\w-]+):(\\d+):(asc|desc)$/.exec(decodeURIComponent(location.hash));
-if (wanted) sortTable(document.getElementById(wanted[1]), Number(wanted[2]), wanted[3]);
-"""
+SCRIPT = asset("page.js")
 
 
 @dataclass
@@ -208,8 +146,8 @@ def _page(title: str, body: str, nav: str) -> str:
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
-        f"<nav>{nav}</nav><h1>{html.escape(title)}</h1>{body}<script>{SCRIPT}</script></body></html>\n"
+        f"<title>{html.escape(title)}</title><style>\n{STYLE}</style></head><body>"
+        f"<nav>{nav}</nav><h1>{html.escape(title)}</h1>{body}<script>\n{SCRIPT}</script></body></html>\n"
     )
 
 

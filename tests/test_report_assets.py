@@ -1,0 +1,72 @@
+"""The report's page style and scripts are package data files (hvcu_tasks/report/assets/), and the pages built from
+them are byte for byte the pages built when they were Python strings.
+
+The expected SHA-256 values were recorded from the pages as the code wrote them before the move (the requirement is
+"unchanged"); a change that alters a page on purpose records them again. index.html inlines the figures'
+SVG, so a matplotlib release that draws differently changes its hash too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, pyproject
+from test_chains import run_folder
+from test_report import families, write_results
+
+from hvcu_tasks.cli import main
+from hvcu_tasks.report.browser import write_browser
+
+PAGES = {
+    "site/index.html": "cf1b97bea738872fc3546f3d7b81f068cccb84a4d49db9dda098e997f6da3bbc",
+    "site/models/Qwen-X.html": "2fb17f4a2d4c4f8adcc0015c6ad11ae2f287a2338a6e632a63b135e26c6f8905",
+    "site/models/Strong-Y.html": "0fed0ee60dca7d87be5236e56d5f75716342a182aa044bf4cd02a36864910039",
+    "site/models/Tiny-Z.html": "061f99559ecde748bf42532533016282cece94492b8b19ccec156f09dc64bf47",
+    "browser/chains.html": "326709efbc32f7d91a8df50b0e9cf0cd111ec6bddddcd4843f2876c93ee896d3",
+}
+ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site of four fixed runs (`hvcu report --format html`) and the chain browser of a fixed samples log."""
+    root = tmp_path_factory.mktemp("pages")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)  # relative run folders: the pages name them as given
+        write_results(Path("a"), families("hvcu_bench", acc_full=33.0, acc_full_official=33.0))
+        write_results(Path("b"), families("hvcu_bench_context", acc_full=44.0, acc_full_official=44.0))
+        write_results(
+            Path("c"), families("hvcu_bench", acc_full=95.0, acc_full_official=95.0), model_args="model=Strong/Y"
+        )
+        write_results(Path("d"), families("hvcu_bench_sample", acc_full=20.0), model_args="model=Tiny/Z")
+        assert main(["report", "a", "b", "c", "d", "--format", "html", "--out", "site"]) == 0
+        run_folder(Path("chains"))
+        assert write_browser([Path("chains/run")], Path("browser")) == Path("browser/chains.html")
+    return root
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_pages_are_byte_identical_to_those_of_the_inline_strings(built: Path, page: str) -> None:
+    assert hashlib.sha256((built / page).read_bytes()).hexdigest() == PAGES[page]
+
+
+def test_the_style_and_scripts_are_files_in_the_package() -> None:
+    names = sorted(p.name for p in ASSETS.iterdir() if p.is_file())
+    assert names == ["browser-controls.html", "browser.css", "browser.js", "page.css", "page.js"]
+
+
+def test_the_package_data_globs_carry_every_asset() -> None:
+    globs = pyproject()["tool"]["setuptools"]["package-data"]["hvcu_tasks"]
+    for asset in ASSETS.iterdir():
+        relative = asset.relative_to(REPO / "hvcu_tasks").as_posix()
+        assert any(fnmatch.fnmatch(relative, g) for g in globs), relative
+
+
+@pytest.mark.parametrize("module", ["browser", "html"])
+def test_no_report_module_holds_a_style_or_script_inline(module: str) -> None:
+    text = (REPO / "hvcu_tasks" / "report" / f"{module}.py").read_text(encoding="utf-8")
+    for marker in ("{ font-family", "function ", "addEventListener", "border-collapse", "<select"):
+        assert marker not in text, marker
