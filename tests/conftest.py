@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
 import errno
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,35 +35,6 @@ def pyproject() -> dict:
     except ModuleNotFoundError:  # Python 3.10: pytest's own dependency
         import tomli as tomllib
     return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-
-
-def _checkout_metadata() -> Path:
-    """Write hvcu-toolkit metadata with this checkout's version and entry points; return the folder holding it.
-
-    The installed metadata may come from another checkout (an editable install of a different worktree, or one made
-    before an entry point was added); `hvcu` finds its command groups through entry points, so the tests, in-process
-    and in the `hvcu` / `lmms-eval` processes they start, read this checkout's instead: the folder is put first on
-    sys.path and PYTHONPATH, where importlib.metadata finds it before the installed hvcu-toolkit.
-    """
-    project = pyproject()["project"]
-    folder = Path(tempfile.mkdtemp(prefix="hvcu-checkout-metadata-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    info = folder / f"hvcu_toolkit-{project['version']}.dist-info"
-    info.mkdir()
-    info.joinpath("METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n", encoding="utf-8"
-    )
-    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
-    info.joinpath("entry_points.txt").write_text(
-        "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items()),
-        encoding="utf-8",
-    )
-    return folder
-
-
-CHECKOUT_METADATA = _checkout_metadata()
-sys.path.insert(0, str(CHECKOUT_METADATA))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT_METADATA), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.fixture(scope="session", autouse=True)
