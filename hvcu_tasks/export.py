@@ -35,9 +35,9 @@ HOOKS_TEMPLATE: Path = PACKAGE_DIR / "lmms" / "export_hooks.py"
 LIB = "hvcu_lib"
 """The exported folder's code folder (export_utils.LIB)."""
 CORE = f"{PACKAGE}.core"
-SETTINGS = f"{PACKAGE}.settings"
-"""The one module besides the core the export ships (hvcu_lib/settings.py): the HVCU_* environment, read once."""
-SETTINGS_FILE: Path = PACKAGE_DIR / "settings.py"
+SHIPPED: dict[str, str] = {f"{PACKAGE}.settings": "settings", f"{PACKAGE}.data.jsonio": "jsonio"}
+"""The modules besides the core the export ships, each as hvcu_lib/<name>.py: the HVCU_* environment (read in one
+place there too) and the one JSON reader (standard library only, like the core)."""
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")
 """Files of the task folder that go into the export as they are (YAMLs, YAML fragments, data stubs)."""
 LIB_INIT = '"""HVCU-Bench code of an exported task folder: hooks.py and the toolkit\'s pure core (core/)."""\n'
@@ -65,14 +65,14 @@ def label(path: Path) -> str:
 
 def _shipped(module: str, depth: int) -> bool:
     """Whether a package module is part of the export, seen from a copy `depth` below the core's folder."""
-    return (module + ".").startswith(CORE + ".") or (module == SETTINGS and depth < 0)
+    return (module + ".").startswith(CORE + ".") or (module in SHIPPED and depth < 0)
 
 
 def relative_core_imports(path: Path, depth: int) -> bytes:
     """Return a module's source with `from hvcu_tasks.core[.x]|settings import ...` made relative to hvcu_lib/.
 
     `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py, -1 for hvcu_lib/hooks.py
-    (the only one that may import the settings, copied to hvcu_lib/settings.py). Only the module name of those
+    (the only one that may import the SHIPPED modules, copied beside it). Only the module name of those
     statements changes; any other import of the package is an ExportError.
     """
     source = path.read_bytes()
@@ -91,8 +91,8 @@ def relative_core_imports(path: Path, depth: int) -> bytes:
             )
         if not isinstance(node, ast.ImportFrom) or not _shipped(names[0], depth):
             continue
-        if names[0] == SETTINGS:
-            target = ".settings"
+        if names[0] in SHIPPED:
+            target = "." + SHIPPED[names[0]]
         else:
             rest = names[0][len(CORE) :].lstrip(".")
             target = ("." if depth == 0 else ".core" + ("." if rest else "")) + rest
@@ -114,10 +114,11 @@ def check_relative(text: str, path: Path) -> None:
 
 
 def code_files() -> dict[str, bytes]:
-    """Return the exported code: utils.py, hvcu_lib/hooks.py, the settings and a copy of every core module."""
+    """Return the exported code: utils.py, hvcu_lib/hooks.py, the SHIPPED modules and a copy of every core module."""
     files = {"utils.py": UTILS_TEMPLATE.read_bytes(), f"{LIB}/__init__.py": LIB_INIT.encode("utf-8")}
     files[f"{LIB}/hooks.py"] = relative_core_imports(HOOKS_TEMPLATE, -1)
-    files[f"{LIB}/settings.py"] = relative_core_imports(SETTINGS_FILE, -1)
+    for module, name in SHIPPED.items():
+        files[f"{LIB}/{name}.py"] = relative_core_imports(PACKAGE_DIR.parent / (module.replace(".", "/") + ".py"), -1)
     for path in sorted(CORE_DIR.glob("*.py")):
         files[f"{LIB}/core/{path.name}"] = relative_core_imports(path, 0)
     return files

@@ -100,9 +100,10 @@ def test_the_core_is_copied_file_for_file_with_only_its_imports_made_relative(ex
     hooks = python_files(exported)["hvcu_lib/hooks.py"]
     template = REPO / "hvcu_tasks" / "lmms" / "export_hooks.py"
     back = hooks.replace("from .core", "from hvcu_tasks.core").replace("from .settings", "from hvcu_tasks.settings")
-    assert back == template.read_text(encoding="utf-8")
-    settings = python_files(exported)["hvcu_lib/settings.py"]
-    assert settings == (REPO / "hvcu_tasks" / "settings.py").read_text(encoding="utf-8")  # the one place HVCU_* is read
+    assert back.replace("from .jsonio", "from hvcu_tasks.data.jsonio") == template.read_text(encoding="utf-8")
+    # shipped as they are: the one place HVCU_* is read, the one JSON reader
+    assert python_files(exported)["hvcu_lib/settings.py"] == (REPO / "hvcu_tasks" / "settings.py").read_text()
+    assert python_files(exported)["hvcu_lib/jsonio.py"] == (REPO / "hvcu_tasks" / "data" / "jsonio.py").read_text()
     assert python_files(exported)["utils.py"] == (REPO / "hvcu_tasks" / "lmms" / "export_utils.py").read_text()
 
 
@@ -183,7 +184,7 @@ def test_two_exports_and_the_installed_package_do_not_clash(exported: Path, tmp_
 def test_folder_holds_the_yamls_the_smoke_sample_and_the_code(exported: Path) -> None:
     files = {str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     core = {f"hvcu_lib/core/{p.name}" for p in (REPO / "hvcu_tasks" / "core").glob("*.py")}
-    code = {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py", "hvcu_lib/settings.py"}
+    code = {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py", "hvcu_lib/settings.py", "hvcu_lib/jsonio.py"}
     assert {f for f in files if f.endswith(".py")} == code | core
     for name in (
         "hvcu_bench.yaml",

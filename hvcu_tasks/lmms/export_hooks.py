@@ -34,6 +34,7 @@ from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads, rotat
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
 from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, TaskLoadError, check_sample
 from hvcu_tasks.core.scoring import score_reply
+from hvcu_tasks.data.jsonio import loads, read_json
 from hvcu_tasks.settings import DATA_ENV, Settings, current
 
 log = logging.getLogger("hvcu_tasks")
@@ -70,7 +71,7 @@ def read_levels(raw: Any, add: Callable[[str, str], None]) -> tuple[Level, ...]:
     """Read the authors' `qa_levels` list (or its JSON text) into Levels, reporting every unusable field."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = loads(raw, unique_keys=True)
         except ValueError as exc:
             add("qa_levels", f"not valid JSON text ({exc})")
             return ()
@@ -95,7 +96,7 @@ def read_levels(raw: Any, add: Callable[[str, str], None]) -> tuple[Level, ...]:
         options = item["options"]
         if isinstance(options, str):
             with contextlib.suppress(ValueError):
-                options = json.loads(options)
+                options = loads(options, unique_keys=True)
         if isinstance(options, Mapping):
             options = [{"option_key": k, "option_text": v} for k, v in options.items()]
         pairs = []
@@ -148,7 +149,7 @@ def read_json_family(
     """Read the authors' JSON file of one family, each id's image found as `image_dir/<id>.<ext>`."""
     source = label or str(path)
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        records = read_json(path, unique_keys=True)
     except (OSError, ValueError) as exc:
         return [(None, [Problem(source, "-", "file", f"cannot read JSON: {exc}")])]
     if not isinstance(records, list) or not records:
@@ -447,7 +448,7 @@ def doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[s
 def identity_of_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Return the data identity a document carries ({} for one built without)."""
     identity = doc.get(IDENTITY_KEY)
-    return json.loads(identity) if identity else {}
+    return loads(identity) if identity else {}
 
 
 def score(doc: Mapping[str, Any], level: int, options: Sequence[tuple[str, str]], gold: str, reply: object) -> Outcome:

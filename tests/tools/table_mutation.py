@@ -223,7 +223,7 @@ class Sandbox:
                 "-p",
                 "no:cacheprovider",
                 "-m",
-                "not hypothesis",
+                "not slow and not hypothesis",
             ]
             result = subprocess.run(
                 [*command, *tests],
