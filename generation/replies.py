@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hvcu_tasks.core.names import LONE_SURROGATE
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import LONE_SURROGATE
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 

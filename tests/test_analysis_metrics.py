@@ -10,8 +10,8 @@ import math
 import pytest
 
 from hvcu_tasks.core import metrics
+from hvcu_tasks.core.documents import rotate_options, rotated_answer
 from hvcu_tasks.core.metrics import Outcome
-from hvcu_tasks.lmms.analysis_tasks import rotate_options, rotated_answer
 
 
 def _o(sid: str, level: int, gold: str, pred: str | None, family: str = "aesthetic") -> Outcome:

@@ -9,6 +9,7 @@ from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
 
 from hvcu_tasks.core import prompts
+from hvcu_tasks.core.documents import sample_rows
 from hvcu_tasks.lmms import context, documents
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
@@ -318,7 +319,7 @@ def smoke_samples() -> list:
 
 def test_documents_built_without_an_identity_carry_none() -> None:
     samples, _identity = smoke_samples()
-    assert [row["data_identity"] for row in context.sample_rows(samples[:2])] == ["", ""]
+    assert [row["data_identity"] for row in sample_rows(samples[:2])] == ["", ""]
 
 
 def test_a_table_built_without_an_identity_carries_none() -> None:

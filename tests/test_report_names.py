@@ -138,8 +138,8 @@ def test_html_shows_the_name_as_it_is(tmp_path: Path) -> None:
 def local_data(root: Path) -> tuple[Path, dict]:
     """Write a two-sample local copy of the aesthetic family (red color_001, blue font_001); return the folder and
     the data identity a run on it records."""
+    from hvcu_tasks.core.fingerprint import fingerprint
     from hvcu_tasks.data.loaders import load_source
-    from hvcu_tasks.data.provenance import fingerprint
     from hvcu_tasks.data.validate import image_sha256
 
     data = root / "data"
@@ -249,8 +249,8 @@ def test_an_undecodable_picture_of_the_data_the_run_read_is_a_placeholder_with_a
     data, _ = local_data(tmp_path)
     folder = data / "Image" / "Aesthetic-Appreciation"
     (folder / "font_001.png").write_bytes(b"not an image")  # before the run: the run read these very bytes
+    from hvcu_tasks.core.fingerprint import fingerprint
     from hvcu_tasks.data.loaders import load_source
-    from hvcu_tasks.data.provenance import fingerprint
     from hvcu_tasks.data.validate import image_sha256
 
     found = fingerprint(load_source(str(data), "aesthetic").samples, lambda s: image_sha256(s.image))

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks.core.names import check_name
 from hvcu_tasks.data import files, jsonio
-from hvcu_tasks.data.files import ImageError, check_folder, check_name, inside, make_folder, write_atomic
+from hvcu_tasks.data.files import ImageError, check_folder, inside, make_folder, write_atomic
 
 COMPOSITIONS = ("full-data", "full-hierarchy", "l3-only")
 METHODS = ("mcts", "direct")

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvcu_tasks.data.files import check_name, csv_cell, csv_uncell, write_atomic
+from hvcu_tasks.core.names import check_name
+from hvcu_tasks.data.files import csv_cell, csv_uncell, write_atomic
 
 # The four yes/no questions asked per item, in form order; also the CSV column names.
 QUESTIONS: tuple[str, str, str, str] = ("l1_supported", "l2_supported", "l3_supported", "coherent")

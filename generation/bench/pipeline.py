@@ -24,7 +24,8 @@ from generation.bench.manifest import ManifestRow
 from generation.client import ChatClient, ClientConfig, image_data_url
 from generation.jobs import path_key, read_records, run_jobs, write_atomic
 from hvcu_tasks.core.families import FAMILIES, LEVELS, OPTION_KEYS
-from hvcu_tasks.data.files import IMAGE_EXTENSIONS, atomic_path, check_name, inside
+from hvcu_tasks.core.names import IMAGE_EXTENSIONS, check_name
+from hvcu_tasks.data.files import atomic_path, inside
 
 
 def assign_letters(n: int, seed: int, salt: str, start: Counter[str] | None = None) -> list[str]:

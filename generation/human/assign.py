@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.core.names import check_name as check_path_name
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import check_name as check_path_name
 
 DEFAULT_PER_LEVEL = 3
 """The paper recruited three students per level."""

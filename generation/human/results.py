@@ -10,7 +10,8 @@ from typing import Any
 from generation.human.assign import Assignment
 from generation.human.score import HumanScores
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
-from hvcu_tasks.data.files import UnsafeNameError, check_name, inside, write_atomic
+from hvcu_tasks.core.names import UnsafeNameError, check_name
+from hvcu_tasks.data.files import inside, write_atomic
 
 SUMMARY_FILE = "human_summary.json"
 DEFINITION = (

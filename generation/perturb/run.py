@@ -34,17 +34,9 @@ from PIL import Image, ImageOps
 from generation.perturb.design import Design, design_json, load_design
 from generation.perturb.raster import to_rgb
 from generation.perturb.variants import ASPECTS, make_variant, sample_variants
+from hvcu_tasks.core.names import UnsafeNameError, check_name
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import (
-    ImageError,
-    UnsafeNameError,
-    check_folder,
-    check_name,
-    inside,
-    make_folder,
-    open_image,
-    write_atomic,
-)
+from hvcu_tasks.data.files import ImageError, check_folder, inside, make_folder, open_image, write_atomic
 
 MANIFEST = "variants.jsonl"
 

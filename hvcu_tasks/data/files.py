@@ -2,8 +2,8 @@
 
 - `write_atomic` / `atomic_path`: a file is replaced by rename or left as it was; the temporary file is
   removed when writing fails (a full disk, an exception), so a failed command can simply be rerun.
-- `check_name` / `inside`: a value that becomes part of a path (a sample id, a dataset or annotator name,
-  an output stem) is validated once, where it enters; every writer resolves its target inside its folder.
+- `inside`: every writer resolves its target inside its folder (a value that becomes part of a path is checked
+  where it enters by hvcu_tasks.core.names.check_name).
 - `csv_cell` / `csv_uncell`: spreadsheet formula injection is neutralised in every CSV the toolkit writes,
   and the importers read the cells back exactly.
 - `open_image` / `check_image`: an input image is decoded fully (a truncated file fails here, not mid-run) and a
@@ -17,37 +17,16 @@ import hashlib
 import io
 import os
 import re
-import unicodedata
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hvcu_tasks.core.names import UnsafeNameError
+
 if TYPE_CHECKING:
     from PIL import Image
-
-MAX_NAME_BYTES = 200
-
-IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".png", ".webp", ".jpeg")
-"""Extensions an image file of a local copy or the hub may have, in the order the authors' loader tries them."""
-
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A UTF-16 surrogate code point: never part of valid Unicode text, and it cannot be written as UTF-8."""
-
-NOT_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""What a name read from a file may not hold: control characters (line breaks included), lone surrogates, line and
-paragraph separators, bidirectional overrides. None has a visible form in a table cell, a figure or a file name."""
-
-
-def name_problem(value: str) -> str | None:
-    """Return why a name read from a file is not one line of printable text (None when it is)."""
-    found = NOT_TEXT.search(value)
-    if found is None:
-        return None
-    char = found.group()
-    kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
-    return f"{ascii(value)[:120]} holds {kind} (U+{ord(char):04X})"
 
 
 def image_identity(path: Path | str | None, data: bytes | None) -> tuple:
@@ -60,65 +39,6 @@ def image_identity(path: Path | str | None, data: bytes | None) -> tuple:
         st = os.stat(path)
         return ("file", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return ("bytes", hashlib.blake2b(data or b"", digest_size=16).digest())
-
-
-class UnsafeNameError(ValueError):
-    """A value meant to be one path component could escape its folder or is not a usable file name."""
-
-
-_WINDOWS_DEVICES = frozenset(
-    ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"] + [f"{kind}{n}" for kind in ("COM", "LPT") for n in "0123456789"]
-)
-"""Names Windows reserves for devices, with any extension (`nul.txt` opens the null device, not a file)."""
-_WINDOWS_FORBIDDEN = '<>|*?"'
-"""Characters besides ':' and the separators that no Windows file name may hold."""
-
-
-def _name_problem(text: str) -> str | None:
-    """Return why `text` is not one portable path component, or None when it is."""
-    if text in {".", ".."}:
-        return "is a relative folder reference"
-    if "/" in text or "\\" in text:
-        return "contains a path separator"
-    if text != text.strip():
-        return "starts or ends with whitespace"
-    if text.startswith("."):
-        return "starts with '.' (a hidden file)"
-    if any(unicodedata.category(ch) in {"Cc", "Cs", "Co", "Cn"} for ch in text):
-        return "contains a control, surrogate or unassigned character"
-    if any(unicodedata.category(ch) == "Cf" for ch in text):
-        hidden = next(ch for ch in text if unicodedata.category(ch) == "Cf")
-        return f"contains the invisible format character U+{ord(hidden):04X} (bidi, zero-width or a BOM)"
-    if ":" in text:
-        return "contains ':' (not allowed in file names on Windows)"
-    bad = next((ch for ch in text if ch in _WINDOWS_FORBIDDEN), None)
-    if bad:
-        return f"contains {bad!r} (not allowed in file names on Windows)"
-    if text.endswith("."):
-        return "ends with '.' (Windows drops it, so two names would share one file)"
-    if text.split(".")[0].rstrip(" ").upper() in _WINDOWS_DEVICES:
-        return "is a Windows device name (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension)"
-    if len(text.encode("utf-8")) > MAX_NAME_BYTES:
-        return f"is longer than {MAX_NAME_BYTES} bytes"
-    return None
-
-
-def check_name(value: object, what: str = "name") -> str:
-    """Return `value` as one safe path component, or raise UnsafeNameError saying what is wrong with it."""
-    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(text, str):
-        raise UnsafeNameError(f"{what} must be a string, got {type(value).__name__}")
-    if not text:
-        raise UnsafeNameError(f"{what} is empty")
-    problem = _name_problem(text)
-    if problem:
-        raise UnsafeNameError(f"{what} {text!r} {problem}; use letters, digits, '-', '_' or '.'")
-    return text
-
-
-def name_key(name: str) -> str:
-    """Return the form under which two names share one file on macOS or Windows (NFC, then case-folded)."""
-    return unicodedata.normalize("NFC", name).casefold()
 
 
 def inside(root: Path | str, *parts: str) -> Path:

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.names import IMAGE_EXTENSIONS
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import IMAGE_EXTENSIONS
 from hvcu_tasks.data.hub import OFFLINE_HINT, HubRevision, Layout, cache_dir, fail, hub_problem, listing
 
 WORKERS = 8

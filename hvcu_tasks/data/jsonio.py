@@ -87,6 +87,14 @@ def loads(
     return value
 
 
+def loads_field(text: str) -> Any:
+    """Parse JSON text held in a data field (duplicate keys refused); raise ValueError(reason) when it is not JSON."""
+    try:
+        return loads(text, unique_keys=True)
+    except JsonReadError as exc:
+        raise ValueError(exc.reason) from None
+
+
 def _undecodable(exc: UnicodeDecodeError) -> str:
     """Return the reason for bytes that are not UTF-8."""
     return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
-from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, check_sample
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, family_from_name
+from hvcu_tasks.core.names import IMAGE_EXTENSIONS, check_name
+from hvcu_tasks.core.records import ASPECT_COLUMNS, record_to_sample
+from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import IMAGE_EXTENSIONS, LONE_SURROGATE, UnsafeNameError, check_name
 
 HUB_DATASET = "Chime316/HVCU-Bench"
 
@@ -20,7 +21,6 @@ HUB_DATASET = "Chime316/HVCU-Bench"
 ID_COLUMNS = ("id", "sample_id", "image_id", "uid", "idx", "index")
 IMAGE_COLUMNS = ("image", "img", "image_bytes", "picture")
 LEVELS_COLUMNS = ("qa_levels", "levels", "qa", "questions")
-ASPECT_COLUMNS = ("aspect", "sub_category", "subcategory", "category", "sub_task", "subtask", "type")
 
 
 @dataclass
@@ -42,138 +42,6 @@ class LoadResult:
         return self.samples
 
 
-def _as_key(value: Any) -> str:
-    """Normalise an answer or option key: strip and upper-case."""
-    return str(value).strip().upper()
-
-
-Report = Callable[[str, str], None]
-"""Records one problem of the record being read: (field, message)."""
-
-
-def _loads(text: str) -> Any:
-    """Parse JSON text held in a field, refusing duplicate keys; JsonReadError (a ValueError) says why not."""
-    try:
-        return jsonio.loads(text, unique_keys=True)
-    except jsonio.JsonReadError as exc:
-        raise ValueError(exc.reason) from None
-
-
-def _text(value: Any, fld: str, add: Report) -> str | None:
-    """Return a question or option text, or report why it is not usable text (null, not a string, bad Unicode)."""
-    if value is None:
-        add(fld, "missing (null)")
-        return None
-    if not isinstance(value, str):
-        add(fld, f"expected text, got {type(value).__name__} {value!r}")
-        return None
-    bad = LONE_SURROGATE.search(value)
-    if bad is not None:
-        add(fld, f"contains a lone surrogate (U+{ord(bad.group()):04X}), which is not valid Unicode text")
-        return None
-    return value
-
-
-def _parse_options(raw: Any, where: str, add: Report) -> tuple[tuple[str, str], ...]:
-    """Read options given as [{option_key, option_text}], {"A": text} or a list of texts."""
-    if isinstance(raw, str):
-        try:
-            raw = _loads(raw)
-        except ValueError as exc:
-            add(f"{where}.options", f"not a list, mapping or valid JSON text ({exc})")
-            return ()
-    if isinstance(raw, Mapping):
-        return tuple((_as_key(k), _text(v, f"{where}.options.{k}", add) or "") for k, v in raw.items())
-    if raw is None or isinstance(raw, (bytes, bytearray)) or not isinstance(raw, Iterable):
-        add(f"{where}.options", f"expected a list of options, got {type(raw).__name__}")
-        return ()
-    out: list[tuple[str, str]] = []
-    for i, opt in enumerate(raw):
-        if isinstance(opt, Mapping):
-            key_name = next((n for n in ("option_key", "key", "label") if n in opt), None)
-            text_name = next((n for n in ("option_text", "text", "value") if n in opt), None)
-            if key_name is None or text_name is None:
-                add(f"{where}.options[{i}]", f"expected option_key and option_text, found {sorted(opt)}")
-                continue
-            if opt[key_name] is None:
-                add(f"{where}.options[{i}].{key_name}", "missing (null)")
-                continue
-            out.append((_as_key(opt[key_name]), _text(opt[text_name], f"{where}.options[{i}].{text_name}", add) or ""))
-        elif isinstance(opt, str):
-            out.append((chr(ord("A") + i), _text(opt, f"{where}.options[{i}]", add) or ""))
-        else:
-            add(f"{where}.options[{i}]", f"unreadable option {opt!r}")
-    return tuple(out)
-
-
-def _level_number(raw: Mapping[str, Any], where: str, add: Report) -> int | None:
-    """Return a level's number (1, 2 or 3; '1', 'L1' and 'Level 1' accepted), or report why there is none."""
-    if "level" not in raw or raw["level"] is None:
-        add(f"{where}.level", "missing" if "level" not in raw else "missing (null)")
-        return None
-    value = raw["level"]
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(str(value).strip().upper().removeprefix("L").removeprefix("EVEL"))
-    except ValueError:
-        add(f"{where}.level", f"not a level number: {value!r}")
-        return None
-    if number not in LEVELS:
-        add(f"{where}.level", f"level {number} is outside 1-3")
-        return None
-    return number
-
-
-def _parse_levels(raw: Any, add: Report) -> tuple[Level, ...]:
-    """Read the `qa_levels` list (or its JSON text) into Level records."""
-    if isinstance(raw, str):
-        try:
-            raw = _loads(raw)
-        except ValueError as exc:
-            add("qa_levels", f"not a list or valid JSON text ({exc})")
-            return ()
-    if raw is None or not isinstance(raw, Iterable) or isinstance(raw, (Mapping, bytes, bytearray)):
-        add("qa_levels", f"expected a list of levels, got {type(raw).__name__}")
-        return ()
-    levels = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, Mapping):
-            add(f"qa_levels[{i}]", f"expected an object, got {type(item).__name__}")
-            continue
-        number = _level_number(item, f"qa_levels[{i}]", add)
-        if number is None:
-            continue
-        where = f"qa_levels[level={number}]"
-        missing = [k for k in ("question", "options", "correct_answer_key") if k not in item]
-        if missing:
-            add(where, f"missing field(s) {missing}")
-            continue
-        answer = item["correct_answer_key"]
-        if answer is None:
-            add(f"{where}.correct_answer_key", "missing (null)")
-        levels.append(
-            Level(
-                level=number,
-                question=_text(item["question"], f"{where}.question", add) or "",
-                options=_parse_options(item["options"], where, add),
-                answer="" if answer is None else _as_key(answer),
-            )
-        )
-    return tuple(levels)
-
-
-def _aspect(record: Mapping[str, Any], family: str, sid: str) -> str:
-    """Take the aspect from a metadata field, else from the id prefix, else 'unknown'."""
-    for col in ASPECT_COLUMNS:
-        value = record.get(col)
-        if isinstance(value, str) and value.strip():
-            found = aspect_from_text(value, family)
-            if found:
-                return found
-    return aspect_from_text(sid, family) or UNKNOWN_ASPECT
-
-
 def find_image(image_dir: Path, sid: str) -> Path | None:
     """Return the first existing `<image_dir>/<id><ext>` in the authors' extension order (id: one safe name)."""
     check_name(sid, "id")
@@ -182,40 +50,6 @@ def find_image(image_dir: Path, sid: str) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def _shadowed(problem: Problem, parse_fields: list[str]) -> bool:
-    """Whether a structural problem only restates a field the parser already reported."""
-    for fld in parse_fields:
-        if fld.startswith("qa_levels[level="):
-            prefix = fld.split("]", 1)[0] + "]"
-            if problem.field.startswith(prefix):
-                return True
-        elif fld.startswith("qa_levels") and problem.field == "qa_levels":
-            return True
-    return False
-
-
-def record_to_sample(
-    record: Mapping[str, Any], family: str, source: str, image: ImageRef | None, index: int
-) -> tuple[Sample | None, list[Problem]]:
-    """Map one authors'-format record to a Sample and every problem it has (none when it is usable)."""
-    raw_id = record.get("id")
-    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
-        return None, [Problem(source, f"#{index}", "id", "missing id")]
-    try:
-        sid = check_name(raw_id, "id")
-    except UnsafeNameError as exc:
-        return None, [Problem(source, f"#{index}", "id", str(exc))]
-    if "qa_levels" not in record:
-        return None, [Problem(source, sid, "qa_levels", f"missing; record has fields {sorted(record)}")]
-    problems: list[Problem] = []
-    levels = _parse_levels(record["qa_levels"], lambda fld, msg: problems.append(Problem(source, sid, fld, msg)))
-    sample = Sample(
-        id=sid, family=family, aspect=_aspect(record, family, sid), image=image, levels=levels, source=source
-    )
-    parse_fields = [p.field for p in problems]
-    return sample, problems + [p for p in check_sample(sample) if not _shadowed(p, parse_fields)]
 
 
 def load_official_json(path: Path, family: str | None = None, image_dir: Path | None = None) -> LoadResult:
@@ -247,7 +81,7 @@ def load_official_json(path: Path, family: str | None = None, image_dir: Path | 
         if not isinstance(record, Mapping):
             result.problems.append(Problem(str(path), f"#{index}", "item", "expected a JSON object"))
             continue
-        sample, problems = record_to_sample(record, family, str(path), None, index)
+        sample, problems = record_to_sample(record, family, str(path), None, index, jsonio.loads_field)
         if sample is not None:
             found = find_image(image_dir, sample.id)
             sample = replace(sample, image=ImageRef(path=found) if found else None)
@@ -379,7 +213,9 @@ def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str)
                 ]
             )
         record = {**row, "id": row[id_col], "qa_levels": levels}
-        _add_record(result, record_to_sample(record, family, source, _image_cell(row[img_col]), index))
+        _add_record(
+            result, record_to_sample(record, family, source, _image_cell(row[img_col]), index, jsonio.loads_field)
+        )
     return _checked_nonempty(result, index, source)
 
 
@@ -451,7 +287,9 @@ def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, sour
     result = LoadResult()
     index = -1
     for index, row in enumerate(rows):
-        _add_record(result, record_to_sample(row, family, source, _image_cell(row.get("image")), index))
+        _add_record(
+            result, record_to_sample(row, family, source, _image_cell(row.get("image")), index, jsonio.loads_field)
+        )
     return _checked_nonempty(result, index, source)
 
 

@@ -35,11 +35,14 @@ from typing import Any
 
 from hvcu_tasks import settings
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.fingerprint import SCHEME
+from hvcu_tasks.core.names import name_key
+from hvcu_tasks.core.records import ASPECT_COLUMNS
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
-from hvcu_tasks.data.files import ImageError, check_image, name_key
+from hvcu_tasks.data.files import ImageError, check_image
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
-from hvcu_tasks.data.loaders import ASPECT_COLUMNS, HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.data.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
 
 HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)
@@ -386,7 +389,7 @@ def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[s
 
 def identity_lines(identities: dict[str, dict]) -> list[str]:
     """Return the lines `hvcu data validate` prints for the data identities: fingerprint, and source and layout."""
-    lines = [f"data fingerprints ({provenance.SCHEME}; the values PUBLISHED_FINGERPRINTS holds for the release):"]
+    lines = [f"data fingerprints ({SCHEME}; the values PUBLISHED_FINGERPRINTS holds for the release):"]
     for family, identity in identities.items():
         where = provenance.location_text(identity)
         if identity.get("kind") == "hub":

@@ -15,10 +15,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.metrics import ROTATIONS
+from hvcu_tasks.core.documents import circular_rows, gold_rows
 from hvcu_tasks.core.payloads import ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
@@ -55,34 +55,6 @@ def blind_doc_to_messages(
 # --- circular ------------------------------------------------------------------------------------------------
 
 
-def rotate_options(options: Sequence[tuple[str, str]], rotation: int) -> tuple[tuple[str, str], ...]:
-    """Return the options with the keys in place and the texts moved: key i shows text (i + rotation) mod n."""
-    keys, texts = [k for k, _ in options], [t for _, t in options]
-    n = len(options)
-    return tuple((keys[i], texts[(i + rotation) % n]) for i in range(n))
-
-
-def rotated_answer(options: Sequence[tuple[str, str]], answer: str, rotation: int) -> str:
-    """Return the key that holds the gold option's text after the rotation."""
-    keys = [k for k, _ in options]
-    gold = keys.index(answer)
-    return keys[(gold - rotation) % len(keys)]
-
-
-def circular_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
-    """Yield one document per (sample, level, rotation), sample-major, level by level, rotation 0 (as in base) first."""
-    for row in documents.level_rows(samples, identity):
-        options = tuple(zip(row["option_keys"], row["option_texts"], strict=True))
-        for rotation in range(ROTATIONS):
-            rotated = rotate_options(options, rotation)
-            yield {
-                **row,
-                "option_texts": [t for _, t in rotated],
-                "answer": rotated_answer(options, row["answer"], rotation),
-                ROTATION_KEY: rotation,
-            }
-
-
 def circular_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
     """Build the circular document table: the base table's columns plus the rotation."""
     import datasets
@@ -104,13 +76,6 @@ def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) 
 
 
 # --- gold context --------------------------------------------------------------------------------------------
-
-
-def gold_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
-    """Yield one document per (sample, level): the context setting's sample row plus the level it asks."""
-    for row in context.sample_rows(samples, identity):
-        for level in row["levels"]:
-            yield {**row, "level": level}
 
 
 def gold_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset

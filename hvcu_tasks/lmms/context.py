@@ -11,17 +11,18 @@ decides correctness for the `*_official` metrics, so both metrics score the same
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import settings
+from hvcu_tasks.core.documents import sample_rows
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.payloads import IDENTITY_KEY, payloads
 from hvcu_tasks.core.prompts import context_answer, context_messages, level_text
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.lmms.documents import doc_identity, document_table, gc_paused, image_cell, task_data
+from hvcu_tasks.lmms.documents import doc_identity, document_table, gc_paused, task_data
 from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image
 
 NATIVE_KEY = "multi_round"
@@ -35,23 +36,6 @@ WRAPPER_MODEL = "hvcu_context"
 
 class UnsupportedBackend(RuntimeError):
     """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
-
-
-def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
-    """Yield one document per sample with its three levels side by side, carrying the data identity."""
-    for s in samples:
-        yield {
-            "sample_id": s.id,
-            "family": s.family,
-            "aspect": s.aspect,
-            "levels": [lv.level for lv in s.levels],
-            "questions": [lv.question for lv in s.levels],
-            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
-            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
-            "answers": [lv.answer for lv in s.levels],
-            **image_cell(s),
-            IDENTITY_KEY: identity,
-        }
 
 
 def sample_features() -> dict[str, Any]:

@@ -6,10 +6,11 @@ import contextlib
 import gc
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import settings
+from hvcu_tasks.core.documents import level_rows
 from hvcu_tasks.core.payloads import IDENTITY_KEY
 from hvcu_tasks.core.schema import DataError, Problem, Sample, TaskLoadError
 from hvcu_tasks.data import provenance
@@ -17,35 +18,6 @@ from hvcu_tasks.data.sources import resolve_source
 from hvcu_tasks.data.validate import data_identity, load_family
 
 log = logging.getLogger("hvcu_tasks")
-
-
-def image_cell(sample: Sample) -> dict[str, Any]:
-    """Return a document's image columns: `image_path` (its file) or `image_bytes` (its encoded cell), never pixels.
-
-    Not a {"bytes": ...} dict: lmms-eval would inline such bytes as base64 into every --log_samples line.
-    """
-    if sample.image and sample.image.path:
-        return {"image_path": str(sample.image.path), "image_bytes": None}
-    return {"image_path": None, "image_bytes": sample.image.data if sample.image else None}
-
-
-def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
-    """Yield one document per (sample, level), sample-major, carrying the image reference and the data identity."""
-    for s in samples:
-        image = image_cell(s)
-        for lv in s.levels:
-            yield {
-                "sample_id": s.id,
-                "family": s.family,
-                "aspect": s.aspect,
-                "level": lv.level,
-                "question": lv.question,
-                "option_keys": [k for k, _ in lv.options],
-                "option_texts": [t for _, t in lv.options],
-                "answer": lv.answer,
-                **image,
-                IDENTITY_KEY: identity,
-            }
 
 
 def level_features() -> dict[str, Any]:

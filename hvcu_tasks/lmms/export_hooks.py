@@ -22,19 +22,23 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group
-from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT, aspect_from_text
-from hvcu_tasks.core.metrics import ROTATIONS, Outcome
+from hvcu_tasks.core.documents import circular_rows, gold_rows, level_rows, sample_rows
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT
+from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
+from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
-from hvcu_tasks.core.schema import DataError, ImageRef, Level, Problem, Sample, TaskLoadError, check_sample
+from hvcu_tasks.core.records import record_to_sample
+from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.data.jsonio import loads, read_json
+from hvcu_tasks.data.jsonio import loads, loads_field, read_json
 from hvcu_tasks.settings import DATA_ENV, Settings, current
 
 log = logging.getLogger("hvcu_tasks")
@@ -42,9 +46,6 @@ log = logging.getLogger("hvcu_tasks")
 HUB_DATASET = "Chime316/HVCU-Bench"
 SMOKE_DIR = Path(__file__).resolve().parents[1] / "data"
 """The bundled smoke sample: the export folder's `data/` (this file is `<export>/hvcu_lib/hooks.py`)."""
-IMAGE_EXTENSIONS = (".jpg", ".png", ".webp", ".jpeg")
-"""Image file extensions, in the order the authors' evaluator tries them."""
-ASPECT_COLUMNS = ("aspect", "sub_category", "subcategory", "category", "sub_task", "subtask", "type")
 
 # ---- reading the data ----
 
@@ -58,89 +59,17 @@ def resolve_source(declared: str, config: Settings) -> str:
     return source
 
 
-def safe_id(value: object) -> str | None:
-    """Return why an id cannot name an image file (None when it can)."""
-    if not isinstance(value, str) or not value.strip():
-        return f"expected a non-empty text id, got {value!r}"
-    if value in {".", ".."} or any(c in value for c in "/\\\0") or value != value.strip():
-        return f"{value!r} is not a safe file name (no slashes, NUL, '.', '..' or outer spaces)"
-    return None
-
-
-def read_levels(raw: Any, add: Callable[[str, str], None]) -> tuple[Level, ...]:
-    """Read the authors' `qa_levels` list (or its JSON text) into Levels, reporting every unusable field."""
-    if isinstance(raw, str):
-        try:
-            raw = loads(raw, unique_keys=True)
-        except ValueError as exc:
-            add("qa_levels", f"not valid JSON text ({exc})")
-            return ()
-    if not isinstance(raw, (list, tuple)):
-        add("qa_levels", f"expected a list of levels, got {type(raw).__name__}")
-        return ()
-    levels = []
-    for i, item in enumerate(raw):
-        where = f"qa_levels[{i}]"
-        if not isinstance(item, Mapping) or {"level", "question", "options", "correct_answer_key"} - set(item):
-            add(where, "expected an object with level, question, options and correct_answer_key")
-            continue
-        if isinstance(item["level"], bool) or not isinstance(item["level"], (int, str)):
-            add(f"{where}.level", f"not a level number: {item['level']!r}")
-            continue
-        try:
-            number = int(item["level"])
-        except ValueError:
-            add(f"{where}.level", f"not a level number: {item['level']!r}")
-            continue
-        where = f"qa_levels[level={number}]"
-        options = item["options"]
-        if isinstance(options, str):
-            with contextlib.suppress(ValueError):
-                options = loads(options, unique_keys=True)
-        if isinstance(options, Mapping):
-            options = [{"option_key": k, "option_text": v} for k, v in options.items()]
-        pairs = []
-        for j, opt in enumerate(options if isinstance(options, (list, tuple)) else [None]):
-            if not isinstance(opt, Mapping) or opt.get("option_key") is None or "option_text" not in opt:
-                add(f"{where}.options[{j}]", f"expected option_key and option_text, got {opt!r:.60}")
-            elif not isinstance(opt["option_text"], str):
-                add(f"{where}.options[{j}].option_text", f"expected text, got {type(opt['option_text']).__name__}")
-            else:
-                pairs.append((str(opt["option_key"]).strip().upper(), opt["option_text"]))
-        if not isinstance(item["question"], str):
-            add(f"{where}.question", f"expected text, got {type(item['question']).__name__}")
-        answer = item["correct_answer_key"]
-        if answer is None:
-            add(f"{where}.correct_answer_key", "missing (null)")
-        question = item["question"] if isinstance(item["question"], str) else ""
-        levels.append(Level(number, question, tuple(pairs), "" if answer is None else str(answer).strip().upper()))
-    return tuple(levels)
-
-
 def record_sample(
     record: Any, family: str, source: str, index: int, image: Callable[[str], ImageRef | None]
 ) -> tuple[Sample | None, list[Problem]]:
-    """Map one authors'-format record to a Sample and its problems (file, record and field named in each)."""
+    """Map one authors'-format record to a Sample and its problems (the core's rules; `image` finds it by id)."""
     if not isinstance(record, Mapping):
         return None, [Problem(source, f"#{index}", "item", "expected a JSON object")]
-    why = safe_id(record.get("id"))
-    if why:
-        return None, [Problem(source, f"#{index}", "id", why)]
-    sid = record["id"]
-    problems: list[Problem] = []
-    levels = read_levels(record.get("qa_levels"), lambda fld, msg: problems.append(Problem(source, sid, fld, msg)))
-    aspect = next(
-        (
-            found
-            for col in ASPECT_COLUMNS
-            if isinstance(record.get(col), str) and (found := aspect_from_text(record[col], family))
-        ),
-        aspect_from_text(sid, family) or UNKNOWN_ASPECT,
-    )
-    sample = Sample(sid, family, aspect, image(sid), levels, source)
-    if not problems:
-        problems = check_sample(sample)
-    return sample, problems
+    try:
+        ref = image(check_name(record.get("id"), "id"))
+    except UnsafeNameError:
+        ref = None  # record_to_sample names what is wrong with the id
+    return record_to_sample(record, family, source, ref, index, loads_field)
 
 
 def read_json_family(
@@ -261,17 +190,10 @@ def image_sha256(sample: Sample) -> str:
 
 
 def identity_of(family: str, samples: Sequence[Sample], where: Mapping[str, Any]) -> str:
-    """Return the data identity (scheme hvcu-data/1, the toolkit's): source, counts, content fingerprint, as JSON."""
-    lines = []
-    for s in sorted(samples, key=lambda s: s.id):
-        levels = [
-            [lv.level, lv.question, [list(o) for o in lv.options], lv.answer]
-            for lv in sorted(s.levels, key=lambda lv: lv.level)
-        ]
-        lines.append(json.dumps([s.id, levels, image_sha256(s)], ensure_ascii=False, separators=(",", ":")))
+    """Return the data identity (the toolkit's scheme): source, counts, content fingerprint, as JSON."""
     aspects = {a: n for a in (*ASPECTS[family], UNKNOWN_ASPECT) if (n := sum(s.aspect == a for s in samples))}
-    identity = {"scheme": "hvcu-data/1", "family": family, **where, "samples": len(samples), "aspects": aspects}
-    identity["fingerprint"] = "sha256:" + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+    identity = {"scheme": SCHEME, "family": family, **where, "samples": len(samples), "aspects": aspects}
+    identity["fingerprint"] = fingerprint(samples, image_sha256)
     return json.dumps(identity, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
@@ -315,13 +237,6 @@ def gc_paused() -> Iterator[None]:
 # ---- document tables ----
 
 
-def image_columns(sample: Sample) -> dict[str, Any]:
-    """Return a document's image columns: the file's path, or the encoded bytes of a parquet cell."""
-    if sample.image.path:
-        return {"image_path": str(sample.image.path), "image_bytes": None}
-    return {"image_path": None, "image_bytes": sample.image.data}
-
-
 def features(kind: str) -> Any:
     """Return the column types of one document table: 'levels', 'chains', 'rotations' or 'gold-context'."""
     import datasets
@@ -348,41 +263,6 @@ def document_table(rows: list[dict[str, Any]], kind: str, identity: str) -> Any:
     fingerprint = hashlib.blake2b(f"{kind}\0{identity}".encode(), digest_size=16).hexdigest()
     table = pa.Table.from_pylist(rows, schema=columns.arrow_schema)
     return datasets.Dataset(table, info=datasets.DatasetInfo(features=columns), fingerprint=fingerprint)
-
-
-def level_rows(samples: Iterable[Sample], identity: str) -> Iterator[dict[str, Any]]:
-    """Yield one base-setting document per (sample, level), sample-major."""
-    for s in samples:
-        for lv in s.levels:
-            yield {
-                "sample_id": s.id,
-                "family": s.family,
-                "aspect": s.aspect,
-                "level": lv.level,
-                "question": lv.question,
-                "option_keys": [k for k, _ in lv.options],
-                "option_texts": [t for _, t in lv.options],
-                "answer": lv.answer,
-                **image_columns(s),
-                IDENTITY_KEY: identity,
-            }
-
-
-def sample_rows(samples: Iterable[Sample], identity: str) -> Iterator[dict[str, Any]]:
-    """Yield one context-setting document per sample, its three levels side by side."""
-    for s in samples:
-        yield {
-            "sample_id": s.id,
-            "family": s.family,
-            "aspect": s.aspect,
-            "levels": [lv.level for lv in s.levels],
-            "questions": [lv.question for lv in s.levels],
-            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
-            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
-            "answers": [lv.answer for lv in s.levels],
-            **image_columns(s),
-            IDENTITY_KEY: identity,
-        }
 
 
 # ---- images ----
@@ -603,15 +483,7 @@ def blind_doc_to_messages(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Map
 def circular_process_docs(stub: Any) -> Any:
     """Replace a circular task's stub with four rotations of every level's option texts (keys A-D in place)."""
     samples, identity = task_data(stub)
-    rows = []
-    for row in level_rows(samples, identity):
-        keys, texts = row["option_keys"], row["option_texts"]
-        gold = keys.index(row["answer"])
-        for rotation in range(ROTATIONS):
-            shown = [texts[(i + rotation) % len(keys)] for i in range(len(keys))]
-            answer = keys[(gold - rotation) % len(keys)]
-            rows.append({**row, "option_texts": shown, "answer": answer, ROTATION_KEY: rotation})
-    return document_table(rows, "rotations", identity)
+    return document_table(list(circular_rows(samples, identity)), "rotations", identity)
 
 
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
@@ -623,8 +495,7 @@ def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) 
 def gold_process_docs(stub: Any) -> Any:
     """Replace a gold-context task's stub with one document per (sample, level)."""
     samples, identity = task_data(stub)
-    rows = [{**row, "level": level} for row in sample_rows(samples, identity) for level in row["levels"]]
-    return document_table(rows, "gold-context", identity)
+    return document_table(list(gold_rows(samples, identity)), "gold-context", identity)
 
 
 def gold_index(doc: Mapping[str, Any]) -> int:

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.names import LONE_SURROGATE
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.files import LONE_SURROGATE, ImageError, make_folder, open_image, write_atomic
+from hvcu_tasks.data.files import ImageError, make_folder, open_image, write_atomic
 from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.results.chains import chains_of_file, samples_files
 
@@ -167,9 +168,9 @@ class DataImages:
 
 def load_data_images(source: str, family: str, expected: Any) -> DataImages:
     """Load one family of a data source the user passed and return its images when its fingerprint is `expected`."""
+    from hvcu_tasks.core.fingerprint import fingerprint
     from hvcu_tasks.core.schema import DataError, problem_lines
     from hvcu_tasks.data.loaders import load_source
-    from hvcu_tasks.data.provenance import fingerprint
     from hvcu_tasks.data.validate import check_hub, image_sha256
 
     where = source if source in {"smoke", "hub"} or source.startswith("hub:") else str(Path(source).expanduser())

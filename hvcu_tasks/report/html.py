@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvcu_tasks.data.files import check_name, name_key
+from hvcu_tasks.core.names import check_name, name_key
 from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.report.render import cell_text
 from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, PARTIAL_MARK, SCORE, SMOKE_MARK, Table

@@ -17,8 +17,8 @@ from hvcu_tasks.core.metrics import (
     PERCENT_PREFIXES,
     overall_score,
 )
+from hvcu_tasks.core.names import name_problem
 from hvcu_tasks.data import jsonio, provenance
-from hvcu_tasks.data.files import name_problem
 from hvcu_tasks.data.provenance import location_text, published_match
 from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 

@@ -22,9 +22,10 @@ from PIL import Image
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.names import UnsafeNameError, check_name
 from hvcu_tasks.core.schema import DataError
 from hvcu_tasks.data import validate as validate_module
-from hvcu_tasks.data.files import UnsafeNameError, check_name, inside
+from hvcu_tasks.data.files import inside
 from hvcu_tasks.results.chains import chains_of_file
 from hvcu_tasks.results.runs import ReportError, read_runs
 

@@ -1,0 +1,97 @@
+"""The documents lmms-eval is given, as plain rows: one per level, one per sample (the context setting), one per
+level and rotation (circular), one per sample and level (gold context). Pure: the document tables are built from these
+rows in hvcu_tasks.lmms and in an exported task folder alike.
+
+A row carries the image as a reference (`image_path`, or the encoded `image_bytes` of a parquet cell), never pixels,
+and the data identity (IDENTITY_KEY) of the load it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from hvcu_tasks.core.metrics import ROTATIONS
+from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY
+from hvcu_tasks.core.schema import Sample
+
+
+def image_cell(sample: Sample) -> dict[str, Any]:
+    """Return a document's image columns: `image_path` (its file) or `image_bytes` (its encoded cell), never pixels.
+
+    Not a {"bytes": ...} dict: lmms-eval would inline such bytes as base64 into every --log_samples line.
+    """
+    if sample.image and sample.image.path:
+        return {"image_path": str(sample.image.path), "image_bytes": None}
+    return {"image_path": None, "image_bytes": sample.image.data if sample.image else None}
+
+
+def level_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level), sample-major, carrying the image reference and the data identity."""
+    for s in samples:
+        image = image_cell(s)
+        for lv in s.levels:
+            yield {
+                "sample_id": s.id,
+                "family": s.family,
+                "aspect": s.aspect,
+                "level": lv.level,
+                "question": lv.question,
+                "option_keys": [k for k, _ in lv.options],
+                "option_texts": [t for _, t in lv.options],
+                "answer": lv.answer,
+                **image,
+                IDENTITY_KEY: identity,
+            }
+
+
+def sample_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per sample with its three levels side by side, carrying the data identity."""
+    for s in samples:
+        yield {
+            "sample_id": s.id,
+            "family": s.family,
+            "aspect": s.aspect,
+            "levels": [lv.level for lv in s.levels],
+            "questions": [lv.question for lv in s.levels],
+            "option_keys": [[k for k, _ in lv.options] for lv in s.levels],
+            "option_texts": [[t for _, t in lv.options] for lv in s.levels],
+            "answers": [lv.answer for lv in s.levels],
+            **image_cell(s),
+            IDENTITY_KEY: identity,
+        }
+
+
+def rotate_options(options: Sequence[tuple[str, str]], rotation: int) -> tuple[tuple[str, str], ...]:
+    """Return the options with the keys in place and the texts moved: key i shows text (i + rotation) mod n."""
+    keys, texts = [k for k, _ in options], [t for _, t in options]
+    n = len(options)
+    return tuple((keys[i], texts[(i + rotation) % n]) for i in range(n))
+
+
+def rotated_answer(options: Sequence[tuple[str, str]], answer: str, rotation: int) -> str:
+    """Return the key that holds the gold option's text after the rotation."""
+    keys = [k for k, _ in options]
+    gold = keys.index(answer)
+    return keys[(gold - rotation) % len(keys)]
+
+
+def circular_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level, rotation), sample-major, level by level, rotation 0 (as in base) first."""
+    for row in level_rows(samples, identity):
+        options = tuple(zip(row["option_keys"], row["option_texts"], strict=True))
+        for rotation in range(ROTATIONS):
+            rotated = rotate_options(options, rotation)
+            yield {
+                **row,
+                "option_texts": [t for _, t in rotated],
+                "answer": rotated_answer(options, row["answer"], rotation),
+                ROTATION_KEY: rotation,
+            }
+
+
+def gold_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[str, Any]]:
+    """Yield one document per (sample, level): the context setting's sample row plus the level it asks."""
+    for row in sample_rows(samples, identity):
+        for level in row["levels"]:
+            yield {**row, "level": level}
