@@ -18,7 +18,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 # The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model,
 # both settings in one run (hvcu_context passes base requests straight to qwen2_5_vl, batches context rounds),
-# then `hvcu report` on that run: the tables on the terminal, the leaderboard site in DEMO/site.
+# then `hvcu report --summary` on that run: the leaderboard site in DEMO/site, and on the terminal one short table
+# (the run beside the best [paper] rows), where the page is and the command that prints every table.
 demo: setup
 	rm -rf $(DEMO)/runs $(DEMO)/site
 	$(BIN)/hvcu tiny-model $(DEMO)/tiny-qwen2_5_vl
@@ -28,19 +29,15 @@ demo: setup
 	@test -n "$$(find $(DEMO)/runs -name '*_results.json')" || { echo "lmms-eval wrote no results: see the log above"; exit 1; }
 	@echo
 	@echo "Results: $$(find $(DEMO)/runs -name '*_results.json')"
-	$(BIN)/hvcu report $(DEMO)/runs
-	$(BIN)/hvcu report $(DEMO)/runs --format html --out $(DEMO)/site
 	@echo
-	@echo "That was a SMOKE SAMPLE and a random tiny model: the numbers mean nothing. Next:"
-	@echo "  the leaderboard page:  open $(DEMO)/site/index.html in a browser"
-	@echo "  offline, end to end:   README 'Offline recipes (mock endpoint)': $(BIN)/hvcu mock serve (a local stand-in"
-	@echo "                         endpoint), then synthesis -> the tiny training loop, build-bench -> audit, evaluation"
-	@echo "  real use (GPU + hub):"
-	@echo "    lmms-eval --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct,tensor_parallel_size=1 \\"
-	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
-	@echo "    lmms-eval --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=https://api.openai.com/v1 \\"
-	@echo "      --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
-	@echo "    hvcu report runs/ --format html --out site/ --data hub   # --data: where the chain browser takes images from"
+	$(BIN)/hvcu report $(DEMO)/runs --format html --out $(DEMO)/site --summary
+	@echo
+	@echo "That was a SMOKE SAMPLE and a random tiny model: the numbers mean nothing. The commands need $(BIN) on"
+	@echo "PATH (. $(BIN)/activate). Next:"
+	@echo "  offline, end to end:  docs/offline-recipes.md (hvcu mock serve, then synthesis, training, build-bench, evaluation)"
+	@echo "  the real benchmark:   lmms-eval --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct --batch_size 64 \\"
+	@echo "                          --tasks hvcu_bench,hvcu_bench_context --output_path runs/ --log_samples"
+	@echo "                        (API backends, reading the results: README.md)"
 
 # The paper's tuning loop (§4.3, App. C/D): chains -> LLaMA-Factory dataset -> LoRA (global batch 128) -> merge ->
 # lmms-eval of base and tuned model (HVCU-Bench in both settings + general benchmarks: hvcu_suite) ->
@@ -51,7 +48,7 @@ demo: setup
 # EVAL_BATCH empty = 8 requests per batch, 1 for llava_hf (lmms-eval's llava_hf takes one request at a time).
 # DEEPSPEED=z2|z3 uses the shipped ZeRO configs (pip install deepspeed first); none = plain DDP, enough for LoRA.
 # One machine only: for several nodes use `hvcu train config --nodes N` and its printed per-node commands.
-# Offline smoke run with a tiny model: see README ("Tuning on generated chains").
+# Offline smoke run with a tiny model: see docs/training.md and recipe 2 of docs/offline-recipes.md.
 BASE_MODEL   ?=
 TRAIN_MODEL  ?= qwen3_vl_4b
 CHAINS       ?= runs/mcts/chains.jsonl

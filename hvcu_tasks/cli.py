@@ -150,6 +150,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         merge,
         read_leaderboard,
         run_entry,
+        summary_table,
         with_reference,
     )
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
@@ -158,6 +159,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     if args.format == "html" and args.out is None:
         raise ReportError("--format html writes a site (index.html, models/, figures/): give --out DIR")
+    if args.summary and args.out is None and args.format != "md":
+        raise ReportError(f"--summary prints a Markdown table; --format {args.format} needs --out DIR (or drop it)")
     published = read_leaderboard(args.base) if args.base is not None else None
     models = read_runs(args.runs)
     reference = not args.no_reference
@@ -178,6 +181,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
             for note in notes:
                 print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
     if args.out is None:
+        if args.summary:
+            print(RENDERERS["md"](summary_table(entries)) + "\n" + _report_next(args), end="")
+            return 0
         print(
             to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
         )
@@ -202,8 +208,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         runs_on_board = [e.model for e in entries if e.source == "run"]
         pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
+    if args.summary:
+        print(RENDERERS["md"](summary_table(entries)))
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
+    if args.summary:
+        print(_report_next(args), end="")
     return 0
+
+
+def _report_next(args: argparse.Namespace) -> str:
+    """Return the lines after a report summary: where the page is, and the command that prints every table."""
+    import shlex
+
+    same = [str(p) for p in args.runs] + ["--no-reference"] * args.no_reference + ["--compare"] * args.compare
+    same += ["--base", str(args.base)] if args.base is not None else []
+    command = shlex.join(["hvcu", "report", *same])
+    lines = []
+    if args.out is not None and args.format == "html":
+        lines.append(f"the leaderboard page: {args.out / 'index.html'}")
+    elif args.out is not None:
+        lines.append(f"the tables: {args.out}")
+    else:
+        lines.append(f"a leaderboard site: {command} --format html --out site")
+    lines.append(f"every table: {command}")
+    return "\n".join(lines) + "\n"
 
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
@@ -501,6 +529,12 @@ def build_parser() -> Parser:
     )
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
+    )
+    report.add_argument(
+        "--summary",
+        action="store_true",
+        help="print only a short leaderboard (the runs beside the best [paper] rows, human, chance), where the files "
+        "are and the command that prints every table; with --out the files are written as usual",
     )
     report.set_defaults(func=_cmd_report)
 

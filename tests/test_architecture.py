@@ -2,7 +2,7 @@
 
 Every file of hvcu_tasks/, generation/ and training/ is parsed with `ast`; every import counts, also one inside a
 function, a relative one, and `from pkg import module` (an edge to the module, and to `pkg/__init__`).
-The layering table (LAYERS) is the one the README's Development section quotes.
+The layering table (LAYERS) is the one docs/development.md quotes.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from hvcu_tasks import cli
 
 GROUP = "hvcu.commands"
 
-# The command groups pyproject.toml declares, and what each adds to `hvcu` (README "The `hvcu` command").
+# The command groups pyproject.toml declares, and what each adds to `hvcu` (docs/cli.md).
 DECLARED = {
     "synthesis": "generation.cli:add_parser",
     "mock": "generation.mock.cli:add_parser",

@@ -252,21 +252,23 @@ def make_demo(tmp_path: Path, *variables: str) -> tuple[subprocess.CompletedProc
     return done, [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def test_make_demo_reports_its_run_in_the_terminal_and_as_a_site(tmp_path: Path) -> None:
+def test_make_demo_reports_its_run_as_a_site_and_a_summary(tmp_path: Path) -> None:
     demo = tmp_path / "demo"
     done, calls = make_demo(tmp_path, f"DEMO={demo}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ["hvcu", "report", f"{demo}/runs"] in calls
-    assert ["hvcu", "report", f"{demo}/runs", "--format", "html", "--out", f"{demo}/site"] in calls
+    reports = [call for call in calls if call[:2] == ["hvcu", "report"]]
+    # one report: the site written, the terminal gets the short table, where the page is and the full command
+    assert reports == [["hvcu", "report", f"{demo}/runs", "--format", "html", "--out", f"{demo}/site", "--summary"]]
+    assert calls[-1] == reports[0]  # the last thing the demo runs
     assert (demo / "site" / "index.html").is_file()
 
 
-def test_make_demo_ends_with_the_page_and_the_next_commands(tmp_path: Path) -> None:
+def test_make_demo_ends_with_the_next_commands_after_the_summary(tmp_path: Path) -> None:
     demo = tmp_path / "demo"
     done, _ = make_demo(tmp_path, f"DEMO={demo}")
-    tail = done.stdout[done.stdout.index("the numbers mean nothing. Next:") :]
-    assert f"open {demo}/site/index.html" in tail
-    assert "hvcu mock serve" in tail and "lmms-eval --model vllm" in tail
+    tail = done.stdout[done.stdout.index(f"--out {demo}/site --summary") :]
+    assert "the numbers mean nothing" in tail and len(tail.splitlines()) <= 10
+    assert "hvcu mock serve" in tail and "docs/offline-recipes.md" in tail and "lmms-eval --model vllm" in tail
 
 
 def test_make_demo_writes_to_a_visible_folder_that_git_ignores() -> None:

@@ -6,8 +6,8 @@ everything else is this environment. The smoke is the base and the context setti
 the real CLI (the replay model behind the hvcu_context wrapper); the numbers must be the hand-computed ones of
 tests/test_harness_scores.py, and `hvcu chains` must read the run's sample logs.
 
-HVCU_LMMS_VERSIONS="0.7.3 0.8.0" runs the same checks on other releases (to widen the range: see README).
-Verdicts for the releases before 0.7.3 are in README ("Supported lmms-eval releases").
+HVCU_LMMS_VERSIONS="0.7.3 0.8.0" runs the same checks on other releases (to widen the range: see docs/lmms-eval.md).
+Verdicts for the releases before 0.7.3 are in docs/lmms-eval.md ("Supported lmms-eval releases").
 """
 
 from __future__ import annotations

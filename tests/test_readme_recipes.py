@@ -1,11 +1,12 @@
-"""The README's offline recipes (section "Offline recipes (mock endpoint)") run literally and do what they promise.
+"""The offline recipes (docs/offline-recipes.md) run literally and do what they promise.
 
-Each block marked `<!-- recipe: NAME [slow] -->` is run as it stands with `bash -e`, in a temporary folder laid
-out as the README assumes (a set-up clone: `.venv`, `hvcu_tasks/`, `Makefile`), `.venv/bin` first on PATH. A
-recipe that leaves a process behind (the mock started with `&`) is cleaned up with its whole process group.
+Recipes are found in README.md and every docs/*.md page, so a recipe moved between pages is still run. Each block
+marked `<!-- recipe: NAME [slow] -->` is run as it stands with `bash -e`, in a temporary folder laid out as the
+pages assume (a set-up clone: `.venv`, `hvcu_tasks/`, `Makefile`), `.venv/bin` first on PATH. A recipe that leaves a
+process behind (the mock started with `&`) is cleaned up with its whole process group.
 
-What a recipe promises is read from the README's own sentences below its block (the paths, counts and scores
-they state), never typed in here, so a README that says something the recipe does not do fails.
+What a recipe promises is read from the page's own sentences below its block (the paths, counts and scores they
+state), never typed in here, so a page that says something the recipe does not do fails.
 """
 
 from __future__ import annotations
@@ -25,43 +26,40 @@ from conftest import REPO
 
 from hvcu_tasks.core.families import FAMILIES
 
-README = REPO / "README.md"
-SECTION = "## Offline recipes (mock endpoint)\n"
-RECIPE = re.compile(r"<!-- recipe: ([\w-]+)( slow)? -->\n```bash\n(.*?)```\n(.*?)(?=\n\*\*\d+\. |\Z)", re.S)
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+RECIPE = re.compile(r"<!-- recipe: ([\w-]+)( slow)? -->\n```bash\n(.*?)```\n(.*?)(?=\n\*\*\d+\. |\n#+ |\Z)", re.S)
 PORT = 8765  # the port the recipes name
 NEEDS = {"train-loop": ["synthesis"], "report": ["evaluate"]}
 NAMES = ["synthesis", "train-loop", "build-bench", "evaluate", "report"]
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+RECIPES_BEFORE_THE_DOCS_TREE = 5  # blocks RECIPE found in README.md alone before its sections moved to docs/
 
 
-def section() -> str:
-    """Return the README's offline-recipes section."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    return text[start : end if end >= 0 else len(text)]
+def found() -> list[tuple[Path, re.Match[str]]]:
+    """Return every recipe block of README.md and docs/*.md, with its page, in page order."""
+    return [(page, m) for page in PAGES for m in RECIPE.finditer(page.read_text(encoding="utf-8"))]
 
 
 def recipes() -> dict[str, str]:
-    """Return the section's recipe blocks by name."""
-    return {m.group(1): m.group(3) for m in RECIPE.finditer(section())}
+    """Return the recipe blocks by name."""
+    return {m.group(1): m.group(3) for _page, m in found()}
 
 
 def prose(name: str) -> str:
-    """Return the sentences below a recipe's block (up to the next recipe), whitespace collapsed."""
-    found = {m.group(1): m.group(4) for m in RECIPE.finditer(section())}
-    return " ".join(found[name].split())
+    """Return the sentences below a recipe's block (up to the next recipe or heading), whitespace collapsed."""
+    below = {m.group(1): m.group(4) for _page, m in found()}
+    return " ".join(below[name].split())
 
 
 def stated(name: str, pattern: str) -> re.Match[str]:
-    """Return the one match of pattern in the sentences below a recipe; fail when the README no longer says it."""
+    """Return the one match of pattern in the sentences below a recipe; fail when its page no longer says it."""
     matches = list(re.finditer(pattern, prose(name)))
-    assert len(matches) == 1, f"the README's text below recipe {name} should say {pattern!r} once: {prose(name)!r}"
+    assert len(matches) == 1, f"the text below recipe {name} should say {pattern!r} once: {prose(name)!r}"
     return matches[0]
 
 
 def stated_paths(name: str) -> list[str]:
-    """Return every `runs/...` path the README's "It writes ..." sentence below a recipe names, `{a,b}` expanded."""
+    """Return every `runs/...` path the "It writes ..." sentence below a recipe names, `{a,b}` expanded."""
     paths = []
     for quoted in re.findall(r"`([^`]+)`", stated(name, r"It writes (.*?)\.(?= [A-Z]|$)").group(1)):
         for token in quoted.split():
@@ -120,9 +118,7 @@ def run_recipe(name: str, root: Path, timeout: int = 600, again: bool = False) -
     for before in NEEDS.get(name, []):
         run_recipe(before, root, timeout)
     with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", PORT)) != 0, (
-            f"port {PORT} is in use: the README recipes serve the mock there"
-        )
+        assert probe.connect_ex(("127.0.0.1", PORT)) != 0, f"port {PORT} is in use: the recipes serve the mock there"
     script = root.parent / f"{root.name}-recipe-{name}.sh"  # beside the clone: the recipe's writes are all in it
     script.write_text(recipes()[name], encoding="utf-8")
     env = {**os.environ, "PATH": f"{root / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
@@ -173,18 +169,25 @@ def items(folder: Path) -> dict[str, list]:
 
 
 def scores(root: Path) -> tuple[float, float]:
-    """Return the Overall Score (acc_full) of recipe 4's base and context runs, from the folder the README names."""
+    """Return the Overall Score (acc_full) of recipe 4's base and context runs, from the folder its page names."""
     folder = root / stated("evaluate", r"`(runs/\S+/)\*_results\.json`").group(1)
     got = results(folder)
     return got["hvcu_bench_sample"]["acc_full,none"], got["hvcu_bench_context_sample"]["acc_full,none"]
 
 
-def test_the_readme_has_the_five_recipes_in_order() -> None:
-    assert list(recipes()) == NAMES
+def test_no_recipe_is_lost_across_the_readme_and_the_docs_pages() -> None:
+    names = [m.group(1) for _page, m in found()]
+    assert len(names) >= RECIPES_BEFORE_THE_DOCS_TREE
+    assert len(set(names)) == len(names), f"a recipe name is used twice: {names}"
+
+
+def test_the_offline_recipes_page_has_the_five_recipes_in_order() -> None:
+    page = REPO / "docs" / "offline-recipes.md"
+    assert [m.group(1) for p, m in found() if p == page] == NAMES
 
 
 def test_only_the_training_loop_is_marked_slow() -> None:
-    slow = [m.group(1) for m in RECIPE.finditer(section()) if m.group(2)]
+    slow = [m.group(1) for _page, m in found() if m.group(2)]
     assert slow == ["train-loop"]
 
 
@@ -204,7 +207,7 @@ def test_a_recipe_writes_nothing_outside_its_own_runs_recipes_folder(workdir: Pa
 def test_every_path_the_readme_says_a_recipe_writes_exists(workdir: Path, name: str) -> None:
     run_recipe(name, workdir, timeout=1800)
     for path in stated_paths(name):
-        assert list(workdir.glob(path)), f"recipe {name}: the README names {path}, which it did not write"
+        assert list(workdir.glob(path)), f"recipe {name}: its page names {path}, which it did not write"
 
 
 @pytest.mark.slow

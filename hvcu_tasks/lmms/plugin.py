@@ -126,7 +126,7 @@ def untested_release(installed: str) -> str | None:
         f"lmms-eval {installed} is newer than the newest release hvcu-toolkit was tested with ({newest}); it is "
         f"expected to work. If an HVCU task fails or its numbers differ from a run on {newest}, pin the tested "
         f"release (pip install 'lmms-eval=={newest}') and report it as an hvcu-toolkit issue naming lmms-eval "
-        f"{installed} (README, 'Supported lmms-eval releases', says how to run the release checks on it)"
+        f"{installed} (docs/lmms-eval.md, 'Supported lmms-eval releases', says how to run the release checks on it)"
     )
 
 

@@ -250,6 +250,49 @@ def leaderboard_table(entries: list[Entry], name: str = "leaderboard") -> Table:
     return table
 
 
+SUMMARY_COLUMNS = ["Rank", "Model", RANK_COLUMN, "Context (official)", "Score", "Source"]
+SUMMARY_PAPER_ROWS = 3
+
+
+def summary_table(entries: list[Entry], paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
+    """Return the short leaderboard: every run beside the best `paper_rows` [paper] rows, human and chance."""
+    board = ranked(entries)  # ranks of the whole board, not of the rows shown
+    papers = [e for _rank, e in board if e.source == "paper"]
+    shown = {id(e) for e in papers[:paper_rows]}
+    table = Table(
+        "leaderboard_summary",
+        f"HVCU-Bench leaderboard: your runs beside the best {min(paper_rows, len(papers))} [paper] rows",
+        list(SUMMARY_COLUMNS),
+    )
+    for rank, e in board:
+        if e.source == "paper" and id(e) not in shown:
+            continue
+        row = [
+            "–" if rank is None else rank,
+            e.label,
+            e.score_base,
+            e.score_context,
+            e.score_base_hvcu,
+            _source_text(e),
+        ]
+        table.rows.append(row)
+    table.notes.append(
+        f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
+        "ranking); Context (official): the same in the context setting; Score: the base Overall Score under this "
+        "toolkit's parser."
+    )
+    if len(papers) > paper_rows:
+        table.notes.append(f"{len(papers) - paper_rows} more [paper] rows on the full leaderboard.")
+    runs = [e for _rank, e in board if e.source == "run"]
+    if any(e.data == SMOKE for e in runs):
+        table.notes.append(
+            f"{SMOKE_MARK} smoke sample: not the benchmark, never ranked; its numbers prove the path, not a score."
+        )
+    if any(e.partial() for e in runs):
+        table.notes.append(f"{PARTIAL_MARK} partial: a family missing or --limit; no rank for a partial base setting.")
+    return table
+
+
 def leaderboard_json(entries: list[Entry]) -> str:
     """Return `leaderboard.json`: schema name and version, what ranks, and every entry best first (rank included)."""
     data = {

@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots of the report site (1,280 × 800 PNG) in headless Chromium.
+"""Regenerate the docs' screenshots of the report site (1,280 × 800 PNG) in headless Chromium.
 
     .venv/bin/python tests/tools/screenshots.py [RUNS ...] [--out docs/img]
 

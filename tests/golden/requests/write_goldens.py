@@ -1,6 +1,6 @@
 """Write the golden request files from the protocol note alone (run once by hand; never imports hvcu_tasks).
 
-Every string below is typed from ../shared/reference/official-protocol.md ("Prompting") and README.md (the
+Every string below is typed from ../shared/reference/official-protocol.md ("Prompting") and docs/evaluation.md (the
 "(no answer)" turn); the questions, options and gold keys come from the bundled smoke sample's JSON. The
 replies are chosen by hand: a right letter, a wrong answer in words (the history shows its parsed letter),
 an unparsable reply (the history shows the model's own words) and an empty one ("(no answer)").
@@ -23,7 +23,7 @@ SYSTEM = (
 )
 # From the note, "Context" setting: the final user message's prefix.
 PREFIX = "The above Q&As provide context. Now carefully consider:\n"
-# From README.md (documented deviation): an empty earlier reply is sent as this assistant turn.
+# From docs/evaluation.md (documented deviation): an empty earlier reply is sent as this assistant turn.
 NO_ANSWER = "(no answer)"
 IMAGE = {"type": "image", "url": "<image>"}
 

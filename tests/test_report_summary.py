@@ -1,0 +1,102 @@
+"""`hvcu report --summary`: one short table (the runs beside the best paper rows, human and chance), where the files
+are, and the command that prints every table; what `make demo` ends on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_report import families, write_results
+
+from hvcu_tasks.cli import main
+
+# The paper's best three base Scores (Table 2) with their context Scores (Table 8), and the human baseline.
+BEST_PAPER = [("1", "GPT-4o", "52.24", "68.18"), ("2", "Qwen3-VL-Instruct (8B)", "47.58", "62.28")]
+THIRD_PAPER = ("4", "Gemma3 (12B)", "44.23", "55.56")
+
+
+def table_rows(out: str) -> list[list[str]]:
+    """Return the body rows of the one Markdown table in out, cells stripped (the header and rule left out)."""
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def summary(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run `hvcu report --summary ARGS` and return what it printed; it must succeed."""
+    assert main(["report", *args, "--summary"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture
+def x_runs(tmp_path: Path) -> list[str]:
+    """Qwen/X on the benchmark: base 46 (official 45), context 50 (official 50.5)."""
+    base = write_results(tmp_path / "b", families("hvcu_bench", acc_full=46.0, acc_full_official=45.0))
+    ctx = write_results(tmp_path / "c", families("hvcu_bench_context", acc_full=50.0, acc_full_official=50.5))
+    return [str(base), str(ctx)]
+
+
+def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:
+    out = summary(capsys, *x_runs)
+    rows = table_rows(out)
+    assert rows == [
+        ["–", "Human", "87.18", "–", "–", "human"],
+        [*BEST_PAPER[0], "–", "[paper]"],
+        [*BEST_PAPER[1], "–", "[paper]"],
+        ["3", "Qwen/X", "45.00", "50.50", "46.00", "run"],
+        [*THIRD_PAPER, "–", "[paper]"],
+        ["–", "Random guess (chance)", "1.56", "1.56", "1.56", "chance"],
+    ]
+    header = next(line for line in out.splitlines() if line.startswith("|"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "Rank",
+        "Model",
+        "Score (official)",
+        "Context (official)",
+        "Score",
+        "Source",
+    ]
+    assert "10 more [paper] rows" in out  # 13 paper rows in Table 2, 3 shown
+
+
+def test_the_summary_names_the_command_that_prints_every_table(capsys, x_runs) -> None:
+    out = summary(capsys, *x_runs)
+    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
+    assert len(out.splitlines()) < 30
+
+
+def test_with_a_site_the_summary_says_where_the_page_is_and_writes_the_site_as_usual(
+    capsys, x_runs, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    out = summary(capsys, *x_runs, "--format", "html", "--out", str(site))
+    assert (site / "index.html").is_file() and (site / "leaderboard.json").is_file()
+    assert f"the leaderboard page: {site / 'index.html'}\n" in out
+    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
+    assert re.search(rf"wrote \d+ file\(s\) and \d+ figure file\(s\) to {re.escape(str(site))}\n", out)
+    assert "### " not in out.split("HVCU-Bench leaderboard", 1)[1].split("\n", 1)[1]  # only the one table
+
+
+def test_a_smoke_sample_run_is_listed_unranked_and_said_to_be_no_score(capsys, tmp_path: Path) -> None:
+    run = write_results(tmp_path / "s", families("hvcu_bench_sample", acc_full=0.0, acc_full_official=0.0))
+    out = summary(capsys, str(run))
+    (row,) = [r for r in table_rows(out) if r[1].startswith("Qwen/X")]
+    assert row == ["–", "Qwen/X†", "0.00", "–", "0.00", "run (smoke sample)"]
+    assert "† smoke sample: not the benchmark" in out
+
+
+def test_the_full_command_keeps_the_options_that_change_the_tables(capsys, x_runs) -> None:
+    out = summary(capsys, *x_runs, "--no-reference")
+    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]} --no-reference\n" in out
+    assert [r[1] for r in table_rows(out)] == ["Qwen/X"]
+
+
+def test_a_path_with_a_space_is_quoted_in_the_printed_command(capsys, tmp_path: Path) -> None:
+    run = write_results(tmp_path / "my runs", families("hvcu_bench", acc_full_official=45.0))
+    out = summary(capsys, str(run))
+    assert f"every table: hvcu report '{run}'\n" in out
+
+
+def test_summary_without_out_prints_markdown_only(capsys, x_runs) -> None:
+    assert main(["report", *x_runs, "--summary", "--format", "json"]) == 2
+    assert "--summary prints a Markdown table" in capsys.readouterr().err
