@@ -8,11 +8,13 @@ and the data identity (IDENTITY_KEY) of the load it came from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.metrics import ROTATIONS
+from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY
+from hvcu_tasks.core.prompts import context_answer, level_text
 from hvcu_tasks.core.schema import Sample
 
 
@@ -95,3 +97,22 @@ def gold_rows(samples: Iterable[Sample], identity: str = "") -> Iterator[dict[st
     for row in sample_rows(samples, identity):
         for level in row["levels"]:
             yield {**row, "level": level}
+
+
+def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
+    """Return the (key, text) options of the document's level at position `index`."""
+    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
+
+
+def level_texts(doc: Mapping[str, Any]) -> list[str]:
+    """Return the protocol's user text of each level of a document."""
+    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
+
+
+def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
+    """Return the assistant turns for the levels already answered: parsed letter, else the raw words.
+
+    A lost reply (None or not text) is shown like an empty one, as "(no answer)", never as the text "None".
+    """
+    texts = [reply if isinstance(reply, str) else "" for reply in replies]
+    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.documents import circular_rows, gold_rows
+from hvcu_tasks.core.documents import circular_rows, gold_rows, level_options, level_texts
 from hvcu_tasks.core.payloads import ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
@@ -100,7 +100,7 @@ def gold_index(doc: Mapping[str, Any]) -> int:
 def gold_doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
     """Return the asked level's text (the request context), after checking the backend takes multi-turn chats."""
     context.require_native(lmms_eval_specific_kwargs)
-    return context.level_texts(doc)[gold_index(doc)]
+    return level_texts(doc)[gold_index(doc)]
 
 
 def gold_doc_to_messages(
@@ -108,18 +108,18 @@ def gold_doc_to_messages(
 ) -> list[dict[str, Any]]:
     """Return the context-setting chat for the asked level with the gold letters as the earlier assistant turns."""
     k = gold_index(doc)
-    return context_messages(context.level_texts(doc), list(doc["answers"][:k]), hooks.doc_image(doc))
+    return context_messages(level_texts(doc), list(doc["answers"][:k]), hooks.doc_image(doc))
 
 
 def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one level asked after gold answers; the acc_full entry logs it in the context setting's list form."""
     k = gold_index(doc)
     reply = results[0] if results else None
-    options = context.level_options(doc, k)
+    options = level_options(doc, k)
     outcome = score_reply(doc, int(doc["level"]), options, doc["answers"][k], reply, hooks.doc_fingerprint(doc))
     entry = {
         "sample_id": doc["sample_id"],
-        "questions": [context.level_texts(doc)[k]],
+        "questions": [level_texts(doc)[k]],
         "replies": [reply if isinstance(reply, str) else None],
         "parsed": [outcome.pred],
         "gold": [doc["answers"][k]],

@@ -15,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import settings
-from hvcu_tasks.core.documents import sample_rows
+from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, sample_rows
 from hvcu_tasks.core.metrics import Outcome
-from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.payloads import IDENTITY_KEY, payloads
-from hvcu_tasks.core.prompts import context_answer, context_messages, level_text
+from hvcu_tasks.core.prompts import context_messages
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
 from hvcu_tasks.lmms.documents import doc_identity, document_table, gc_paused, task_data
@@ -70,25 +69,6 @@ def process_docs(stub) -> Any:
     """Replace a context task's stub with that family's sample documents."""
     with gc_paused():
         return sample_dataset(*task_data(stub))
-
-
-def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
-    """Return the (key, text) options of the document's level at position `index`."""
-    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
-
-
-def level_texts(doc: Mapping[str, Any]) -> list[str]:
-    """Return the protocol's user text of each level of a document."""
-    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
-
-
-def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
-    """Return the assistant turns for the levels already answered: parsed letter, else the raw words.
-
-    A lost reply (None or not text) is shown like an empty one, as "(no answer)", never as the text "None".
-    """
-    texts = [reply if isinstance(reply, str) else "" for reply in replies]
-    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
 
 
 def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:

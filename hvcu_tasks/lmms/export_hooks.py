@@ -27,14 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group
-from hvcu_tasks.core.documents import circular_rows, gold_rows, level_rows, sample_rows
+from hvcu_tasks.core.documents import (
+    circular_rows,
+    earlier_answers,
+    gold_rows,
+    level_options,
+    level_rows,
+    level_texts,
+    sample_rows,
+)
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
-from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads, rotation_payloads
-from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_answer, context_messages, level_text
+from hvcu_tasks.core.prompts import SYSTEM_PROMPT, base_messages, context_messages, level_text
 from hvcu_tasks.core.records import record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
 from hvcu_tasks.core.scoring import score_reply
@@ -398,22 +405,6 @@ def context_process_docs(stub: Any) -> Any:
     """Replace a context task's stub with that family's sample documents (one per chain)."""
     samples, identity = task_data(stub)
     return document_table(list(sample_rows(samples, identity)), "chains", identity)
-
-
-def level_options(doc: Mapping[str, Any], index: int) -> tuple[tuple[str, str], ...]:
-    """Return the options of the document's level at position `index`."""
-    return tuple(zip(doc["option_keys"][index], doc["option_texts"][index], strict=True))
-
-
-def level_texts(doc: Mapping[str, Any]) -> list[str]:
-    """Return the user text of each level of a chain document."""
-    return [level_text(q, level_options(doc, i)) for i, q in enumerate(doc["questions"])]
-
-
-def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[str]:
-    """Return the assistant turns of the levels answered: our parse of the reply, else its words, else '(no answer)'."""
-    texts = [reply if isinstance(reply, str) else "" for reply in replies]
-    return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
 
 
 def context_doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:

@@ -49,7 +49,7 @@ EQUIVALENT: dict[str, str] = {
     "generation.mcts.xǁTreeǁreject__mutmut_5": "split(':', 1)[0] == split(':')[0]",
     "generation.mcts.xǁTreeǁreject__mutmut_8": "split(':', 1)[0] == split(':', 2)[0]",
     **{
-        f"hvcu_tasks.lmms.context.x_level_options__mutmut_{n}": (
+        f"hvcu_tasks.core.documents.x_level_options__mutmut_{n}": (
             "zip(strict=...): a level's option keys and texts come from one list of (key, text) pairs (sample_rows)"
         )
         for n in (4, 7, 12)
