@@ -10,7 +10,6 @@ fingerprint per family where recorded). Every table has a chance row: what a uni
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from hvcu_tasks.core.metrics import (
 )
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.report.tables import FAMILY_LABEL, Table
+from hvcu_tasks.results.diagnostics import SHORT_TO_FAMILY, TASK
 from hvcu_tasks.results.runs import (
     BENCHMARK,
     CUSTOM,
@@ -49,10 +49,6 @@ from hvcu_tasks.results.runs import (
     run_model_name,
 )
 
-TASK_NAME = re.compile(
-    r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$"
-)
-SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 ANALYSIS_SETTINGS = ("blind", "circular", "context_gold")
 """Settings whose presence makes a report have analysis tables."""
 SETTING_LABEL = {
@@ -141,7 +137,7 @@ def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
                     f"{path}: not an lmms-eval results file ('results', 'config' or 'configs' is not an object)"
                 )
             for task, values in per_task.items():
-                m = TASK_NAME.match(task)
+                m = TASK.match(task)
                 if not m:
                     continue
                 name = run_model_name(results, str(path))

@@ -23,15 +23,14 @@ from hvcu_tasks.core.metrics import (
     metric_names,
     score_circular,
 )
+from hvcu_tasks.core.payloads import ROTATION_KEY
 from hvcu_tasks.data import jsonio
 
 TASK = re.compile(
-    r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?:_sample)?_(?P<short>impl|aesth|affect)$"
+    r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$"
 )
 """Every HVCU-Bench family task: base, context, blind, circular, gold context, hub or sample data."""
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
-ROTATION_KEY = "rotation"
-"""The key of a circular record naming its rotation of the options (what the circular tasks log)."""
 LOG_SAMPLES_HINT = "rerun the evaluation with --log_samples to get them"
 
 
