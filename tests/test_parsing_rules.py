@@ -563,12 +563,15 @@ def test_latex_wrappers_around_a_key_are_removed(wrapper: str) -> None:
 
 
 # --- full-width punctuation: read as its ASCII counterpart before any rule ------------------------------------
+# Each reply below decides only because its full-width mark reads as the ASCII one (without it: no commitment).
 FULL_WIDTH = [
-    ("【B】", "B"),  # lenticular brackets are [ ]
+    ("A looks tempting, but the answer is 【B】.", "B"),  # lenticular brackets are [ ]: "[B]"
+    ("B。 A is too cheerful.", "B"),  # the ideographic full stop is ".": a leading "B."
+    ("B、 because A is wrong", "B"),  # the ideographic comma is ",": a leading "B,"
+    ("A looks tempting, but the answer is 「B」.", "B"),  # corner quotes are '"': a quoted key
+    ("【B】", "B"),
     ("答案是【B】", "B"),
-    ("B。", "B"),  # the ideographic full stop is "."
-    ("「B」", "B"),  # corner quotes are '"'
-    ("A、B", None),  # the ideographic comma lists two keys: no commitment
+    ("A、B", None),  # two keys listed: no commitment
 ]
 
 

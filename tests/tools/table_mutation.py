@@ -61,6 +61,10 @@ EQUIVALENT: dict[str, str] = {
     ),
     "hvcu_tasks/core/parsing.py: drop is in (is|would be|:)": 'the verb pattern reads "option/choice is X" anyway',
     "hvcu_tasks/core/parsing.py: drop : in (is|would be|:)": 'the verb pattern reads "option/choice: X" anyway',
+    "hvcu_tasks/core/parsing.py: _CJK_PUNCT: drop key '」'": (
+        "a closing corner quote after a key: the key patterns look after it only for a word character or an"
+        " apostrophe, and neither '」' nor '\"' is one"
+    ),
     "hvcu_tasks/core/parsing.py: drop the answer is\\s+ in (it'?s\\s+|the answer is\\s+)#2": (
         '"so the answer is X" is an answer statement anyway'
     ),
