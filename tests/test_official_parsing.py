@@ -139,6 +139,19 @@ def test_a_negation_starting_21_before_the_phrase_does_not_veto_it() -> None:
     assert parse_official(text) == "C"
 
 
+def test_a_long_negation_starting_20_before_the_phrase_vetoes_it() -> None:
+    # "NOT THE ANSWER" ends 6 before the phrase, inside the window; only where it starts decides.
+    text = "Not the answer, and answer: C"
+    assert text.upper().index("ANSWER:") - text.upper().index("NOT") == 20
+    assert parse_official(text) is None
+
+
+def test_a_long_negation_starting_21_before_the_phrase_does_not_veto_it() -> None:
+    text = "Not the answer, then answer: C"
+    assert text.upper().index("ANSWER:") - text.upper().index("NOT") == 21
+    assert parse_official(text) == "C"
+
+
 def test_a_negation_overlapping_the_phrase_vetoes_it() -> None:
     # "NOT ANSWER" starts 4 before the phrase and ends 6 after its start (the window allows up to 10 after).
     assert parse_official("Not answer: B.") is None

@@ -61,6 +61,30 @@ EQUIVALENT: dict[str, str] = {
     ),
     "hvcu_tasks/core/parsing.py: drop is in (is|would be|:)": 'the verb pattern reads "option/choice is X" anyway',
     "hvcu_tasks/core/parsing.py: drop : in (is|would be|:)": 'the verb pattern reads "option/choice: X" anyway',
+    **{
+        f"hvcu_tasks/core/official_parsing.py: SEARCH_BEFORE: 50 -> {n}": (
+            "a negation vetoes only when it starts at most 20 before the phrase, and no negation can start inside"
+            " another of its pattern, so what the window's first 30 characters hold or cut never reaches a veto"
+        )
+        for n in (49, 51)
+    },
+    **{
+        f"hvcu_tasks/core/official_parsing.py: SEARCH_AFTER: 20 -> {n}": (
+            "a negation vetoes only when it ends at most 10 after the phrase start, and every negation ends in a"
+            " fixed word, so cutting the window at 19 or 21 leaves every such match as it was"
+        )
+        for n in (19, 21)
+    },
+    "hvcu_tasks/core/official_parsing.py: END_FROM: -15 -> -16": (
+        "the shortest negation (DON'T, 5 characters) starts at most 20 before the phrase, so none ends before -15"
+    ),
+    **{
+        f"hvcu_tasks/core/official_parsing.py: END_TO: 10 -> {n}": (
+            "a negation that overlaps the phrase ends with its ANSWER/OPTION/CHOICE, 6 after the start; one after"
+            " the phrase follows its letter and a mark, 14 or more after: none ends 9 to 11 after"
+        )
+        for n in (9, 11)
+    },
     "hvcu_tasks/core/parsing.py: _CJK_PUNCT: drop key '」'": (
         "a closing corner quote after a key: the key patterns look after it only for a word character or an"
         " apostrophe, and neither '」' nor '\"' is one"
