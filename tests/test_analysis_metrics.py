@@ -209,3 +209,84 @@ def test_chance_values() -> None:
     assert metrics.CIRCULAR_CHANCE_LEVEL == 100 / 256  # (1/4)^4
     assert metrics.CIRCULAR_CHANCE_FULL == 100 / 256**3  # (1/256)^3
     assert metrics.CHANCE_WRONG == 75.0
+
+
+def test_circular_full_chain_counts_each_rule_apart_and_failed_requests() -> None:
+    # s1: every rotation of every level right under both rules. s2: right under ours everywhere, but its L2
+    # rotation 3 reply "(B)" is unparsable under the authors' rule. s3: L1 rotation 2 got no reply at all (failed).
+    def level(sid: str, lv: int, bad_official: int | None = None, failed: int | None = None) -> list:
+        out = []
+        for r in range(4):
+            if r == failed:
+                out.append((r, Outcome(sid, "aesthetic", "color", lv, "B", None, "", failed=True)))
+            else:
+                reply = "(B)" if r == bad_official else "B"
+                out.append((r, Outcome(sid, "aesthetic", "color", lv, "B", "B", reply)))
+        return out
+
+    rotated = [*level("s1", 1), *level("s1", 2), *level("s1", 3)]
+    rotated += [*level("s2", 1), *level("s2", 2, bad_official=3), *level("s2", 3)]
+    rotated += [*level("s3", 1, failed=2), *level("s3", 2), *level("s3", 3)]
+    got = metrics.score_circular(rotated).as_metrics()
+    assert got["n_chains"] == 3 and got["n_incomplete"] == 0 and got["n_failed_requests"] == 1
+    assert got["acc_full"] == pytest.approx(200 / 3)  # s1, s2 (ours); s3 lost a rotation of L1
+    assert got["acc_full_official"] == pytest.approx(100 / 3)  # s1 only
+    assert got["acc_perc"] == pytest.approx(200 / 3) and got["acc_bridge"] == 100.0 and got["acc_conn"] == 100.0
+    assert got["acc_bridge_official"] == pytest.approx(200 / 3) and got["acc_perc_official"] == pytest.approx(200 / 3)
+
+
+def test_circular_rows_rotate_each_levels_texts_and_carry_the_identity() -> None:
+    from hvcu_tasks.core.documents import circular_rows, level_rows
+    from hvcu_tasks.core.schema import ImageRef, Level, Sample
+
+    opts = (("A", "red"), ("B", "blue"), ("C", "green"), ("D", "gold"))
+    sample = Sample("c1", "aesthetic", "color", ImageRef(data=b"png"), (Level(1, "Colour?", opts, "C"),), "src")
+    (base,) = level_rows([sample], "ID")
+    assert base == {
+        "sample_id": "c1",
+        "family": "aesthetic",
+        "aspect": "color",
+        "level": 1,
+        "question": "Colour?",
+        "option_keys": ["A", "B", "C", "D"],
+        "option_texts": ["red", "blue", "green", "gold"],
+        "answer": "C",
+        "image_path": None,
+        "image_bytes": b"png",
+        "data_identity": "ID",
+    }
+    rows = list(circular_rows([sample], "ID"))
+    assert [r["rotation"] for r in rows] == [0, 1, 2, 3]
+    assert [r["option_texts"] for r in rows] == [
+        ["red", "blue", "green", "gold"],
+        ["blue", "green", "gold", "red"],
+        ["green", "gold", "red", "blue"],
+        ["gold", "red", "blue", "green"],
+    ]
+    assert [r["answer"] for r in rows] == ["C", "B", "A", "D"]  # where "green" stands
+    assert all(r["option_keys"] == ["A", "B", "C", "D"] and r["data_identity"] == "ID" for r in rows)
+    assert all(
+        {k: r[k] for k in base if k not in ("option_texts", "answer")}
+        == {k: base[k] for k in base if k not in ("option_texts", "answer")}
+        for r in rows
+    )
+
+
+def test_rows_built_without_an_identity_carry_an_empty_one() -> None:
+    from hvcu_tasks.core.documents import level_rows
+    from hvcu_tasks.core.schema import Level, Sample
+
+    sample = Sample("c1", "aesthetic", "color", None, (Level(1, "Q?", (("A", "x"), ("B", "y")), "A"),), "src")
+    assert [r["data_identity"] for r in level_rows([sample])] == [""]
+
+
+def test_a_context_chain_scores_name_the_data_they_came_from() -> None:
+    import json
+
+    from hvcu_tasks.core.documents import sample_rows
+    from hvcu_tasks.core.schema import Level, Sample
+    from hvcu_tasks.lmms import context
+
+    levels = tuple(Level(n, f"Q{n}?", (("A", "x"), ("B", "y")), "A") for n in (1, 2, 3))
+    (doc,) = sample_rows([Sample("c1", "aesthetic", "color", None, levels, "src")], json.dumps({"fingerprint": "fp"}))
+    assert [o.data for o in context.outcomes_of(doc, ["A", "B", "A"])] == ["fp", "fp", "fp"]

@@ -379,3 +379,24 @@ def test_a_samples_data_identity_is_the_first_one_its_lines_logged(tmp_path: Pat
     path = write_lines(tmp_path / f"x_samples_{BASE_TASK}.jsonl", [l1, l2, l3])
     (chain,) = chains_of_file(BASE_TASK, path, details=True)
     assert chain["data_identity"] == first  # the line without one is passed over; the later one does not replace it
+
+
+def test_the_details_of_a_chain_name_its_lines_first_image_aspect_and_per_level_verdicts(tmp_path: Path) -> None:
+    color = [line for line in BASE_LINES if line["acc_full"]["outcomes"][0]["sample_id"] == "color_001"]
+    lines = [
+        {**color[0], "input_media": "not a list"},  # ignored: not a list of file names
+        {**color[1], "input_media": ["/data/color_001.png"]},  # the first image logged
+        {**color[2], "input_media": ["/data/other.png"]},  # a later one does not replace it
+    ]
+    path = tmp_path / f"x_samples_{BASE_TASK}.jsonl"
+    path.write_text("\n" + "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")  # a blank line 1
+    (chain,) = chains_of_file(BASE_TASK, path, details=True)
+    assert {k: chain[k] for k in ("aspect", "correct", "correct_official", "failed", "lines", "input_media")} == {
+        "aspect": "color",
+        "correct": [True, True, True],
+        "correct_official": [True, False, True],  # "(B)" is unparsable under the authors' rule
+        "failed": [False, False, False],
+        "lines": [2, 3, 4],  # file line numbers, the blank first line counted
+        "input_media": "/data/color_001.png",
+    }
+    assert chain["data_identity"] is None  # none logged

@@ -29,6 +29,10 @@ EQUIVALENT: dict[str, str] = {
     "hvcu_tasks.core.parsing.x__explicit_answer__mutmut_26": (
         "'>' vs '>=' at equal starts: patterns matching at one position begin with the same word and read the same key"
     ),
+    "hvcu_tasks.core.official_parsing.x__vetoed__mutmut_23": (
+        "'<= start + END_TO' vs '<': no negation ends exactly 10 after a phrase start (one overlapping the phrase"
+        " ends 6 after it, one following it 14 or more after; see table_mutation's END_TO entries)"
+    ),
     "hvcu_tasks.core.parsing.x__phrase_patterns__mutmut_12": (
         "the bracketed key's lower-case letters are redundant: every phrase pattern is compiled with re.I"
     ),
