@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import lmms_worker
 import pytest
 from hypothesis import settings as hypothesis_settings
 from PIL import Image
@@ -172,19 +173,41 @@ def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen2_5_vl")
 
 
-def run_lmms_eval(args: list[str], out: Path, env: dict | None = None, expect_ok: bool = True) -> dict:
-    """Run the real lmms-eval CLI and return the parsed results JSON (lmms-eval exits 0 on crashes)."""
-    cmd = [str(BIN / "lmms-eval"), *args, "--output_path", str(out), "--verbosity", "DEBUG"]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900, cwd=out.parent
-    )
+FRESH_CLI_ENV = "HVCU_TEST_FRESH_CLI"
+"""Set to 1 to run every lmms-eval of run_lmms_eval as a fresh `lmms-eval` process (to compare with the worker)."""
+
+
+def run_lmms_eval(
+    args: list[str], out: Path, env: dict | None = None, expect_ok: bool = True, fresh: bool = False
+) -> dict:
+    """Run lmms-eval and return the parsed results JSON (lmms-eval exits 0 on crashes).
+
+    The run happens in a forked child of a long-lived worker that imported lmms-eval once (tests/lmms_worker.py),
+    as a fresh `lmms-eval` process would run it; `fresh=True` starts the real CLI instead (where the process itself
+    is under test).
+    """
+    argv = [*args, "--output_path", str(out), "--verbosity", "DEBUG"]
+    call_env = {**os.environ, **(env or {})}
+    if fresh or os.environ.get(FRESH_CLI_ENV):
+        proc = subprocess.run(
+            [str(BIN / "lmms-eval"), *argv], capture_output=True, text=True, env=call_env, timeout=900, cwd=out.parent
+        )
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        ran = lmms_worker.POOL.run(argv, call_env, out.parent, timeout=900)
+        returncode, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
     if not expect_ok:
-        return {"returncode": proc.returncode, "output": proc.stdout + proc.stderr, "results": found}
-    assert found, (
-        f"lmms-eval wrote no results file (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    )
+        return {"returncode": returncode, "output": stdout + stderr, "results": found}
+    assert found, f"lmms-eval wrote no results file (rc={returncode}):\n{stdout[-4000:]}\n{stderr[-4000:]}"
     return json.loads(Path(found[0]).read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lmms_workers() -> Iterator[None]:
+    """Stop this pytest process's lmms-eval workers (tests/lmms_worker.py) at the end of the session."""
+    yield
+    lmms_worker.POOL.close()
 
 
 ADVERSARIAL_DIR = Path(__file__).resolve().parent / "adversarial"
