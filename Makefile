@@ -102,8 +102,13 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite runs on PYTEST_JOBS xdist workers (0: in this process); tests sharing a module fixture stay on one
+# worker (tests/conftest.py groups them), and the slowest tests are listed at the end.
+PYTEST_JOBS ?= 2
+PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadgroup --durations=25
+
 unit: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # Headless Chromium for the leaderboard-page test (Debian package; needs root, as on CI).
 browser:
@@ -111,7 +116,7 @@ browser:
 
 # Everything CI runs: lint, then the whole suite including the slow end-to-end lmms-eval runs.
 test: lint browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Mutation testing (mutmut, a dev extra; not part of `test`, ~10 min on 2 busy cores): mutants of the seven files in
 # pyproject's [tool.mutmut], each run against the fast tests that cover the mutated function; then the score per file

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import inspect
 import json
 import os
 import subprocess
@@ -213,11 +214,51 @@ def _lmms_workers() -> Iterator[None]:
 ADVERSARIAL_DIR = Path(__file__).resolve().parent / "adversarial"
 
 
+BROWSER_HELPERS = ("chromium(", "chromium_dom(", "dump_dom(", "probed(")
+"""Calls that load a page in headless Chromium: a test calling one is marked `browser`."""
+SLOW_TIMEOUT_S = 1200
+"""The time limit of a `slow` test (pyproject's `timeout` is the default for the others)."""
+
+
+def _calls_chromium(test: pytest.Item) -> bool:
+    """Whether the test function's own source calls one of BROWSER_HELPERS."""
+    function = getattr(test, "function", None)
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        return False
+    return any(helper in source for helper in BROWSER_HELPERS)
+
+
+def _uses_module_fixture(test: pytest.Item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (built once per module: keep its users together)."""
+    info = getattr(test, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else []
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test under tests/adversarial/ (the fault suite of issue 11) `adversarial`."""
+    """Mark the fault suite `adversarial` and Chromium tests `browser`; give slow tests their time limit; group.
+
+    Groups (pytest-xdist `--dist loadgroup`, as `make test` runs): the tests of a module sharing a module fixture run
+    on one worker, so the fixture is built once; the browser tests, with the modules whose fixtures they use, share
+    the group `browser`, so one Chromium runs at a time.
+    """
+    browser_modules = set()
     for test in items:
         if ADVERSARIAL_DIR in Path(str(test.fspath)).resolve().parents:
             test.add_marker(pytest.mark.adversarial)
+        if test.get_closest_marker("slow") and not test.get_closest_marker("timeout"):
+            test.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        if _calls_chromium(test):
+            test.add_marker(pytest.mark.browser)
+            browser_modules.add(test.nodeid.split("::")[0])
+    for test in items:
+        module = test.nodeid.split("::")[0]
+        if test.get_closest_marker("browser") or (module in browser_modules and _uses_module_fixture(test)):
+            test.add_marker(pytest.mark.xdist_group("browser"))
+        elif _uses_module_fixture(test):
+            test.add_marker(pytest.mark.xdist_group(module))
 
 
 def full_disk(monkeypatch, at_call: int) -> None:

@@ -140,6 +140,11 @@ def test_replay_of_a_hand_chosen_mix_gives_the_hand_computed_numbers_in_both_set
         for task in (f"hvcu_bench_sample_{short}", f"hvcu_bench_context_sample_{short}"):
             for metric, value in EXPECTED[family].items():
                 assert results[task][f"{metric},none"] == pytest.approx(value), (task, metric)
+    from hvcu_tasks.cli import main  # `hvcu chains` reads the run's sample logs (also tests/test_lmms_versions.py)
+
+    assert main(["chains", str(tmp_path / "out"), "--out", str(tmp_path / "chains.jsonl")]) == 0
+    chains = [json.loads(line) for line in (tmp_path / "chains.jsonl").read_text().splitlines()]
+    assert sorted(c["setting"] for c in chains) == ["base"] * 15 + ["context"] * 15
 
 
 def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -> None:
