@@ -21,6 +21,11 @@ from hvcu_tasks import settings
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
 
+# torch on one thread in the tests and every process they start (unless the caller set OMP_NUM_THREADS): the tiny
+# models gain nothing from threads, which only spin (a tiny-model lmms-eval run took 47 s of CPU on 2 threads and
+# 22 s on one); set before anything imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
