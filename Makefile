@@ -102,10 +102,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The suite runs on PYTEST_JOBS xdist workers (0: in this process); tests sharing a module fixture stay on one
-# worker (tests/conftest.py groups them), and the slowest tests are listed at the end.
+# The suite runs on PYTEST_JOBS xdist workers (0: in this process), a test file's tests on one worker and the
+# Chromium test files together on one (tests/conftest.py); the 25 slowest tests are listed at the end.
 PYTEST_JOBS ?= 2
-PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadgroup --durations=25
+PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadfile --durations=25
 
 unit: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -225,9 +225,8 @@ SLOW_TIMEOUT_S = 1200
 """The time limit of a `slow` test (pyproject's `timeout` is the default for the others)."""
 
 
-def _calls_chromium(test: pytest.Item) -> bool:
-    """Whether the test function's own source calls one of BROWSER_HELPERS."""
-    function = getattr(test, "function", None)
+def _calls_chromium(function: object) -> bool:
+    """Whether a test function's own source calls one of BROWSER_HELPERS."""
     try:
         source = inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
@@ -235,35 +234,48 @@ def _calls_chromium(test: pytest.Item) -> bool:
     return any(helper in source for helper in BROWSER_HELPERS)
 
 
-def _uses_module_fixture(test: pytest.Item) -> bool:
-    """Whether the test uses a module- or class-scoped fixture (built once per module: keep its users together)."""
-    info = getattr(test, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info is not None else []
-    return any(d and d[-1].scope in ("module", "class", "package") for d in defs)
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the fault suite `adversarial` and Chromium tests `browser`; give slow tests their time limit."""
+    if ADVERSARIAL_DIR in Path(str(item.fspath)).resolve().parents:
+        item.add_marker(pytest.mark.adversarial)
+    if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+        item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+    if _calls_chromium(getattr(item, "function", None)):
+        item.add_marker(pytest.mark.browser)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the fault suite `adversarial` and Chromium tests `browser`; give slow tests their time limit; group.
+BROWSER_SCOPE = "browser"
 
-    Groups (pytest-xdist `--dist loadgroup`, as `make test` runs): the tests of a module sharing a module fixture run
-    on one worker, so the fixture is built once; the browser tests, with the modules whose fixtures they use, share
-    the group `browser`, so one Chromium runs at a time.
+
+def browser_files(root: Path = REPO / "tests") -> frozenset[str]:
+    """The test files (relative to the repository, as in node ids) whose tests load pages in Chromium."""
+    found = set()
+    for path in sorted(root.rglob("test_*.py")):
+        if any(helper in path.read_text(encoding="utf-8") for helper in BROWSER_HELPERS):
+            found.add(path.relative_to(REPO).as_posix())
+    return frozenset(found)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile` with every Chromium test file in one scope (one Chromium at a time, module fixtures once).
+
+    A file's tests stay on one worker, so its module fixtures are built once and a port it holds is its own.
+    pytest-xdist's `loadgroup` cannot do this here: it groups by suffixing node ids, which pytest 9 no longer lets a
+    plugin change (its `xdist_group` marker is silently ignored).
     """
-    browser_modules = set()
-    for test in items:
-        if ADVERSARIAL_DIR in Path(str(test.fspath)).resolve().parents:
-            test.add_marker(pytest.mark.adversarial)
-        if test.get_closest_marker("slow") and not test.get_closest_marker("timeout"):
-            test.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
-        if _calls_chromium(test):
-            test.add_marker(pytest.mark.browser)
-            browser_modules.add(test.nodeid.split("::")[0])
-    for test in items:
-        module = test.nodeid.split("::")[0]
-        if test.get_closest_marker("browser") or (module in browser_modules and _uses_module_fixture(test)):
-            test.add_marker(pytest.mark.xdist_group("browser"))
-        elif _uses_module_fixture(test):
-            test.add_marker(pytest.mark.xdist_group(module))
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    together = browser_files()
+
+    class LoadFileBrowsersTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return BROWSER_SCOPE if scope in together else scope
+
+    return LoadFileBrowsersTogether(config, log)
 
 
 def full_disk(monkeypatch, at_call: int) -> None:
