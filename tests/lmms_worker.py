@@ -193,7 +193,7 @@ def _child(request: dict) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = ["lmms-eval", *request["argv"]]
+    sys.argv = [str(Path(sys.executable).parent / "lmms-eval"), *request["argv"]]  # as the console script sees it
     from lmms_eval.cli.dispatch import main
 
     try:
