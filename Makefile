@@ -99,8 +99,13 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite runs on PYTEST_JOBS xdist workers (0: in this process), a test file's tests on one worker and the
+# Chromium test files together on one (tests/conftest.py); the 25 slowest tests are listed at the end.
+PYTEST_JOBS ?= 2
+PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadfile --durations=25
+
 unit: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # Headless Chromium for the leaderboard-page test (Debian package; needs root, as on CI).
 browser:
@@ -108,7 +113,7 @@ browser:
 
 # Everything CI runs: lint, then the whole suite including the slow end-to-end lmms-eval runs.
 test: lint browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Mutation testing (mutmut, a dev extra; not part of `test`, ~10 min on 2 busy cores): mutants of the seven files in
 # pyproject's [tool.mutmut], each run against the fast tests that cover the mutated function; then the score per file

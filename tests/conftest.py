@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import inspect
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import lmms_worker
 import pytest
 from hypothesis import settings as hypothesis_settings
 from PIL import Image
@@ -18,6 +20,11 @@ from PIL import Image
 from hvcu_tasks import settings
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
+
+# torch on one thread in the tests and every process they start (unless the caller set OMP_NUM_THREADS): the tiny
+# models gain nothing from threads, which only spin (a tiny-model lmms-eval run took 47 s of CPU on 2 threads and
+# 22 s on one); set before anything imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -172,29 +179,103 @@ def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_qwen2_5_vl(tmp_path_factory.mktemp("tiny") / "qwen2_5_vl")
 
 
-def run_lmms_eval(args: list[str], out: Path, env: dict | None = None, expect_ok: bool = True) -> dict:
-    """Run the real lmms-eval CLI and return the parsed results JSON (lmms-eval exits 0 on crashes)."""
-    cmd = [str(BIN / "lmms-eval"), *args, "--output_path", str(out), "--verbosity", "DEBUG"]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900, cwd=out.parent
-    )
+FRESH_CLI_ENV = "HVCU_TEST_FRESH_CLI"
+"""Set to 1 to run every lmms-eval of run_lmms_eval as a fresh `lmms-eval` process (to compare with the worker)."""
+
+
+def run_lmms_eval(
+    args: list[str], out: Path, env: dict | None = None, expect_ok: bool = True, fresh: bool = False
+) -> dict:
+    """Run lmms-eval and return the parsed results JSON (lmms-eval exits 0 on crashes).
+
+    The run happens in a forked child of a long-lived worker that imported lmms-eval once (tests/lmms_worker.py),
+    as a fresh `lmms-eval` process would run it; `fresh=True` starts the real CLI instead (where the process itself
+    is under test).
+    """
+    argv = [*args, "--output_path", str(out), "--verbosity", "DEBUG"]
+    call_env = {**os.environ, **(env or {})}
+    if fresh or os.environ.get(FRESH_CLI_ENV):
+        proc = subprocess.run(
+            [str(BIN / "lmms-eval"), *argv], capture_output=True, text=True, env=call_env, timeout=900, cwd=out.parent
+        )
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        ran = lmms_worker.POOL.run(argv, call_env, out.parent, timeout=900)
+        returncode, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
     if not expect_ok:
-        return {"returncode": proc.returncode, "output": proc.stdout + proc.stderr, "results": found}
-    assert found, (
-        f"lmms-eval wrote no results file (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    )
+        return {"returncode": returncode, "output": stdout + stderr, "results": found}
+    assert found, f"lmms-eval wrote no results file (rc={returncode}):\n{stdout[-4000:]}\n{stderr[-4000:]}"
     return json.loads(Path(found[0]).read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lmms_workers() -> Iterator[None]:
+    """Stop this pytest process's lmms-eval workers (tests/lmms_worker.py) at the end of the session."""
+    yield
+    lmms_worker.POOL.close()
 
 
 ADVERSARIAL_DIR = Path(__file__).resolve().parent / "adversarial"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test under tests/adversarial/ (the fault suite of issue 11) `adversarial`."""
-    for test in items:
-        if ADVERSARIAL_DIR in Path(str(test.fspath)).resolve().parents:
-            test.add_marker(pytest.mark.adversarial)
+BROWSER_HELPERS = ("chromium(", "chromium_dom(", "dump_dom(", "probed(")
+"""Calls that load a page in headless Chromium: a test calling one is marked `browser`."""
+SLOW_TIMEOUT_S = 1200
+"""The time limit of a `slow` test (pyproject's `timeout` is the default for the others)."""
+
+
+def _calls_chromium(function: object) -> bool:
+    """Whether a test function's own source calls one of BROWSER_HELPERS."""
+    try:
+        source = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        return False
+    return any(helper in source for helper in BROWSER_HELPERS)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the fault suite `adversarial` and Chromium tests `browser`; give slow tests their time limit."""
+    if ADVERSARIAL_DIR in Path(str(item.fspath)).resolve().parents:
+        item.add_marker(pytest.mark.adversarial)
+    if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+        item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+    if _calls_chromium(getattr(item, "function", None)):
+        item.add_marker(pytest.mark.browser)
+
+
+BROWSER_SCOPE = "browser"
+
+
+def browser_files(root: Path = REPO / "tests") -> frozenset[str]:
+    """The test files (relative to the repository, as in node ids) whose tests load pages in Chromium."""
+    found = set()
+    for path in sorted(root.rglob("test_*.py")):
+        if any(helper in path.read_text(encoding="utf-8") for helper in BROWSER_HELPERS):
+            found.add(path.relative_to(REPO).as_posix())
+    return frozenset(found)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile` with every Chromium test file in one scope (one Chromium at a time, module fixtures once).
+
+    A file's tests stay on one worker, so its module fixtures are built once and a port it holds is its own.
+    pytest-xdist's `loadgroup` cannot do this here: it groups by suffixing node ids, which pytest 9 no longer lets a
+    plugin change (its `xdist_group` marker is silently ignored).
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    together = browser_files()
+
+    class LoadFileBrowsersTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return BROWSER_SCOPE if scope in together else scope
+
+    return LoadFileBrowsersTogether(config, log)
 
 
 def full_disk(monkeypatch, at_call: int) -> None:

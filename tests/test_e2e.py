@@ -140,6 +140,11 @@ def test_replay_of_a_hand_chosen_mix_gives_the_hand_computed_numbers_in_both_set
         for task in (f"hvcu_bench_sample_{short}", f"hvcu_bench_context_sample_{short}"):
             for metric, value in EXPECTED[family].items():
                 assert results[task][f"{metric},none"] == pytest.approx(value), (task, metric)
+    from hvcu_tasks.cli import main  # `hvcu chains` reads the run's sample logs (also tests/test_lmms_versions.py)
+
+    assert main(["chains", str(tmp_path / "out"), "--out", str(tmp_path / "chains.jsonl")]) == 0
+    chains = [json.loads(line) for line in (tmp_path / "chains.jsonl").read_text().splitlines()]
+    assert sorted(c["setting"] for c in chains) == ["base"] * 15 + ["context"] * 15
 
 
 def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -> None:
@@ -240,7 +245,7 @@ def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) ->
     from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 
     with FakeOpenAI(_answer_from_question) as server:
-        results = run_lmms_eval(
+        run_lmms_eval(
             [
                 "--model",
                 "openai",
@@ -248,6 +253,7 @@ def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) ->
                 f"model_version=fake-vlm,base_url={server.base_url},api_key=x",
                 "--tasks",
                 "hvcu_bench_sample",
+                "--log_samples",
             ],
             tmp_path / "out",
         )
@@ -261,7 +267,7 @@ def test_openai_compatible_backend_gets_the_protocol_messages(tmp_path: Path) ->
     assert [part["type"] for part in user] == ["text", "image_url"]
     assert user[1]["image_url"]["url"].startswith("data:image/")
     assert first.get("temperature", 0) == 0
-    got = results["results"]
+    got = report_metrics(tmp_path / "out")  # errors_at_*: a diagnostic, from the sample logs as `hvcu report` reads
     assert got["hvcu_bench_sample_impl"]["acc_full,none"] == 100.0
     assert got["hvcu_bench_sample_aesth"]["acc_full,none"] == 75.0  # font_001 answered wrong at every level
     assert got["hvcu_bench_sample_aesth"]["errors_at_perc,none"] == 1
@@ -342,7 +348,7 @@ def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path)
     from hvcu_tasks.core.prompts import CONTEXT_PREFIX
 
     with FakeOpenAI(lambda request: "Answer: D") as server:
-        results = run_lmms_eval(
+        run_lmms_eval(
             [
                 "--model",
                 "hvcu_context",
@@ -350,6 +356,7 @@ def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path)
                 f"inner=openai,model_version=fake-vlm,base_url={server.base_url},api_key=x",
                 "--tasks",
                 "hvcu_bench_context_sample",
+                "--log_samples",
             ],
             tmp_path / "out",
         )
@@ -371,7 +378,7 @@ def test_openai_backend_through_the_wrapper_sees_its_own_answers(tmp_path: Path)
     ]
     assert images == [5]
     assert last[5]["content"][0]["text"].startswith(CONTEXT_PREFIX)
-    assert results["results"]["hvcu_bench_context_sample_impl"]["invalid_perc,none"] == 0.0
+    assert report_metrics(tmp_path / "out")["hvcu_bench_context_sample_impl"]["invalid_perc,none"] == 0.0
 
 
 def test_tiny_llava_through_llava_hf_in_both_settings(tmp_path: Path) -> None:
