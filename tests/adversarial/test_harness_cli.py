@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import report_metrics
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
@@ -82,15 +83,18 @@ def test_offline_mode_without_a_cache_fails_fast_naming_the_env_variable(tmp_pat
 
 
 def test_limit_without_a_complete_chain_gives_nan_not_zero(tmp_path: Path) -> None:
-    code, lines, _, out = lmms_eval(tmp_path, "hvcu_bench_sample", {}, "--limit", "2")
+    code, lines, _, out = lmms_eval(tmp_path, "hvcu_bench_sample", {}, "--limit", "2", "--log_samples")
     assert code == 0, "\n".join(lines[-40:])
     (found,) = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
     text = Path(found).read_text(encoding="utf-8")
     results = json.loads(text)["results"]
     impl = results["hvcu_bench_sample_impl"]
     assert impl["acc_perc,none"] == 100.0 and impl["n_chains,none"] == 0
-    for metric in ("acc_full", "acc_conn", "invalid_conn", "error_share_perc", "full_metaphor"):
+    for metric in ("acc_full", "acc_conn"):  # reported to lmms-eval
         assert math.isnan(impl[f"{metric},none"]), metric
+    diagnostics = report_metrics(out)["hvcu_bench_sample_impl"]  # what hvcu report computes from the sample log
+    for metric in ("invalid_conn", "error_share_perc", "full_metaphor"):
+        assert math.isnan(diagnostics[f"{metric},none"]), metric
     assert impl["acc_full_stderr,none"] == "N/A"
     assert math.isnan(results["hvcu_bench_sample"]["acc_full,none"])
     assert '"acc_full,none": NaN' in text
