@@ -290,3 +290,9 @@ def test_a_context_chain_scores_name_the_data_they_came_from() -> None:
     levels = tuple(Level(n, f"Q{n}?", (("A", "x"), ("B", "y")), "A") for n in (1, 2, 3))
     (doc,) = sample_rows([Sample("c1", "aesthetic", "color", None, levels, "src")], json.dumps({"fingerprint": "fp"}))
     assert [o.data for o in context.outcomes_of(doc, ["A", "B", "A"])] == ["fp", "fp", "fp"]
+
+
+def test_a_rotation_outside_0_to_3_is_refused_naming_the_sample_and_level() -> None:
+    with pytest.raises(ValueError) as exc:
+        metrics.score_circular([(4, _o("s9", 2, "A", "A"))])
+    assert str(exc.value) == "rotation 4 of sample 's9' level 2: expected 0-3"

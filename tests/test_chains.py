@@ -400,3 +400,11 @@ def test_the_details_of_a_chain_name_its_lines_first_image_aspect_and_per_level_
         "input_media": "/data/color_001.png",
     }
     assert chain["data_identity"] is None  # none logged
+
+
+def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / f"x_samples_{BASE_TASK}.jsonl"
+    path.write_text(json.dumps(BASE_LINES[0]) + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(ValueError) as exc:
+        chains_of_file(BASE_TASK, path)
+    assert str(exc.value).startswith(f"{path}:2: not an HVCU-Bench samples line (not valid JSON: ")

@@ -62,9 +62,28 @@ EQUIVALENT: dict[str, str] = {
         f"hvcu_tasks.results.chains.x__add_line__mutmut_{n}": (
             "zip(strict=...): the lengths were checked equal just above (LevelMismatchError otherwise)"
         )
-        for n in (63, 67, 68)
+        for n in (63, 67, 68, 77, 81, 82)
     },
     "hvcu_tasks.results.chains.x_chains_of_file__mutmut_18": "'UTF-8' and 'utf-8' name the same codec",
+    "hvcu_tasks.results.chains.x_chains_of_file__mutmut_19": "'UTF-8' and 'utf-8' name the same codec",
+    **{
+        f"hvcu_tasks.results.chains.x_chains_of_file__mutmut_{n}": (
+            "the JSON error's own source and line: chains_of_file catches it and names the file and line itself"
+        )
+        for n in (34, 35, 37, 38)
+    },
+    **{
+        f"hvcu_tasks.core.documents.x_circular_rows__mutmut_{n}": (
+            "zip(strict=...): a row's option keys and texts come from one list of (key, text) pairs (level_rows)"
+        )
+        for n in (10, 13, 18)
+    },
+    **{
+        f"hvcu_tasks.core.metrics.x_error_propagation__mutmut_{n}": (
+            "zip(LEVELS, LEVELS[1:], strict=False) vs no strict: the default is not strict either"
+        )
+        for n in (7, 10)
+    },
     "hvcu_tasks.core.metrics.x_score_family__mutmut_38": (
         "chain[1].aspect vs chain[2].aspect: every level of a sample carries the sample's one aspect (Sample.aspect,"
         " written into each level's outcome by core.scoring.score_reply)"
