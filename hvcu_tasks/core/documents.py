@@ -8,7 +8,7 @@ and the data identity (IDENTITY_KEY) of the load it came from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.metrics import ROTATIONS
@@ -116,3 +116,38 @@ def earlier_answers(doc: Mapping[str, Any], replies: Sequence[object]) -> list[s
     """
     texts = [reply if isinstance(reply, str) else "" for reply in replies]
     return [context_answer(parse_choice(text, dict(level_options(doc, i))), text) for i, text in enumerate(texts)]
+
+
+def next_round(
+    doc: Mapping[str, Any],
+    round_idx: int | None,
+    previous_output: Sequence[str] | None,
+    previous_round_info: Any,
+    messages: Callable[[list[str]], Any],
+) -> Any:
+    """Answer one round of lmms-eval's multi-round protocol for a chain document.
+
+    Round 0 gives L1's messages; a later round gives (messages, done, outputs, info), `messages(replies so far)`
+    building the next level's chat.
+    """
+    replies = list(previous_output or [])
+    if not round_idx:
+        return messages([])
+    if len(replies) != round_idx:
+        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
+    if round_idx >= len(doc["questions"]):
+        return None, True, replies, previous_round_info
+    return messages(replies), False, replies, previous_round_info
+
+
+def gold_entry(doc: Mapping[str, Any], reply: object, parsed: str | None) -> dict[str, Any]:
+    """What a gold-context sample-log line holds beside its outcome, in the context setting's list form."""
+    k = list(doc["levels"]).index(int(doc["level"]))
+    return {
+        "sample_id": doc["sample_id"],
+        "questions": [level_texts(doc)[k]],
+        "replies": [reply if isinstance(reply, str) else None],
+        "parsed": [parsed],
+        "gold": [doc["answers"][k]],
+        "shown_answers": list(doc["answers"][:k]),
+    }

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.documents import circular_rows, gold_rows, level_options, level_texts
+from hvcu_tasks.core.documents import circular_rows, gold_entry, gold_rows, level_options, level_texts
 from hvcu_tasks.core.payloads import ROTATION_KEY, payloads, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
@@ -117,12 +117,5 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
     reply = results[0] if results else None
     options = level_options(doc, k)
     outcome = score_reply(doc, int(doc["level"]), options, doc["answers"][k], reply, hooks.doc_fingerprint(doc))
-    entry = {
-        "sample_id": doc["sample_id"],
-        "questions": [level_texts(doc)[k]],
-        "replies": [reply if isinstance(reply, str) else None],
-        "parsed": [outcome.pred],
-        "gold": [doc["answers"][k]],
-        "shown_answers": list(doc["answers"][:k]),
-    }
+    entry = gold_entry(doc, reply, outcome.pred)
     return payloads(str(doc["family"]), [outcome], entry, documents.doc_identity(doc))

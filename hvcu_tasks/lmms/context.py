@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks import settings
-from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, sample_rows
+from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, next_round, sample_rows
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.payloads import IDENTITY_KEY, payloads
 from hvcu_tasks.core.prompts import context_messages
@@ -141,14 +141,9 @@ def doc_to_messages(
     previous_round_info: Any = None,
 ) -> Any:
     """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
-    if not round_idx:
-        return messages_for_round(doc, [])
-    replies = list(previous_output or [])
-    if len(replies) != round_idx:
-        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
-    if round_idx >= len(doc["questions"]):
-        return None, True, replies, previous_round_info
-    return messages_for_round(doc, replies), False, replies, previous_round_info
+    return next_round(
+        doc, round_idx, previous_output, previous_round_info, lambda replies: messages_for_round(doc, replies)
+    )
 
 
 def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:

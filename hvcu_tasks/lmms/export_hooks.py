@@ -30,10 +30,12 @@ from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overa
 from hvcu_tasks.core.documents import (
     circular_rows,
     earlier_answers,
+    gold_entry,
     gold_rows,
     level_options,
     level_rows,
     level_texts,
+    next_round,
     sample_rows,
 )
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT
@@ -421,19 +423,11 @@ def context_doc_to_messages(
     previous_round_info: Any = None,
 ) -> Any:
     """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
-    replies = list(previous_output or [])
-    if not round_idx:
-        return context_messages(level_texts(doc), [], document_image(doc))
-    if len(replies) != round_idx:
-        raise ValueError(f"round {round_idx} of sample {doc['sample_id']} got {len(replies)} earlier replies")
-    if round_idx >= len(doc["questions"]):
-        return None, True, replies, previous_round_info
-    return (
-        context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc)),
-        False,
-        replies,
-        previous_round_info,
-    )
+
+    def messages(replies: list[str]) -> list[dict]:
+        return context_messages(level_texts(doc), earlier_answers(doc, replies), document_image(doc))
+
+    return next_round(doc, round_idx, previous_output, previous_round_info, messages)
 
 
 def context_process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Mapping[str, Any]]:
@@ -511,14 +505,7 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
     k = gold_index(doc)
     reply = results[0] if results else None
     outcome = score(doc, int(doc["level"]), level_options(doc, k), doc["answers"][k], reply)
-    entry = {
-        "sample_id": doc["sample_id"],
-        "questions": [level_texts(doc)[k]],
-        "replies": [reply if isinstance(reply, str) else None],
-        "parsed": [outcome.pred],
-        "gold": [doc["answers"][k]],
-        "shown_answers": list(doc["answers"][:k]),
-    }
+    entry = gold_entry(doc, reply, outcome.pred)
     return family_payloads(doc, [outcome], entry)
 
 
