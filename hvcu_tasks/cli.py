@@ -147,6 +147,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from hvcu_tasks.report.leaderboard import (
         board_entries,
         leaderboard_json,
+        make_board,
         merge,
         read_leaderboard,
         run_entry,
@@ -169,7 +170,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         entries = board_entries(ranked, reference)
     else:  # the published board as it is (its [paper] rows included, or today's when it has none), plus the new runs
         entries = merge(with_reference(published, reference), [run_entry(m) for m in ranked if m.settings], args.base)
-    tables = report_tables(models, reference=reference, entries=entries) + analysis_tables(args.runs)
+    board = make_board(entries, args.resamples, args.seed)
+    tables = report_tables(models, reference=reference, board=board) + analysis_tables(args.runs)
     pair = None
     if args.compare:
         if len(models) != 2:
@@ -182,7 +184,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
     if args.out is None:
         if args.summary:
-            print(RENDERERS["md"](summary_table(entries)) + "\n" + _report_next(args), end="")
+            print(RENDERERS["md"](summary_table(board)) + "\n" + _report_next(args), end="")
             return 0
         print(
             to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
@@ -195,7 +197,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ReportError(f"--out {args.out}: is a file; give a folder for the tables and figures/")
     args.out.mkdir(parents=True, exist_ok=True)
     figures = all_figures(ranked, args.out / "figures", reference)
-    texts = {"leaderboard.json": leaderboard_json(entries)}
+    texts = {"leaderboard.json": leaderboard_json(board)}
     if args.format == "json":
         texts["report.json"] = to_json(tables)
     elif args.format != "html":
@@ -209,7 +211,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         runs_on_board = [e.model for e in entries if e.source == "run"]
         pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
     if args.summary:
-        print(RENDERERS["md"](summary_table(entries)))
+        print(RENDERERS["md"](summary_table(board)))
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
     if args.summary:
         print(_report_next(args), end="")
@@ -222,6 +224,8 @@ def _report_next(args: argparse.Namespace) -> str:
 
     same = [str(p) for p in args.runs] + ["--no-reference"] * args.no_reference + ["--compare"] * args.compare
     same += ["--base", str(args.base)] if args.base is not None else []
+    same += ["--resamples", str(args.resamples)] if args.resamples != 2000 else []
+    same += ["--seed", str(args.seed)] if args.seed != 0 else []
     command = shlex.join(["hvcu", "report", *same])
     lines = []
     if args.out is not None and args.format == "html":
@@ -232,6 +236,17 @@ def _report_next(args: argparse.Namespace) -> str:
         lines.append(f"a leaderboard site: {command} --format html --out site")
     lines.append(f"every table: {command}")
     return "\n".join(lines) + "\n"
+
+
+def _resamples(text: str) -> int:
+    """Return a --resamples count (an integer of at least 100: fewer cannot place a 95% interval's tails)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 100:
+        raise argparse.ArgumentTypeError(f"{n}: at least 100 resamples are needed for a 95% interval")
+    return n
 
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
@@ -529,6 +544,16 @@ def build_parser() -> Parser:
     )
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
+    )
+    report.add_argument(
+        "--resamples",
+        type=_resamples,
+        default=2000,
+        metavar="N",
+        help="bootstrap resamples behind every interval, rank range and paired test (default 2000)",
+    )
+    report.add_argument(
+        "--seed", type=int, default=0, help="seed of those resamples (default 0): the same runs give the same numbers"
     )
     report.add_argument(
         "--summary",

@@ -161,8 +161,13 @@ def test_csv_rounds_to_two_decimals_and_json_keeps_full_precision(tmp_path: Path
 def test_leaderboard_json_has_the_documented_shape(runs, tmp_path: Path) -> None:
     report_json(tmp_path / "o", str(runs["x_base"]), str(runs["x_ctx"]))
     data = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
-    assert (data["schema"], data["version"]) == ("hvcu-leaderboard", 1)
+    assert (data["schema"], data["version"]) == ("hvcu-leaderboard", 2)
     ours = next(e for e in data["entries"] if e["model"] == "Qwen/X")
+    best, worst = ours.pop("rank_range")
+    assert best <= 3 <= worst and isinstance(ours.pop("rank_group"), int)
+    low, high = ours.pop("interval_base")  # no sample logs: binomial, 45% of 400/350/300 samples
+    half = 1.959964 * (0.45 * 0.55 * (1 / 400 + 1 / 350 + 1 / 300) / 9) ** 0.5 * 100
+    assert (low, high) == pytest.approx((45 - half, 45 + half), abs=1e-4)
     assert ours == {
         "rank": 3,
         "model": "Qwen/X",
@@ -175,9 +180,16 @@ def test_leaderboard_json_has_the_documented_shape(runs, tmp_path: Path) -> None
         "score_base_hvcu": 46.0,
         "score_context_hvcu": 50.0,
         "acc_full": {"implication": 45.0, "aesthetic": 45.0, "affective": 45.0},
-        "interval_base": None,
         "notes": [],
+        "family_sizes": None,
+        "fingerprint": "",
+        "verdicts": {},
+        "interval_context": None,
+        "interval_gain": None,
+        "interval_method": "binomial",
     }
+    assert data["uncertainty"]["resamples"] == 2000 and data["uncertainty"]["seed"] == 0
+    assert data["pairs"] == []  # no run has sample logs
     gpt = next(e for e in data["entries"] if e["model"] == "GPT-4o")
     assert gpt["source"] == "paper" and gpt["score_base_hvcu"] is None  # null: not measured / not available
 
@@ -222,7 +234,7 @@ def _entry() -> dict:
         ("{", "not JSON"),
         (json.dumps([1]), "expected a leaderboard object"),
         (json.dumps({"schema": "other", "version": 1, "entries": []}), "schema: expected 'hvcu-leaderboard'"),
-        (json.dumps({"schema": "hvcu-leaderboard", "version": 2, "entries": []}), "version: expected 1, got 2"),
+        (json.dumps({"schema": "hvcu-leaderboard", "version": 3, "entries": []}), "version: expected one of 1, 2, got 3"),
         (json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": {}}), "entries: expected a list"),
         (
             json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "score_base": 140}]}),

@@ -12,15 +12,16 @@ FAMS = ("implication", "aesthetic", "affective")
 
 
 def test_bootstrap_interval_brackets_the_accuracy_and_is_seeded() -> None:
-    verdicts = [True] * 30 + [False] * 70
+    verdicts = {f"s{i:03d}": i < 30 for i in range(100)}
     low, high = bootstrap_ci(verdicts)
     assert low < 30.0 < high and 18 < low and high < 42
     assert bootstrap_ci(verdicts) == (low, high)
-    assert bootstrap_ci([True] * 10) == (100.0, 100.0)
+    assert bootstrap_ci(verdicts, seed=1) != (low, high)
+    assert bootstrap_ci({str(i): True for i in range(10)}) == (100.0, 100.0)
 
 
 def test_score_interval_brackets_the_mean_of_families() -> None:
-    low, high = score_ci({"a": [True] * 50 + [False] * 50, "b": [True] * 80 + [False] * 20})
+    low, high = score_ci({"a": {str(i): i < 50 for i in range(100)}, "b": {str(i): i < 80 for i in range(100)}})
     assert low < 65.0 < high
 
 

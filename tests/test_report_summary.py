@@ -36,27 +36,45 @@ def x_runs(tmp_path: Path) -> list[str]:
     return [str(base), str(ctx)]
 
 
+SIZES = (400, 350, 300)  # samples per family (Table 5): implication, aesthetic, affective
+
+
+def wald(*acc: float) -> str:
+    """The binomial (Wald) 95% interval of a mean of three family accuracies, as the board prints it."""
+    var = sum((p / 100) * (1 - p / 100) / n for p, n in zip(acc, SIZES, strict=True)) / 9
+    mean, half = sum(acc) / 3, 1.959964 * var**0.5 * 100
+    return f"[{mean - half:.2f}, {mean + half:.2f}] (binomial)"
+
+
 def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:
     out = summary(capsys, *x_runs)
     rows = table_rows(out)
+    ranges = [r.pop(1) for r in rows]
     assert rows == [
-        ["–", "Human", "87.18", "–", "–", "human"],
-        [*BEST_PAPER[0], "–", "[paper]"],
-        [*BEST_PAPER[1], "–", "[paper]"],
-        ["3", "Qwen/X", "45.00", "50.50", "46.00", "run"],
-        [*THIRD_PAPER, "–", "[paper]"],
-        ["–", "Random guess (chance)", "1.56", "1.56", "1.56", "chance"],
+        ["–", "Human", "87.18", wald(86.0, 88.86, 86.67), "–", "–", "human"],
+        [BEST_PAPER[0][0], *BEST_PAPER[0][1:3], wald(53.25, 53.14, 50.33), BEST_PAPER[0][3], "–", "[paper]"],
+        [BEST_PAPER[1][0], *BEST_PAPER[1][1:3], wald(50.75, 44.0, 48.0), BEST_PAPER[1][3], "–", "[paper]"],
+        ["3", "Qwen/X", "45.00", wald(45.0, 45.0, 45.0), "50.50", "46.00", "run"],
+        [*THIRD_PAPER[:3], wald(47.5, 38.86, 46.33), THIRD_PAPER[3], "–", "[paper]"],
+        ["–", "Random guess (chance)", "1.56", "–", "1.56", "1.56", "chance"],
     ]
+    assert ranges[0] == ranges[-1] == "–"  # references have no rank
+    for (rank, *_rest), shown in zip(rows[1:5], ranges[1:5], strict=True):
+        low, _, high = shown.partition("–")
+        assert int(low) <= int(rank) <= int(high or low)  # each range holds the row's rank
     header = next(line for line in out.splitlines() if line.startswith("|"))
     assert [c.strip() for c in header.strip("|").split("|")] == [
         "Rank",
+        "Rank range",
         "Model",
         "Score (official)",
+        "95% CI",
         "Context (official)",
         "Score",
         "Source",
     ]
     assert "10 more [paper] rows" in out  # 13 paper rows in Table 2, 3 shown
+    assert "must differ by 6.16 points" in out  # the detectable difference at 400/350/300 samples
 
 
 def test_the_summary_names_the_command_that_prints_every_table(capsys, x_runs) -> None:
@@ -80,15 +98,15 @@ def test_with_a_site_the_summary_says_where_the_page_is_and_writes_the_site_as_u
 def test_a_smoke_sample_run_is_listed_unranked_and_said_to_be_no_score(capsys, tmp_path: Path) -> None:
     run = write_results(tmp_path / "s", families("hvcu_bench_sample", acc_full=0.0, acc_full_official=0.0))
     out = summary(capsys, str(run))
-    (row,) = [r for r in table_rows(out) if r[1].startswith("Qwen/X")]
-    assert row == ["–", "Qwen/X†", "0.00", "–", "0.00", "run (smoke sample)"]
+    (row,) = [r for r in table_rows(out) if r[2].startswith("Qwen/X")]
+    assert row == ["–", "–", "Qwen/X†", "0.00", "–", "–", "0.00", "run (smoke sample)"]
     assert "† smoke sample: not the benchmark" in out
 
 
 def test_the_full_command_keeps_the_options_that_change_the_tables(capsys, x_runs) -> None:
     out = summary(capsys, *x_runs, "--no-reference")
     assert f"every table: hvcu report {x_runs[0]} {x_runs[1]} --no-reference\n" in out
-    assert [r[1] for r in table_rows(out)] == ["Qwen/X"]
+    assert [r[2] for r in table_rows(out)] == ["Qwen/X"]
 
 
 def test_a_path_with_a_space_is_quoted_in_the_printed_command(capsys, tmp_path: Path) -> None:

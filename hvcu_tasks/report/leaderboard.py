@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import OFFICIAL_FULL_METRIC
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.report import stats
 from hvcu_tasks.report.reference import reference_rows, rows_for
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
@@ -23,10 +24,15 @@ from hvcu_tasks.report.tables import (
     Table,
     disagreement,
 )
-from hvcu_tasks.results.runs import SMOKE, ModelResult, ReportError, checked_text, is_nan
+from hvcu_tasks.report.uncertainty import BINOMIAL, Contender, Pair, Uncertainty, Verdicts, assess
+from hvcu_tasks.results.runs import BENCHMARK, SMOKE, ModelResult, ReportError, checked_text, is_nan
 
 SCHEMA = "hvcu-leaderboard"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READ_VERSIONS = (1, 2)
+"""Versions `--base` reads: 1 (before intervals: its runs carry no verdicts, so they get binomial intervals)."""
+BENCHMARK_SIZES = {family: sum(aspects.values()) for family, aspects in ASPECTS.items()}
+"""Samples per family of the published benchmark (the paper's Table 5): the sizes of its binomial intervals."""
 SOURCES = ("paper", "human", "chance", "run")
 """Where an entry comes from: a row of the paper's tables, the paper's human baseline, random guessing, a local run."""
 RANKED_SOURCES = ("paper", "run")
@@ -37,11 +43,14 @@ LEADERBOARD_COLUMNS = [
     "Rank",
     "Model",
     RANK_COLUMN,
+    "95% CI",
+    "Rank range",
+    "Group",
     "Context (official)",
     "Δ",
+    "Δ 95% CI",
     "Score",
     *[f"{FAMILY_LABEL[f]} full" for f in FAMILIES],
-    "95% CI",
     "Source",
 ]
 LEADERBOARD_NOTES = [
@@ -49,8 +58,17 @@ LEADERBOARD_NOTES = [
     "the authors' answer parser, the number the paper reports, so [paper] rows and runs rank on one scale.",
     "Context (official): the same in the context setting; Δ: context minus base. Score: the base Overall Score "
     "under this toolkit's parser (– for [paper] rows, never measured with it).",
-    "Impl./Aesth./Affect. full: Acc_full of each family, base setting, authors' parser. 95% CI: percentile "
-    "bootstrap interval of Score (official) (2000 resamples, seed 0), for runs made with --log_samples.",
+    "Impl./Aesth./Affect. full: Acc_full of each family, base setting, authors' parser.",
+    "95% CI: for runs made with --log_samples, the percentile interval of Score (official) over a paired bootstrap "
+    "of the samples (each family resampled within itself; runs on the same samples share the resamples); "
+    f"'({BINOMIAL})' marks a row without sample logs ([paper] rows, runs without --log_samples): the binomial "
+    "(Wald) interval of the mean of its families' Acc_full from the family sizes. Δ 95% CI: the paired interval "
+    "of the context gain (same samples, same resamples), for runs logged in both settings.",
+    "Rank range: the best and worst rank of the middle 95% of the resamples (all ranked rows drawn together; a "
+    "[paper] row from binomials of its family sizes). Group: a group's first row leads it and each next row joins "
+    "it unless its Score (official) is significantly below the leader's (its 95% interval of the difference "
+    "excludes 0); rows sharing a group cannot be told apart from their leader. No correction for the number of "
+    "comparisons.",
     "No rank (–): the human baseline and chance (references, not models), smoke-sample runs (†, not the "
     "benchmark), runs whose base setting is partial (*, a family missing or --limit) and models without a base "
     "Score (official).",
@@ -76,6 +94,17 @@ class Entry:
     acc_full: dict[str, float | None] = field(default_factory=dict)
     interval_base: list[float] | None = None
     notes: list[str] = field(default_factory=list)
+    family_sizes: dict[str, int] | None = None
+    """Samples per family of the base setting: the sizes of a binomial interval (None: the benchmark's)."""
+    fingerprint: str = ""
+    """The data fingerprint of the verdicts (its families' fingerprints), '' when the run did not record it."""
+    verdicts: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
+    """Per setting and family: sample id -> full chain right under the authors' parser (runs with sample logs)."""
+    interval_context: list[float] | None = None
+    interval_gain: list[float] | None = None
+    interval_method: str | None = None
+    rank_range: list[int] | None = None
+    rank_group: int | None = None
 
     def delta(self) -> float | None:
         """Return context minus base Score (official), None unless both are known."""
@@ -99,17 +128,12 @@ def _known(value: float | None) -> float | None:
 
 def run_entry(model: ModelResult) -> Entry:
     """Return the leaderboard entry of a local run (base-setting columns, authors' parser unless said)."""
-    from hvcu_tasks.report.stats import score_ci
-
     smoke = model.dataset == {SMOKE}
     partial = {s: s in model.settings and model.partial(s) for s in ("base", "context")}
     disagree = DISAGREE_MARK if disagreement(model, "base") else ""
     label = model.model + (SMOKE_MARK if smoke else "") + (PARTIAL_MARK if any(partial.values()) else "") + disagree
     base = model.settings.get("base", {})
-    chains = model.chains_official.get("base", {})
-    interval = (
-        list(score_ci({f: list(v.values()) for f, v in chains.items()})) if set(chains) == set(FAMILIES) else None
-    )
+    verdicts = {s: dict(fams) for s, fams in model.chains_official.items() if set(fams) == set(FAMILIES)}
     score_base = _known(model.official_score("base"))
     notes = [f"{s}: {'; '.join(n)}" for s, n in model.notes.items() if n]
     return Entry(
@@ -123,9 +147,28 @@ def run_entry(model: ModelResult) -> Entry:
         score_base_hvcu=_known(model.score("base")),
         score_context_hvcu=None if partial["context"] else _known(model.score("context")),
         acc_full={f: _known(base[f].get(OFFICIAL_FULL_METRIC)) if f in base else None for f in FAMILIES},
-        interval_base=interval,
         notes=notes,
+        family_sizes=_run_sizes(model),
+        fingerprint=_fingerprint(model),
+        verdicts=verdicts,
     )
+
+
+def _run_sizes(model: ModelResult) -> dict[str, int] | None:
+    """Return a run's chains per family in the base setting (its n_chains), None unless every family has one."""
+    base = model.settings.get("base", {})
+    sizes = {f: base[f].get("n_chains") for f in FAMILIES if f in base}
+    if set(sizes) != set(FAMILIES) or not all(isinstance(n, (int, float)) and n > 0 for n in sizes.values()):
+        return None
+    return {f: int(n) for f, n in sizes.items()}  # type: ignore[arg-type]
+
+
+def _fingerprint(model: ModelResult) -> str:
+    """Return the fingerprints of the data a run read, one per family ('' when a family did not record one)."""
+    per_family = {f: i.get("fingerprint") for fams in model.identities.values() for f, i in fams.items()}
+    if set(per_family) != set(FAMILIES) or not all(isinstance(v, str) for v in per_family.values()):
+        return ""
+    return " ".join(f"{f}={per_family[f]}" for f in FAMILIES)
 
 
 def reference_entries() -> list[Entry]:
@@ -148,6 +191,7 @@ def reference_entries() -> list[Entry]:
                 score_context_hvcu=None,
                 acc_full={f: row.families[f]["acc_full"] for f in FAMILIES},
                 notes=[row.source] + ([ctx.source] if ctx else []),
+                family_sizes=dict(BENCHMARK_SIZES),
             )
         )
     entries.append(chance_entry())
@@ -212,6 +256,57 @@ def ranked(entries: list[Entry]) -> list[tuple[int | None, Entry]]:
     return out
 
 
+@dataclass
+class Board:
+    """A leaderboard's entries with their intervals filled in, and the board's pairs and detectable differences."""
+
+    entries: list[Entry]
+    uncertainty: Uncertainty
+
+
+def entry_key(entry: Entry) -> str:
+    """Return an entry's key on the board: its source and model (unique on a board)."""
+    return f"{entry.source}:{entry.model}"
+
+
+def _sizes(entry: Entry) -> dict[str, int] | None:
+    """Return the family sizes of a binomial interval: the entry's own, else the benchmark's for its rows."""
+    if entry.family_sizes is not None:
+        return entry.family_sizes
+    return dict(BENCHMARK_SIZES) if entry.data == BENCHMARK and entry.source in ("paper", "human", "run") else None
+
+
+def _contender(entry: Entry) -> Contender:
+    """Return what the uncertainty can draw from for an entry (chance is exact: nothing)."""
+    acc = {f: v for f, v in entry.acc_full.items() if v is not None}
+    sizes = _sizes(entry) if entry.source != "chance" and set(acc) == set(FAMILIES) else None
+    verdicts = {s: Verdicts(v, entry.fingerprint) for s, v in entry.verdicts.items()}
+    return Contender(
+        entry_key(entry), entry.rankable, verdicts.get("base"), verdicts.get("context"), acc or None, sizes
+    )
+
+
+def make_board(entries: list[Entry], resamples: int = stats.ITERATIONS, seed: int = stats.SEED) -> Board:
+    """Return the board of `entries` with every interval, rank range and rank group computed from them."""
+    order = [e for _rank, e in ranked(entries)]
+    found = assess([_contender(e) for e in order], list(FAMILIES), BENCHMARK_SIZES, resamples, seed)
+    filled = []
+    for e in entries:
+        a = found.assessments[entry_key(e)]
+        filled.append(
+            replace(
+                e,
+                interval_base=None if a.score is None else list(a.score),
+                interval_context=None if a.context is None else list(a.context),
+                interval_gain=None if a.gain is None else list(a.gain),
+                interval_method=a.method,
+                rank_range=None if a.rank_range is None else list(a.rank_range),
+                rank_group=a.rank_group,
+            )
+        )
+    return Board(filled, found)
+
+
 def _source_text(entry: Entry) -> str:
     """Return the Source cell: [paper], human, chance, run, or run (smoke sample / custom data / partial, ...)."""
     if entry.source == "paper":
@@ -223,40 +318,111 @@ def _source_text(entry: Entry) -> str:
     return f"run ({', '.join(what)})" if what else "run"
 
 
-def _interval_text(interval: list[float] | None) -> str | None:
-    """Format a 95% interval, None when absent."""
-    return None if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]"
+def _interval_text(interval: list[float] | None, method: str | None = None) -> str | None:
+    """Format a 95% interval ('(binomial)' after one that is), None when absent."""
+    if interval is None:
+        return None
+    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" + (f" ({BINOMIAL})" if method == BINOMIAL else "")
 
 
-def leaderboard_table(entries: list[Entry], name: str = "leaderboard") -> Table:
-    """Return the ranked headline table (best base Score (official) first)."""
+def _range_text(bounds: list[int] | None) -> str | None:
+    """Format a rank range ('3' when it is one rank, '2–5' otherwise), None when absent."""
+    if bounds is None:
+        return None
+    return str(bounds[0]) if bounds[0] == bounds[1] else f"{bounds[0]}–{bounds[1]}"
+
+
+def detectable_note(board: Board) -> str:
+    """Return the note on the smallest Score difference the board can detect."""
+    u = board.uncertainty
+    sizes = "/".join(str(BENCHMARK_SIZES[f]) for f in FAMILIES)
+    text = (
+        f"Detectable difference: with families of {sizes} samples, two independent models at 50% Acc_full must "
+        f"differ by {u.detectable_independent:.2f} points in the Score to be found in 80% of evaluations by a "
+        "two-sided test at the 5% level (the widest case; [paper] rows are compared this way)."
+    )
+    if u.detectable_paired is not None:
+        text += (
+            f" Paired runs here detect {u.detectable_paired:.2f} points (the median over their pairs: the share of "
+            "samples on which two chains disagree sets it)."
+        )
+    return text
+
+
+def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
+    """Return the ranked headline table (best base Score (official) first) with its intervals."""
     table = Table(name, "HVCU-Bench leaderboard (ranked by the base Score (official))", list(LEADERBOARD_COLUMNS))
-    for rank, e in ranked(entries):
+    for rank, e in ranked(board.entries):
         table.rows.append(
             [
                 "–" if rank is None else rank,
                 e.label,
                 e.score_base,
+                _interval_text(e.interval_base, e.interval_method),
+                _range_text(e.rank_range),
+                e.rank_group,
                 e.score_context,
                 e.delta(),
+                _interval_text(e.interval_gain),
                 e.score_base_hvcu,
                 *[e.acc_full.get(f) for f in FAMILIES],
-                _interval_text(e.interval_base),
                 _source_text(e),
             ]
         )
     table.notes += LEADERBOARD_NOTES
-    table.notes += [f"{e.label}: {'; '.join(e.notes)}" for e in entries if e.partial() and e.notes]
+    table.notes.append(
+        f"Resamples: {board.uncertainty.resamples}, seed {board.uncertainty.seed} (`hvcu report --resamples N "
+        "--seed S`); the same runs give the same intervals, and adding a model changes no other row's interval."
+    )
+    table.notes.append(detectable_note(board))
+    unranked = {entry_key(e): e.label for e in board.entries}
+    if board.uncertainty.unranked:
+        names = ", ".join(unranked[k] for k in board.uncertainty.unranked)
+        table.notes.append(f"No rank range for {names}: no sample logs and no family sizes to draw from.")
+    table.notes += [f"{e.label}: {'; '.join(e.notes)}" for e in board.entries if e.partial() and e.notes]
     return table
 
 
-SUMMARY_COLUMNS = ["Rank", "Model", RANK_COLUMN, "Context (official)", "Score", "Source"]
+PAIR_COLUMNS = ["A", "B", "Score A", "Score B", "Δ (A − B)", "95% CI", "p", "Significant"]
+
+
+def pairs_table(board: Board) -> Table:
+    """Return every two logged runs on the same samples: Score (official) difference, paired interval, p-value."""
+    table = Table("pairs", "Paired comparisons of the runs (base Score (official))", list(PAIR_COLUMNS))
+    by_key = {entry_key(e): e for e in board.entries}
+    for pair in board.uncertainty.pairs:
+        a, b = by_key[pair.a], by_key[pair.b]
+        table.rows.append(
+            [
+                a.label,
+                b.label,
+                a.score_base,
+                b.score_base,
+                round(pair.delta, 2),
+                _interval_text(list(pair.interval)),
+                pair.p_value,
+                "yes" if pair.significant else "no",
+            ]
+        )
+    table.notes += [
+        "A, B: runs made with --log_samples on the same samples (same ids and data fingerprint), A ranked above B. "
+        "Δ: Score (official) of A minus B from their chains; 95% CI: its percentile interval over a paired bootstrap "
+        f"({board.uncertainty.resamples} resamples, seed {board.uncertainty.seed}; both runs resampled together); "
+        "p: twice the smaller share of resampled differences on either side of 0; Significant: the interval "
+        "excludes 0.",
+        "Each pair is tested on its own (no correction for the number of pairs).",
+        detectable_note(board),
+    ]
+    return table
+
+
+SUMMARY_COLUMNS = ["Rank", "Rank range", "Model", RANK_COLUMN, "95% CI", "Context (official)", "Score", "Source"]
 SUMMARY_PAPER_ROWS = 3
 
 
-def summary_table(entries: list[Entry], paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
+def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
     """Return the short leaderboard: every run beside the best `paper_rows` [paper] rows, human and chance."""
-    board = ranked(entries)  # ranks of the whole board, not of the rows shown
+    board = ranked(whole.entries)  # ranks of the whole board, not of the rows shown
     papers = [e for _rank, e in board if e.source == "paper"]
     shown = {id(e) for e in papers[:paper_rows]}
     table = Table(
@@ -269,8 +435,10 @@ def summary_table(entries: list[Entry], paper_rows: int = SUMMARY_PAPER_ROWS) ->
             continue
         row = [
             "–" if rank is None else rank,
+            _range_text(e.rank_range),
             e.label,
             e.score_base,
+            _interval_text(e.interval_base, e.interval_method),
             e.score_context,
             e.score_base_hvcu,
             _source_text(e),
@@ -279,8 +447,10 @@ def summary_table(entries: list[Entry], paper_rows: int = SUMMARY_PAPER_ROWS) ->
     table.notes.append(
         f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
         "ranking); Context (official): the same in the context setting; Score: the base Overall Score under this "
-        "toolkit's parser."
+        "toolkit's parser. Rank range and 95% CI: over resamples of the samples (runs with --log_samples) or "
+        f"binomial from the family sizes ('({BINOMIAL})'); the full leaderboard explains them."
     )
+    table.notes.append(detectable_note(whole))
     if len(papers) > paper_rows:
         table.notes.append(f"{len(papers) - paper_rows} more [paper] rows on the full leaderboard.")
     runs = [e for _rank, e in board if e.source == "run"]
@@ -293,17 +463,71 @@ def summary_table(entries: list[Entry], paper_rows: int = SUMMARY_PAPER_ROWS) ->
     return table
 
 
-def leaderboard_json(entries: list[Entry]) -> str:
-    """Return `leaderboard.json`: schema name and version, what ranks, and every entry best first (rank included)."""
+def _verdicts_json(verdicts: dict[str, dict[str, dict[str, bool]]]) -> dict[str, Any]:
+    """Return an entry's verdicts as stored: per setting and family, the sorted ids and a string of 0/1."""
+    return {
+        setting: {
+            family: {"ids": sorted(chains), "chains": "".join("1" if chains[s] else "0" for s in sorted(chains))}
+            for family, chains in fams.items()
+        }
+        for setting, fams in verdicts.items()
+    }
+
+
+def _pair_json(pair: Pair, by_key: dict[str, Entry]) -> dict[str, Any]:
+    """Return one paired comparison as stored in leaderboard.json."""
+    a, b = by_key[pair.a], by_key[pair.b]
+    return {
+        "a": {"model": a.model, "source": a.source},
+        "b": {"model": b.model, "source": b.source},
+        "delta": pair.delta,
+        "interval": list(pair.interval),
+        "p_value": pair.p_value,
+        "significant": pair.significant,
+    }
+
+
+def leaderboard_json(board: Board) -> str:
+    """Return `leaderboard.json`: schema and version, what ranks, how the intervals were drawn, every entry best
+    first (rank and intervals included; runs with their chain verdicts, so a later `--base` pairs them again) and
+    every paired comparison."""
+    from hvcu_tasks.data.jsonio import json_safe
+
+    u = board.uncertainty
+    entries, compact = [], {}
+    for n, (rank, e) in enumerate(ranked(board.entries)):
+        token = f"\0verdicts-{n}\0"  # a NUL never survives a checked text field, so it is never a user's text
+        compact[json.dumps(token)] = json.dumps(_verdicts_json(e.verdicts), ensure_ascii=False, separators=(",", ":"))
+        entries.append({"rank": rank, **asdict(e), "verdicts": token})
+    by_key = {entry_key(e): e for e in board.entries}
     data = {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
         "ranked_by": "score_base: Overall Score, base setting, authors' parser (Score (official))",
-        "entries": [{"rank": rank, **asdict(e)} for rank, e in ranked(entries)],
+        "uncertainty": {
+            "level": stats.LEVEL,
+            "resamples": u.resamples,
+            "seed": u.seed,
+            "methods": {
+                "paired bootstrap": "runs with sample logs: each family's samples resampled, the same resamples for "
+                "every run on the same samples",
+                BINOMIAL: "rows without sample logs: Wald interval of the mean of the families' Acc_full from the "
+                "family sizes; ranks drawn from binomials of those sizes",
+            },
+            "detectable_difference": {
+                "independent": u.detectable_independent,
+                "paired": u.detectable_paired,
+                "family_sizes": dict(BENCHMARK_SIZES),
+                "power": stats.POWER,
+            },
+        },
+        "entries": entries,
+        "pairs": [_pair_json(p, by_key) for p in u.pairs],
     }
-    from hvcu_tasks.data.jsonio import json_safe
-
-    return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    for token, value in compact.items():
+        text = text.replace(token, value, 1)
+    return text
 
 
 _NUMBER_FIELDS = ("score_base", "score_context", "score_base_hvcu", "score_context_hvcu")
@@ -321,8 +545,120 @@ def _percent(value: Any, where: str) -> float | None:
     return float(value)
 
 
-def _entry_from_json(raw: Any, where: str) -> Entry:
-    """Return one checked entry of leaderboard.json."""
+def _sizes_from_json(raw: Any, where: str) -> dict[str, int] | None:
+    """Return checked family sizes (an object of the three families to counts >= 1) or None."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != set(FAMILIES):
+        raise ReportError(f"{where}: expected null or an object with keys {', '.join(FAMILIES)}")
+    for family, n in raw.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ReportError(f"{where}.{family}: {n!r} is not a number of samples (an integer >= 1)")
+    return dict(raw)
+
+
+def _verdicts_from_json(raw: Any, where: str) -> dict[str, dict[str, dict[str, bool]]]:
+    """Return checked chain verdicts: per setting and family, ids and a 0/1 string of the same length."""
+    if not isinstance(raw, dict) or not set(raw) <= {"base", "context"}:
+        raise ReportError(f"{where}: expected an object with keys among base, context")
+    out: dict[str, dict[str, dict[str, bool]]] = {}
+    for setting, fams in raw.items():
+        if not isinstance(fams, dict) or set(fams) != set(FAMILIES):
+            raise ReportError(f"{where}.{setting}: expected an object with keys {', '.join(FAMILIES)}")
+        for family, item in fams.items():
+            at = f"{where}.{setting}.{family}"
+            ids, chains = (item.get("ids"), item.get("chains")) if isinstance(item, dict) else (None, None)
+            if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
+                raise ReportError(f"{at}.ids: expected a non-empty list of sample ids")
+            if len(set(ids)) != len(ids):
+                raise ReportError(f"{at}.ids: a sample id appears twice")
+            for i, sample in enumerate(ids):
+                checked_text(sample, f"{at}.ids[{i}]", "sample id")
+            if not isinstance(chains, str) or len(chains) != len(ids) or set(chains) - {"0", "1"}:
+                raise ReportError(f"{at}.chains: expected a string of 0 and 1, one per id ({len(ids)})")
+            out.setdefault(setting, {})[family] = {s: c == "1" for s, c in zip(ids, chains, strict=True)}
+    return out
+
+
+def _bounds(raw: Any, where: str, kind: type = float) -> list | None:
+    """Return a checked [low, high] (percentages, or ranks >= 1 when `kind` is int) or None."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
+    if kind is int:
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in raw):
+            raise ReportError(f"{where}: expected two ranks (integers >= 1), got {raw!r}")
+        bounds = list(raw)
+    else:
+        bounds = [_percent(v, f"{where}[{i}]") for i, v in enumerate(raw)]
+        if None in bounds:
+            raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
+    if bounds[0] > bounds[1]:
+        raise ReportError(f"{where}: low {bounds[0]} is above high {bounds[1]}")
+    return bounds
+
+
+V2_FIELDS = (
+    "family_sizes",
+    "fingerprint",
+    "verdicts",
+    "interval_context",
+    "interval_gain",
+    "interval_method",
+    "rank_range",
+    "rank_group",
+)
+"""The fields version 2 added to an entry (a version 1 entry has none: no verdicts, intervals recomputed)."""
+
+
+def _v2_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Return the checked version 2 fields of an entry."""
+    for key in V2_FIELDS:
+        if key not in raw:
+            raise ReportError(f"{where}.{key}: missing")
+    if not isinstance(raw["fingerprint"], str):
+        raise ReportError(f"{where}.fingerprint: expected a string ('' when not recorded)")
+    if raw["fingerprint"]:
+        checked_text(raw["fingerprint"], f"{where}.fingerprint", "fingerprint")
+    if raw["interval_method"] not in (None, "paired bootstrap", BINOMIAL):
+        raise ReportError(
+            f"{where}.interval_method: {raw['interval_method']!r} is not paired bootstrap, binomial or null"
+        )
+    group = raw["rank_group"]
+    if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
+        raise ReportError(f"{where}.rank_group: {group!r} is not a group number (an integer >= 1) or null")
+    if raw["verdicts"] and raw.get("source") != "run":
+        raise ReportError(f"{where}.verdicts: only a run has chain verdicts (source is {raw.get('source')!r})")
+    return {
+        "family_sizes": _sizes_from_json(raw["family_sizes"], f"{where}.family_sizes"),
+        "fingerprint": raw["fingerprint"],
+        "verdicts": _verdicts_from_json(raw["verdicts"], f"{where}.verdicts"),
+        "interval_context": _bounds(raw["interval_context"], f"{where}.interval_context"),
+        "interval_gain": _gain(raw["interval_gain"], f"{where}.interval_gain"),
+        "interval_method": raw["interval_method"],
+        "rank_range": _bounds(raw["rank_range"], f"{where}.rank_range", int),
+        "rank_group": group,
+    }
+
+
+def _gain(raw: Any, where: str) -> list[float] | None:
+    """Return a checked context-gain interval: [low, high] within -100 and 100, or None."""
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in raw)
+    ):
+        raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
+    if not all(-100 <= v <= 100 for v in raw) or raw[0] > raw[1]:
+        raise ReportError(f"{where}: {raw!r} is not an interval of points between -100 and 100, low first")
+    return [float(v) for v in raw]
+
+
+def _entry_from_json(raw: Any, where: str, version: int = SCHEMA_VERSION) -> Entry:
+    """Return one checked entry of leaderboard.json (of schema `version`)."""
     if not isinstance(raw, dict):
         raise ReportError(f"{where}: expected an object, got {type(raw).__name__}")
     for key in (*_TEXT_FIELDS, "source", "rankable", *_NUMBER_FIELDS, "acc_full", "interval_base", "notes"):
@@ -346,14 +682,7 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
         raise ReportError(
             f"{where}.rankable: true, but source is {raw['source']!r} (only {' and '.join(RANKED_SOURCES)} rank)"
         )
-    interval = raw["interval_base"]
-    if interval is not None and not (isinstance(interval, list) and len(interval) == 2):
-        raise ReportError(f"{where}.interval_base: expected [low, high] or null, got {interval!r}")
-    bounds = None if interval is None else [_percent(v, f"{where}.interval_base[{i}]") for i, v in enumerate(interval)]
-    if bounds is not None and None in bounds:
-        raise ReportError(f"{where}.interval_base: expected [low, high] or null, got {interval!r}")
-    if bounds is not None and bounds[0] > bounds[1]:  # type: ignore[operator]
-        raise ReportError(f"{where}.interval_base: low {bounds[0]} is above high {bounds[1]}")
+    bounds = _bounds(raw["interval_base"], f"{where}.interval_base")
     if not isinstance(raw["notes"], list) or not all(isinstance(n, str) for n in raw["notes"]):
         raise ReportError(f"{where}.notes: expected a list of strings")
     for i, note in enumerate(raw["notes"]):
@@ -366,8 +695,9 @@ def _entry_from_json(raw: Any, where: str) -> Entry:
         rankable=raw["rankable"],
         **numbers,
         acc_full={f: _percent(acc[f], f"{where}.acc_full.{f}") for f in FAMILIES},
-        interval_base=bounds,  # type: ignore[arg-type]
+        interval_base=bounds,
         notes=list(raw["notes"]),
+        **(_v2_fields(raw, where) if version >= 2 else {}),
     )
 
 
@@ -383,13 +713,15 @@ def read_leaderboard(path: Path) -> list[Entry]:
         raise ReportError(f"{path}: expected a leaderboard object, got {type(data).__name__}")
     if data.get("schema") != SCHEMA:
         raise ReportError(f"{path}: schema: expected {SCHEMA!r}, got {data.get('schema')!r} (not a leaderboard.json)")
-    if data.get("version") != SCHEMA_VERSION:
+    version = data.get("version")
+    if version not in READ_VERSIONS or isinstance(version, bool):
         raise ReportError(
-            f"{path}: version: expected {SCHEMA_VERSION}, got {data.get('version')!r} (written by another release)"
+            f"{path}: version: expected one of {', '.join(map(str, READ_VERSIONS))}, got {version!r} (written by "
+            "another release)"
         )
     if not isinstance(data.get("entries"), list):
         raise ReportError(f"{path}: entries: expected a list")
-    entries = [_entry_from_json(raw, f"{path}: entries[{i}]") for i, raw in enumerate(data["entries"])]
+    entries = [_entry_from_json(raw, f"{path}: entries[{i}]", version) for i, raw in enumerate(data["entries"])]
     seen: dict[tuple[str, str], int] = {}
     for i, e in enumerate(entries):
         key = (e.source, e.model)

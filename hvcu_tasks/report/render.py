@@ -9,7 +9,7 @@ import re
 
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
-from hvcu_tasks.report.leaderboard import Entry, board_entries, leaderboard_table
+from hvcu_tasks.report.leaderboard import Board, board_entries, leaderboard_table, make_board, pairs_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
@@ -137,19 +137,21 @@ def to_json(tables: list[Table]) -> str:
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def report_tables(models: list[ModelResult], reference: bool = True, entries: list[Entry] | None = None) -> list[Table]:
+def report_tables(models: list[ModelResult], reference: bool = True, board: Board | None = None) -> list[Table]:
     """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
     per custom data.
 
-    `entries` replaces the leaderboard's rows (a published board merged with new runs, `--base`). A run on data
+    `board` replaces the leaderboard (a published board merged with new runs, `--base`); the paired comparisons
+    of its runs follow it when there are any. A run on data
     that is not the published benchmark never shares a table, and so never an Overall Score ranking, with it: its
     tables are named `custom<N>_<table>` and titled with the data they ran on.
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
-    if entries is None:
-        entries = board_entries(ranked, reference)
-    board = [leaderboard_table(entries)] if entries else []
-    tables = board + all_tables(ranked, reference)
+    if board is None:
+        board = make_board(board_entries(ranked, reference))
+    head = [leaderboard_table(board)] if board.entries else []
+    head += [pairs_table(board)] if board.uncertainty.pairs else []
+    tables = head + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:
         if unrecorded and not table.name.startswith("general"):
@@ -159,8 +161,9 @@ def report_tables(models: list[ModelResult], reference: bool = True, entries: li
         if CUSTOM in m.dataset:
             sections.setdefault(m.data_label(), []).append(m)
     for n, (label, group) in enumerate(sorted(sections.items()), start=1):
-        board = [leaderboard_table(board_entries(group, reference=False))]
-        for table in [t for t in board if t.rows] + all_tables(group, reference=False):
+        custom = make_board(board_entries(group, reference=False))
+        head = [leaderboard_table(custom)] + ([pairs_table(custom)] if custom.uncertainty.pairs else [])
+        for table in [t for t in head if t.rows] + all_tables(group, reference=False):
             table.name = f"custom{n}_{table.name}"
             table.title = f"[{label}] {table.title}"
             table.notes.append(

@@ -322,14 +322,8 @@ def interval_table(models: list[ModelResult], setting: str) -> Table:
         chains = model.chains.get(setting, {})
         if not chains:
             continue
-        cells: list[Cell] = [
-            _interval(bootstrap_ci(list(chains[f].values()))) if f in chains else None for f in FAMILIES
-        ]
-        score = (
-            _interval(score_ci({f: list(v.values()) for f, v in chains.items()}))
-            if set(chains) == set(FAMILIES)
-            else None
-        )
+        cells: list[Cell] = [_interval(bootstrap_ci(chains[f])) if f in chains else None for f in FAMILIES]
+        score = _interval(score_ci(chains)) if set(chains) == set(FAMILIES) else None
         table.rows.append([_label(model, setting), *cells, score])
     table.notes.append(
         f"Percentile bootstrap over samples ({ITERATIONS} resamples, seed 0); the Score resamples each family. "
