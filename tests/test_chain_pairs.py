@@ -6,9 +6,11 @@ levels is incomplete (neither holds nor breaks). Every expected group below is w
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from hvcu_tasks.report.browser import Card
+from hvcu_tasks.report.browser import Card, render_page
 from hvcu_tasks.report.pairs import chain_pairs
 
 T, F = True, False
@@ -132,3 +134,30 @@ def test_a_model_not_on_the_page_is_refused() -> None:
 def test_an_unknown_setting_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^no setting 'blind' \(settings: 'base', 'context'\)$"):
         chain_pairs([card("a", "s1", [T, T, T]), card("b", "s1", [T, T, T])], "a", "b", "blind")
+
+
+# ---- the page's two-model section ---------------------------------------------------------------------------
+
+
+def page(models: list[str]) -> str:
+    """A chain browser page with no cards for the given models."""
+    return render_page({"models": models, "families": [], "aspects": [], "questions": [], "cards": []}, [])
+
+
+def test_a_page_of_two_models_has_the_view() -> None:
+    text = page(["m1", "m2"])
+    assert "id='pairs'" in text and "id='pairs-none'" not in text
+
+
+def test_a_page_of_one_model_has_no_view_and_says_why() -> None:
+    text = page(["only-model"])
+    assert "id='pairs'" not in text
+    found = re.search(r"<p id='pairs-none'>(.*?)</p>", text)
+    assert found and found.group(1) == (
+        "No two-model view: it compares two models&#x27; chains, and this page has one model (only-model)."
+    )
+
+
+def test_the_one_model_note_escapes_the_model_name() -> None:
+    text = page(["<b>x</b>\"'&"])
+    assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;&quot;&#x27;&amp;" in text
