@@ -521,3 +521,201 @@ def test_a_logged_image_file_in_the_data_or_the_run_folder_is_not_published_eith
     card = cards(page_data(write_browser([run], tmp_path / "site", data=[str(tmp_path / "data")])))[("m", "color_001")]
     assert card["image"] is None and "cannot be loaded" in card["note"]
     assert list((tmp_path / "site" / "thumbs").iterdir()) == []
+
+
+# ---- the two-model view -------------------------------------------------------------------------------------
+
+# Base setting, model A = model-a, model B = model-b, by hand from A_BASE and B_BASE (the authors' rule reads the
+# same letters here: every reply is one letter, empty, or the hostile text, in which it finds no answer).
+PAIRS_BASE = {
+    "both-hold": {"composition_001", "joy_001", "affection_001", "wonder_001", "fear_001"},
+    "a-holds-L1": {"metaphor_001"},
+    "a-holds-L3": {"color_001"},
+    "b-holds-L1": {"symbolism_001", "font_001", "sadness_001"},
+    "b-holds-L2": {"contrast_001", "graphics_001", "anger_001"},
+    "b-holds-L3": {"exaggeration_001", "dislocation_001"},
+}
+GROUP_KEYS = [
+    "both-hold",
+    "a-holds",
+    "a-holds-L1",
+    "a-holds-L2",
+    "a-holds-L3",
+    "b-holds",
+    "b-holds-L1",
+    "b-holds-L2",
+    "b-holds-L3",
+    "both-break",
+    "only-a",
+    "only-b",
+    "incomplete",
+]
+
+
+def expected_counts(groups: dict[str, set[str]]) -> dict[str, int]:
+    """The summary's count per group key (the two discordant totals included) from samples per group."""
+    counts = {key: len(groups.get(key, ())) for key in GROUP_KEYS}
+    for side in ("a-holds", "b-holds"):
+        counts[side] = sum(counts[f"{side}-L{k}"] for k in (1, 2, 3))
+    return counts
+
+
+def summary_counts(dom: str) -> dict[str, int]:
+    """The two-model summary's counts by group key, read from the rendered page."""
+    cells = re.findall(r'<td data-key="([^"]+)">(.*?)</td>', dom)
+    return {key: int(re.sub(r"<[^>]+>", "", text)) for key, text in cells}
+
+
+def pair_list(dom: str) -> list[tuple[str, str, str]]:
+    """(family, sample id, level the breaking model first broke at) of every listed discordant sample, in order."""
+    return re.findall(r'<section class="pair" data-family="([^"]*)" data-id="([^"]*)" data-broken="([^"]*)"', dom)
+
+
+def python_list(groups: dict[str, list], keys: list[str]) -> list[tuple[str, str, str]]:
+    """The pure function's samples of the given group keys as pair_list reads them from the page."""
+    return [(family, sid, key[-2:]) for key in keys for family, sid in groups[key]]
+
+
+@pytest.mark.slow
+def test_the_pure_pairing_of_the_real_runs(runs: list[Path]) -> None:
+    from hvcu_tasks.report.browser import read_cards
+    from hvcu_tasks.report.pairs import chain_pairs
+
+    found = chain_pairs(read_cards(runs), "model-a", "model-b", "base")
+    assert {key: {sid for _f, sid in samples} for key, samples in found.items() if samples} == PAIRS_BASE
+
+
+@pytest.mark.slow
+def test_the_two_model_summary_and_list_match_the_pure_function(runs: list[Path], site: Path, tmp_path: Path) -> None:
+    from hvcu_tasks.report.browser import read_cards
+    from hvcu_tasks.report.pairs import chain_pairs
+
+    dom = chromium_dom((site / "chains.html").as_uri() + "#pair=b-holds", tmp_path)  # defaults: model-a, model-b
+    assert summary_counts(dom) == expected_counts(PAIRS_BASE)
+    listed = pair_list(dom)
+    expected = {(level, sid) for level in ("L1", "L2", "L3") for sid in PAIRS_BASE[f"b-holds-{level}"]}
+    assert {(level, sid) for _family, sid, level in listed} == expected and len(listed) == 8
+    python = chain_pairs(read_cards(runs), "model-a", "model-b", "base", official=True)
+    assert listed == python_list(python, ["b-holds-L1", "b-holds-L2", "b-holds-L3"])
+    assert count_line(dom).startswith("8 samples where model-b's chain holds and model-a's breaks (base setting")
+
+
+@pytest.mark.slow
+def test_each_listed_sample_shows_the_two_models_cards_side_by_side(site: Path, tmp_path: Path) -> None:
+    dom = chromium_dom((site / "chains.html").as_uri() + "#a=model-a&b=model-b&pair=a-holds-L3", tmp_path)
+    assert pair_list(dom) == [("aesthetic", "color_001", "L3")]
+    assert shown(dom) == [("model-a", "color_001"), ("model-b", "color_001")]
+    assert "color_001 (aesthetic · color): model-a holds, model-b first breaks at L3 connotation" in dom
+
+
+@pytest.mark.slow
+def test_swapping_the_models_swaps_the_groups_on_the_page(site: Path, tmp_path: Path) -> None:
+    dom = chromium_dom((site / "chains.html").as_uri() + "#a=model-b&b=model-a&rule=ours&pair=a-holds-L2", tmp_path)
+    swapped = {key.replace("a-", "x-").replace("b-", "a-").replace("x-", "b-"): s for key, s in PAIRS_BASE.items()}
+    assert summary_counts(dom) == expected_counts(swapped)
+    assert {(sid, level) for _f, sid, level in pair_list(dom)} == {(s, "L2") for s in PAIRS_BASE["b-holds-L2"]}
+
+
+@pytest.mark.slow
+def test_samples_only_one_model_answered_are_counted(site: Path, tmp_path: Path) -> None:
+    dom = chromium_dom((site / "chains.html").as_uri() + "#setting=context", tmp_path)  # model-b ran base only
+    assert summary_counts(dom) == expected_counts({"only-a": set(A_BASE)})
+
+
+@pytest.mark.slow
+def test_the_same_model_twice_is_refused_on_the_page(site: Path, tmp_path: Path) -> None:
+    dom = chromium_dom((site / "chains.html").as_uri() + "#a=model-a&b=model-a&pair=a-holds", tmp_path)
+    assert "Model A and model B are both model-a: pick two different models." in dom
+    assert summary_counts(dom) == {} and pair_list(dom) == []
+    assert count_line(dom) == "30 of 30 cards shown (one per sample and model)"
+
+
+HOSTILE_MODEL = "<img src=x onerror=\"document.title='pwned'\">\"'&<b>m</b>"
+
+
+def chain(correct: list[bool]) -> dict:
+    """What the page embeds of one chain in one setting, judged the same by both rules."""
+    first = first_wrong_level(correct)
+    letters = ["A" if right else "B" for right in correct]
+    return {
+        "questions": [0, 0, 0],
+        "gold": ["A", "A", "A"],
+        "replies": letters,
+        "cut": [0, 0, 0],
+        "parsed": letters,
+        "official": letters,
+        "correct": correct,
+        "failed": [False] * 3,
+        "first": first,
+        "first_official": first,
+        "full": all(correct),
+        "source": "samples.jsonl:1",
+    }
+
+
+def test_hostile_model_names_stay_text_in_the_two_model_view(tmp_path: Path) -> None:
+    from urllib.parse import urlencode
+
+    from hvcu_tasks.report.browser import render_page
+
+    models = [HOSTILE_MODEL + "1", HOSTILE_MODEL + "2"]
+    base = {"family": "aesthetic", "aspect": "color", "id": "color_001", "image": None, "note": "no image"}
+    cards = [base | {"model": 0, "base": chain([True] * 3), "context": None}]
+    cards.append(base | {"model": 1, "base": chain([True, False, True]), "context": None})
+    data = {"models": models, "families": [], "aspects": [], "questions": [["Q?", [["A", "a"], ["B", "b"]]]]}
+    page = tmp_path / "chains.html"
+    page.write_text(render_page(data | {"cards": cards}, []), encoding="utf-8")
+    dom = chromium_dom(page.as_uri() + "#" + urlencode({"a": models[0], "b": models[1], "pair": "a-holds"}), tmp_path)
+    assert pair_list(dom) == [("aesthetic", "color_001", "L2")]
+    assert "<title>HVCU-Bench chain browser</title>" in dom
+    assert "<b>m</b>" not in dom and 'src="x"' not in dom
+    escaped = "&lt;img src=x onerror=\"document.title='pwned'\"&gt;\"'&amp;&lt;b&gt;m&lt;/b&gt;"
+    assert f"{escaped}1 holds, {escaped}2 first breaks at L2 bridge" in dom
+
+
+def two_model_page(tmp_path: Path, chains: dict[str, tuple[dict | None, dict | None]]) -> Path:
+    """A hand-written page of models m1 and m2 with, per aesthetic sample id, each one's base chain (or none)."""
+    from hvcu_tasks.report.browser import render_page
+
+    cards = []
+    for sid, pair in chains.items():
+        for model, one in enumerate(pair):
+            if one is not None:
+                cards.append({"family": "aesthetic", "aspect": "color", "id": sid, "image": None, "note": "no image"})
+                cards[-1] |= {"model": model, "base": one, "context": None}
+    data = {"models": ["m1", "m2"], "families": [], "aspects": [], "questions": [["Q?", None]], "cards": cards}
+    page = tmp_path / "chains.html"
+    page.write_text(render_page(data, []), encoding="utf-8")
+    return page
+
+
+def cut(correct: list[bool]) -> dict:
+    """An embedded chain of fewer than three levels."""
+    found = chain(correct) | {"first": "incomplete", "first_official": "incomplete"}
+    return found | {key: found[key][: len(correct)] for key in ("questions", "gold", "replies", "parsed", "official")}
+
+
+# s1: m1 holds under our rule only (the authors' rule reads no letter at L3); s2: m2's chain was cut after L2;
+# s3: m1's chain was cut after L1 and m2 broke at L1; s4: only m2 has it; s5: both break.
+HAND_CHAINS = {
+    "s1": (chain([True] * 3) | {"first_official": "L3"}, chain([True] * 3)),
+    "s2": (chain([True] * 3), cut([True, True])),
+    "s3": (cut([True]), chain([False, True, True])),
+    "s4": (None, chain([True] * 3)),
+    "s5": (chain([True, False, True]), chain([False, False, False])),
+}
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        ("", {"b-holds-L3": {"s1"}, "incomplete": {"s2", "s3"}, "only-b": {"s4"}, "both-break": {"s5"}}),
+        ("ours", {"both-hold": {"s1"}, "incomplete": {"s2", "s3"}, "only-b": {"s4"}, "both-break": {"s5"}}),
+    ],
+)
+def test_the_page_groups_by_the_chosen_rule_and_counts_incomplete_chains(tmp_path: Path, rule: str, expected) -> None:
+    page = two_model_page(tmp_path, HAND_CHAINS)
+    dom = chromium_dom(page.as_uri() + f"#rule={rule}", tmp_path)
+    assert summary_counts(dom) == expected_counts(expected)
+    rule_name = "this toolkit's rule" if rule else "the authors' rule"
+    assert f"<caption>base setting, {rule_name}</caption>" in dom

@@ -5,7 +5,8 @@ tasks, any number of models) and writes `site/chains.html`: one card per sample 
 three questions with their options, the gold keys and, per setting, the raw reply and the letter each parsing
 rule read. Filters (model, family, aspect, first wrong level per setting, base right but context wrong and the
 reverse, sample id) live in the URL hash, so a filtered view is a link. The page works from `file://`: the data
-is embedded as JSON and rendered by a small script, 50 cards a page.
+is embedded as JSON and rendered by a small script, 50 cards a page. A page of two or more models also has the
+two-model view (report/pairs.py): whose chain holds and whose breaks, and at which level, sample by sample.
 
 What a samples line holds (lmms-eval 0.7): the questions with their options as the model read them, the raw
 replies, the harness's outcomes (aspect, gold, both parses, verdicts, failures), the data identity, and
@@ -419,6 +420,7 @@ def setting_json(record: dict[str, Any], path: Path, questions: Questions) -> di
         "correct": record["correct"],
         "failed": record["failed"],
         "first": first_wrong_level(record["correct"]),
+        "first_official": first_wrong_level(record["correct_official"]),
         "full": record["chain_correct"],
         "source": f"{path}:{','.join(map(str, record['lines']))}",
     }
@@ -458,6 +460,12 @@ def page_data(
     }
 
 
+def no_pairs_note(models: Sequence[str]) -> str:
+    """Return why a page of fewer than two models has no two-model view."""
+    has = f"one model ({models[0]})" if models else "no model"
+    return f"No two-model view: it compares two models' chains, and this page has {has}."
+
+
 def render_page(data: dict[str, Any], notes: list[str]) -> str:
     """Return the whole page: controls, notes, the embedded data and the script that renders the cards."""
     note_items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
@@ -475,6 +483,7 @@ def render_page(data: dict[str, Any], notes: list[str]) -> str:
         f"<header><h1>{TITLE}</h1><p class='lede'>{html.escape(summary)}</p>"
         + (f"<ul class='warnings'>{note_items}</ul>" if note_items else "")
         + "\n"
+        + (PAIRS if models >= 2 else f"<p id='pairs-none'>{html.escape(no_pairs_note(data['models']))}</p>\n")
         + CONTROLS
         + "</header><main id='cards'></main><nav class='pager' id='pager-bottom'></nav>"
         "<div id='lightbox' hidden><img alt=''></div>"
@@ -508,9 +517,13 @@ def write_browser(runs: Sequence[Path], site: Path, data: Sequence[str] = ()) ->
 CONTROLS = asset("browser-controls.html")
 """The filter form, the count and the top pager (static markup)."""
 
+PAIRS = asset("browser-pairs.html")
+"""The two-model view's form and summary table, shown on a page of two or more models (static markup)."""
+
 STYLE = asset("browser.css")
 
 # Renders the cards from the embedded data with DOM calls and textContent only (never markup from the data).
 # Filters and the page are read from and written to the URL hash: #model=M&family=F&aspect=A&base=L1&context=none
-# &delta=base-only|context-only&id=TEXT&page=N&per=N.
+# &delta=base-only|context-only&id=TEXT&page=N&per=N; the two-model view: &a=MODEL&b=MODEL&setting=base|context
+# &rule=official|ours&pair=a-holds|b-holds[-L1|-L2|-L3].
 SCRIPT = asset("browser.js")

@@ -11,6 +11,10 @@
     return e;
   };
   let state = {};
+  const hasPairs = data.models.length >= 2 && $('pairs') !== null;
+  const PAIR_FIELDS = ['a', 'b', 'setting', 'rule'];
+  const RULES = { official: 'the authors\' rule', ours: 'this toolkit\'s rule' };
+  const DISCORDANT = ['a-holds', 'b-holds'].flatMap(g => [g, g + '-L1', g + '-L2', g + '-L3']);
 
   const fill = (id, values) => values.forEach(([value, label]) => {
     const option = el('option', null, label);
@@ -20,12 +24,17 @@
   fill('f-model', data.models.map(m => [m, m]));
   fill('f-family', data.families);
   fill('f-aspect', data.aspects.map(([family, aspect]) => [aspect, aspect + ' (' + family + ')']));
+  if (hasPairs) ['p-a', 'p-b'].forEach(id => fill(id, data.models.map(m => [m, m])));
 
   function readHash() {
     const params = new URLSearchParams(location.hash.slice(1));
     state = {};
     for (const [key, value] of params) state[key] = value;
     FILTERS.forEach(f => { $('f-' + f).value = state[f] || ''; });
+    if (hasPairs) {
+      const chosen = pairChoice();
+      PAIR_FIELDS.forEach(f => { $('p-' + f).value = chosen[f]; });
+    }
   }
   function writeHash() {
     const params = new URLSearchParams();
@@ -154,6 +163,151 @@
     return article;
   }
 
+  // ---- the two-model view (the same grouping as hvcu_tasks/report/pairs.py) ----
+
+  function pairChoice() {
+    return {
+      a: state.a || data.models[0],
+      b: state.b || data.models.find(m => m !== (state.a || data.models[0])),
+      setting: state.setting || 'base', rule: state.rule || 'official',
+    };
+  }
+
+  function pairProblem(p) {
+    if (p.a === p.b) return 'Model A and model B are both ' + p.a + ': pick two different models.';
+    for (const m of [p.a, p.b]) if (!data.models.includes(m)) return 'No model ' + m + ' on this page.';
+    if (!SETTINGS.includes(p.setting)) return 'No setting ' + p.setting + ' (base or context).';
+    if (!RULES[p.rule]) return 'No parsing rule ' + p.rule + ' (official or ours).';
+    if (state.pair && !DISCORDANT.includes(state.pair)) return 'No group ' + state.pair + ' to list.';
+    return null;
+  }
+
+  function pairKey(firstA, firstB) {
+    if (firstA === 'incomplete' || firstB === 'incomplete') return 'incomplete';
+    if (firstA === 'none' && firstB === 'none') return 'both-hold';
+    if (firstA === 'none') return 'a-holds-' + firstB;
+    if (firstB === 'none') return 'b-holds-' + firstA;
+    return 'both-break';
+  }
+
+  function pairGroups(p) {
+    const field = p.rule === 'ours' ? 'first' : 'first_official';
+    const chains = { a: new Map(), b: new Map() };
+    const order = [];
+    for (const card of data.cards) {
+      const model = data.models[card.model];
+      const side = model === p.a ? 'a' : model === p.b ? 'b' : null;
+      if (!side || !card[p.setting]) continue;
+      const key = JSON.stringify([card.family, card.id]);
+      if (!chains.a.has(key) && !chains.b.has(key)) order.push(key);
+      chains[side].set(key, card);
+    }
+    const groups = {};
+    for (const key of order) {
+      const a = chains.a.get(key), b = chains.b.get(key);
+      const group = !b ? 'only-a' : !a ? 'only-b' : pairKey(a[p.setting][field], b[p.setting][field]);
+      (groups[group] = groups[group] || []).push({ a, b });
+    }
+    return groups;
+  }
+
+  function linkTo(changes) {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries({ ...state, ...changes })) if (value) params.set(key, value);
+    params.delete('page');
+    return '#' + params.toString();
+  }
+
+  function countCell(groups, keys, linked) {
+    const n = keys.reduce((sum, k) => sum + (groups[k] || []).length, 0);
+    const td = el('td');
+    td.setAttribute('data-key', keys.length === 1 ? keys[0] : keys[0].replace(/-L1$/, ''));
+    if (linked && n) {
+      const a = el('a', null, String(n));
+      a.href = linkTo({ pair: td.getAttribute('data-key') });
+      td.appendChild(a);
+    } else td.textContent = String(n);
+    return td;
+  }
+
+  function renderSummary(p, groups) {
+    const table = $('pair-summary');
+    const head = el('tr');
+    ['', 'samples', ...LEVELS.map(l => 'breaks first at ' + l)].forEach(t => head.appendChild(el('th', null, t)));
+    const body = el('tbody');
+    const row = (label, cells) => {
+      const tr = el('tr');
+      tr.appendChild(el('th', null, label));
+      cells.forEach(c => tr.appendChild(c));
+      body.appendChild(tr);
+    };
+    const plain = key => [countCell(groups, [key], false)];
+    const split = side => {
+      const keys = [1, 2, 3].map(k => side + '-holds-L' + k);
+      return [countCell(groups, keys, true), ...keys.map(k => countCell(groups, [k], true))];
+    };
+    row('both chains hold', plain('both-hold'));
+    row(p.a + ' holds, ' + p.b + ' breaks', split('a'));
+    row(p.b + ' holds, ' + p.a + ' breaks', split('b'));
+    row('both chains break', plain('both-break'));
+    row('only ' + p.a + ' answered the sample', plain('only-a'));
+    row('only ' + p.b + ' answered the sample', plain('only-b'));
+    row('a chain is incomplete (fewer than 3 levels)', plain('incomplete'));
+    const caption = el('caption', null, p.setting + ' setting, ' + RULES[p.rule]);
+    table.replaceChildren(caption, el('thead'), body);
+    table.querySelector('thead').appendChild(head);
+  }
+
+  function pairElement(p, pair, group) {
+    const aHolds = group.startsWith('a-');
+    const [holder, breaker, broken] = aHolds ? [p.a, p.b, pair.b] : [p.b, p.a, pair.a];
+    const level = broken[p.setting][p.rule === 'ours' ? 'first' : 'first_official'];
+    const section = el('section', 'pair');
+    section.setAttribute('data-family', String(pair.a.family));
+    section.setAttribute('data-id', pair.a.id);
+    section.setAttribute('data-broken', level);
+    const name = pair.a.id + ' (' + [pair.a.family, pair.a.aspect].join(' · ') + ')';
+    const where = LEVELS[parseInt(level.slice(1), 10) - 1];
+    section.appendChild(el('h3', null, name + ': ' + holder + ' holds, ' + breaker + ' first breaks at ' + where));
+    const both = el('div', 'pair-cards');
+    both.appendChild(cardElement(pair.a));
+    both.appendChild(cardElement(pair.b));
+    section.appendChild(both);
+    return section;
+  }
+
+  function renderPairList(p, groups, per) {
+    const keys = state.pair.match(/-L\d$/) ? [state.pair] : [1, 2, 3].map(k => state.pair + '-L' + k);
+    const hits = keys.flatMap(k => (groups[k] || []).map(pair => [pair, k]));
+    const pages = Math.max(1, Math.ceil(hits.length / per));
+    const page = Math.min(Math.max(1, parseInt(state.page, 10) || 1), pages);
+    const [holder, breaker] = state.pair.startsWith('a-') ? [p.a, p.b] : [p.b, p.a];
+    const level = state.pair.match(/-(L\d)$/);
+    const count = $('count');
+    count.replaceChildren(el('strong', null, String(hits.length)));
+    const what = (hits.length === 1 ? ' sample' : ' samples') + ' where ' + holder + '\'s chain holds and ' + breaker + '\'s breaks' +
+      (level ? ' first at ' + level[1] : '') + ' (' + p.setting + ' setting, ' + RULES[p.rule] + '); ';
+    count.appendChild(document.createTextNode(what));
+    const back = el('a', null, 'back to all cards');
+    back.href = linkTo({ pair: '' });
+    count.appendChild(back);
+    const shownPairs = hits.slice((page - 1) * per, page * per);
+    $('cards').replaceChildren(...shownPairs.map(([pair, k]) => pairElement(p, pair, k)));
+    return [page, pages];
+  }
+
+  function renderPairs(per) {
+    if (!hasPairs) return null;
+    const p = pairChoice();
+    const problem = pairProblem(p);
+    $('pair-problem').hidden = !problem;
+    $('pair-problem').textContent = problem || '';
+    if (problem) { $('pair-summary').replaceChildren(); return null; }
+    const groups = pairGroups(p);
+    renderSummary(p, groups);
+    return state.pair ? renderPairList(p, groups, per) : null;
+  }
+
   function pager(nav, page, pages) {
     nav.replaceChildren();
     const go = (target, label, enabled) => {
@@ -169,8 +323,14 @@
   }
 
   function render() {
-    const hits = data.cards.filter(matches);
     const per = Math.max(1, parseInt(state.per, 10) || 50);
+    const paired = renderPairs(per);
+    if (paired) {
+      pager($('pager-top'), ...paired);
+      pager($('pager-bottom'), ...paired);
+      return;
+    }
+    const hits = data.cards.filter(matches);
     const pages = Math.max(1, Math.ceil(hits.length / per));
     const page = Math.min(Math.max(1, parseInt(state.page, 10) || 1), pages);
     const count = $('count');
@@ -184,13 +344,20 @@
   FILTERS.forEach(f => $('f-' + f).addEventListener(f === 'id' ? 'input' : 'change', event => {
     state[f] = event.target.value;
     delete state.page;
+    delete state.pair;
+    writeHash();
+    render();
+  }));
+  if (hasPairs) PAIR_FIELDS.forEach(f => $('p-' + f).addEventListener('change', event => {
+    state[f] = event.target.value;
+    delete state.page;
     writeHash();
     render();
   }));
   $('clear').addEventListener('click', () => {
     state = {};
-    FILTERS.forEach(f => { $('f-' + f).value = ''; });
     writeHash();
+    readHash();
     render();
   });
   $('lightbox').addEventListener('click', () => { $('lightbox').hidden = true; });
