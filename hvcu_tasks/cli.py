@@ -155,6 +155,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         with_reference,
     )
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
+    from hvcu_tasks.report.stats import Resampling
     from hvcu_tasks.report.tables import compare_table
     from hvcu_tasks.results.runs import CUSTOM, ReportError, read_runs
 
@@ -170,14 +171,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
         entries = board_entries(ranked, reference)
     else:  # the published board as it is (its [paper] rows included, or today's when it has none), plus the new runs
         entries = merge(with_reference(published, reference), [run_entry(m) for m in ranked if m.settings], args.base)
-    board = make_board(entries, args.resamples, args.seed)
-    tables = report_tables(models, reference=reference, board=board) + analysis_tables(args.runs)
+    resampling = Resampling(args.resamples, args.seed)
+    board = make_board(entries, resampling.resamples, resampling.seed)
+    tables = report_tables(models, reference, board, resampling) + analysis_tables(args.runs)
     pair = None
     if args.compare:
         if len(models) != 2:
             raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")
         pair = (models[0], models[1])
-        tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
+        tables += [
+            compare_table(*pair, s, resampling) for s in ("base", "context") if all(s in m.settings for m in pair)
+        ]
     for model in models:
         for setting, notes in model.notes.items():
             for note in notes:

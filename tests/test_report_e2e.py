@@ -93,7 +93,10 @@ def test_compare_mode_shows_gains_and_paired_tests(all_runs: dict[str, Path], tm
     assert impl[0] == "Impl." and impl[10:13] == [20.0, 100.0, 80.0]
     assert impl[-1] == pytest.approx(2 * 0.5**4)  # B alone right on 4 chains, A alone on none
     assert "Score: A 51.11, B 91.67, Δ 40.56." in compare["notes"]
-    assert any(n.startswith("Paired bootstrap of the Score gain: 95% interval") for n in compare["notes"])
+    assert any(
+        n.startswith("Paired bootstrap of the Score gain (2000 resamples, seed 0): 95% interval")
+        for n in compare["notes"]
+    )
     assert "intervals_base" in tables
 
 
@@ -114,3 +117,48 @@ def test_the_site_links_the_chain_browser_and_a_page_per_model(all_runs: dict[st
     (a,) = [e for e in board["entries"] if e["model"] == "model-a"]
     low, high = a["interval_base"]
     assert low < a["score_base"] == 51.11 < high  # sample logs give the interval of the official Score
+
+
+def test_every_two_logged_runs_on_the_same_samples_are_compared_paired(all_runs: dict[str, Path], tmp_path) -> None:
+    runs = [str(all_runs["a_base"]), str(all_runs["b_base"])]
+    assert main(["report", *runs, "--no-reference", "--format", "json", "--out", str(tmp_path)]) == 0
+    pairs = {t["name"]: t for t in json.loads((tmp_path / "report.json").read_text())}["pairs"]
+    (row,) = pairs["rows"]
+    # model-b's chains hold wherever model-a's do, and on 6 more of the 15 smoke samples (4 implication, 1
+    # aesthetic, 1 affective): Δ = (4/5 + 1/4 + 1/6) / 3 = 40.56 points, every resampled difference >= 0
+    assert row[:5] == ["model-b†", "model-a†", 91.67, 51.11, 40.56]
+    low, high = json.loads(row[5].replace(" ", ""))
+    assert 0 < low < 40.56 < high and row[7] == "yes"
+    stored = json.loads((tmp_path / "leaderboard.json").read_text())["pairs"]
+    assert stored[0]["a"]["model"] == "model-b" and stored[0]["interval"] == pytest.approx([low, high], abs=0.005)
+
+
+def test_a_published_board_of_logged_runs_pairs_them_with_new_runs(all_runs: dict[str, Path], tmp_path) -> None:
+    first = tmp_path / "first"
+    assert (
+        main(["report", str(all_runs["a_base"]), str(all_runs["a_context"]), "--format", "json", "--out", str(first)])
+        == 0
+    )
+    added, everything = tmp_path / "added", tmp_path / "all"
+    base = ["--base", str(first / "leaderboard.json")]
+    assert main(["report", *base, str(all_runs["b_base"]), "--format", "json", "--out", str(added)]) == 0
+    runs = [str(all_runs[k]) for k in ("a_base", "a_context", "b_base")]
+    assert main(["report", *runs, "--format", "json", "--out", str(everything)]) == 0
+    assert (added / "leaderboard.json").read_text() == (everything / "leaderboard.json").read_text()
+
+
+def test_the_seed_changes_the_intervals_and_is_kept_in_the_printed_command(all_runs, tmp_path, capsys) -> None:
+    runs = [str(all_runs["a_base"]), str(all_runs["a_context"])]
+    boards = []
+    for seed in ("0", "7"):
+        out = tmp_path / seed
+        assert main(["report", *runs, "--seed", seed, "--resamples", "500", "--format", "json", "--out", str(out)]) == 0
+        data = json.loads((out / "leaderboard.json").read_text())
+        assert (data["uncertainty"]["seed"], data["uncertainty"]["resamples"]) == (int(seed), 500)
+        boards.append(next(e for e in data["entries"] if e["model"] == "model-a"))
+    assert boards[0]["interval_gain"] != boards[1]["interval_gain"]
+    assert main(["report", *runs, "--seed", "7", "--summary"]) == 0
+    assert "--seed 7" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["report", *runs, "--resamples", "10"])
+    assert refused.value.code == 2 and "--resamples: 10: at least 100 resamples" in capsys.readouterr().err

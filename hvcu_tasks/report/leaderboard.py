@@ -149,7 +149,7 @@ def run_entry(model: ModelResult) -> Entry:
         acc_full={f: _known(base[f].get(OFFICIAL_FULL_METRIC)) if f in base else None for f in FAMILIES},
         notes=notes,
         family_sizes=_run_sizes(model),
-        fingerprint=_fingerprint(model),
+        fingerprint=model.data_fingerprint(),
         verdicts=verdicts,
     )
 
@@ -161,14 +161,6 @@ def _run_sizes(model: ModelResult) -> dict[str, int] | None:
     if set(sizes) != set(FAMILIES) or not all(isinstance(n, (int, float)) and n > 0 for n in sizes.values()):
         return None
     return {f: int(n) for f, n in sizes.items()}  # type: ignore[arg-type]
-
-
-def _fingerprint(model: ModelResult) -> str:
-    """Return the fingerprints of the data a run read, one per family ('' when a family did not record one)."""
-    per_family = {f: i.get("fingerprint") for fams in model.identities.values() for f, i in fams.items()}
-    if set(per_family) != set(FAMILIES) or not all(isinstance(v, str) for v in per_family.values()):
-        return ""
-    return " ".join(f"{f}={per_family[f]}" for f in FAMILIES)
 
 
 def reference_entries() -> list[Entry]:
@@ -372,7 +364,8 @@ def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
     table.notes += LEADERBOARD_NOTES
     table.notes.append(
         f"Resamples: {board.uncertainty.resamples}, seed {board.uncertainty.seed} (`hvcu report --resamples N "
-        "--seed S`); the same runs give the same intervals, and adding a model changes no other row's interval."
+        "--seed S`); the same runs give the same numbers, and adding a model changes no other row's 95% CI or Δ 95% "
+        "CI (rank ranges and groups depend on who is on the board)."
     )
     table.notes.append(detectable_note(board))
     unranked = {entry_key(e): e.label for e in board.entries}

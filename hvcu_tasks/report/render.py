@@ -10,6 +10,7 @@ import re
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
 from hvcu_tasks.report.leaderboard import Board, board_entries, leaderboard_table, make_board, pairs_table
+from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
@@ -137,7 +138,12 @@ def to_json(tables: list[Table]) -> str:
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def report_tables(models: list[ModelResult], reference: bool = True, board: Board | None = None) -> list[Table]:
+def report_tables(
+    models: list[ModelResult],
+    reference: bool = True,
+    board: Board | None = None,
+    resampling: Resampling = DEFAULT_RESAMPLING,
+) -> list[Table]:
     """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
     per custom data.
 
@@ -148,10 +154,10 @@ def report_tables(models: list[ModelResult], reference: bool = True, board: Boar
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if board is None:
-        board = make_board(board_entries(ranked, reference))
+        board = make_board(board_entries(ranked, reference), resampling.resamples, resampling.seed)
     head = [leaderboard_table(board)] if board.entries else []
     head += [pairs_table(board)] if board.uncertainty.pairs else []
-    tables = head + all_tables(ranked, reference)
+    tables = head + all_tables(ranked, reference, resampling)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:
         if unrecorded and not table.name.startswith("general"):
@@ -161,9 +167,9 @@ def report_tables(models: list[ModelResult], reference: bool = True, board: Boar
         if CUSTOM in m.dataset:
             sections.setdefault(m.data_label(), []).append(m)
     for n, (label, group) in enumerate(sorted(sections.items()), start=1):
-        custom = make_board(board_entries(group, reference=False))
+        custom = make_board(board_entries(group, reference=False), resampling.resamples, resampling.seed)
         head = [leaderboard_table(custom)] + ([pairs_table(custom)] if custom.uncertainty.pairs else [])
-        for table in [t for t in head if t.rows] + all_tables(group, reference=False):
+        for table in [t for t in head if t.rows] + all_tables(group, False, resampling):
             table.name = f"custom{n}_{table.name}"
             table.title = f"[{label}] {table.title}"
             table.notes.append(

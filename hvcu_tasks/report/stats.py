@@ -15,13 +15,23 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import binomtest
 
 ITERATIONS = 2000
 SEED = 0
 LEVEL = 0.95
 POWER = 0.8
 """The power at which the detectable difference is quoted (with a two-sided test at 1 - LEVEL)."""
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How many bootstrap resamples every interval of a report draws, and their seed (`--resamples`, `--seed`)."""
+
+    resamples: int = ITERATIONS
+    seed: int = SEED
+
+
+DEFAULT_RESAMPLING = Resampling()
 
 
 def stream(seed: int, key: str) -> np.random.Generator:
@@ -174,6 +184,8 @@ class PairedResult:
 
 def mcnemar(a: Mapping[str, bool], b: Mapping[str, bool]) -> PairedResult:
     """Exact McNemar test on the chains both models answered: who got which sample right alone."""
+    from scipy.stats import binomtest
+
     common = sorted(set(a) & set(b))
     if not common:
         raise ValueError("the two models share no sample: a paired test needs the same samples")

@@ -16,6 +16,7 @@ from hvcu_tasks.core.metrics import (
     invalid_metric,
 )
 from hvcu_tasks.report.reference import rows_for
+from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.results.runs import ModelResult, aspect_names, is_nan
 
 Cell = str | float | int | None
@@ -285,8 +286,10 @@ def general_table(models: list[ModelResult], reference: bool = True) -> Table:
     return table
 
 
-def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
-    """Return every table the runs support, in reading order."""
+def all_tables(
+    models: list[ModelResult], reference: bool = True, resampling: Resampling = DEFAULT_RESAMPLING
+) -> list[Table]:
+    """Return every table the runs support, in reading order (intervals drawn as `resampling` says)."""
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
     tables = [setting_table(models, s, reference) for s in settings]
     if settings == ["base", "context"]:
@@ -296,7 +299,7 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
     for s in settings:
         tables += [aspect_table(models, s), error_table(models, s)]
         if any(m.chains.get(s) for m in models):
-            tables.append(interval_table(models, s))
+            tables.append(interval_table(models, s, resampling))
     if any(m.general for m in models):
         tables.append(general_table(models, reference))
     for table in tables:
@@ -312,28 +315,33 @@ def _interval(low_high: tuple[float, float]) -> str:
     return f"[{low_high[0]:.2f}, {low_high[1]:.2f}]"
 
 
-def interval_table(models: list[ModelResult], setting: str) -> Table:
+def interval_table(models: list[ModelResult], setting: str, resampling: Resampling = DEFAULT_RESAMPLING) -> Table:
     """95% bootstrap intervals of Acc_full per family and of the Score (needs --log_samples runs)."""
-    from hvcu_tasks.report.stats import ITERATIONS, bootstrap_ci, score_ci
+    from hvcu_tasks.report.stats import bootstrap_ci, score_ci
 
+    n, seed = resampling.resamples, resampling.seed
     columns = ["Model", *[f"{FAMILY_LABEL[f]} Acc_full" for f in FAMILIES], "Score"]
     table = Table(f"intervals_{setting}", f"95% bootstrap intervals, {setting} setting", columns)
     for model in models:
         chains = model.chains.get(setting, {})
         if not chains:
             continue
-        cells: list[Cell] = [_interval(bootstrap_ci(chains[f])) if f in chains else None for f in FAMILIES]
-        score = _interval(score_ci(chains)) if set(chains) == set(FAMILIES) else None
+        data = model.data_fingerprint()
+        cells: list[Cell] = [
+            _interval(bootstrap_ci(chains[f], n, seed, data)) if f in chains else None for f in FAMILIES
+        ]
+        score = _interval(score_ci(chains, n, seed, data)) if set(chains) == set(FAMILIES) else None
         table.rows.append([_label(model, setting), *cells, score])
     table.notes.append(
-        f"Percentile bootstrap over samples ({ITERATIONS} resamples, seed 0); the Score resamples each family. "
-        "Only runs made with --log_samples have intervals."
+        f"Percentile bootstrap over samples ({n} resamples, seed {seed}), this toolkit's parser; the Score "
+        "resamples each family with the resamples the leaderboard uses for Score (official). Only runs made with "
+        "--log_samples have intervals."
     )
     table.notes += _partial_notes(models, (setting,))
     return table
 
 
-def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
+def compare_table(a: ModelResult, b: ModelResult, setting: str, resampling: Resampling = DEFAULT_RESAMPLING) -> Table:
     """Model B against model A (e.g. tuned vs base): per family and level, both values and Δ, with paired tests."""
     from hvcu_tasks.report.stats import mcnemar, paired_score_delta
 
@@ -355,8 +363,11 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
     delta = None if sa is None or sb is None else round(sb - sa, 2)
     table.notes.append(f"Score: A {cell_or_dash(sa)}, B {cell_or_dash(sb)}, Δ {cell_or_dash(delta)}.")
     if set(ca) == set(cb) == set(FAMILIES):
-        low, high, p = paired_score_delta(ca, cb)
-        table.notes.append(f"Paired bootstrap of the Score gain: 95% interval [{low:.2f}, {high:.2f}], p = {p:.4f}.")
+        low, high, p = paired_score_delta(ca, cb, resampling.resamples, resampling.seed)
+        table.notes.append(
+            f"Paired bootstrap of the Score gain ({resampling.resamples} resamples, seed {resampling.seed}): 95% "
+            f"interval [{low:.2f}, {high:.2f}], p = {p:.4f}."
+        )
     else:
         table.notes.append("No paired test: both runs need --log_samples for all three families.")
     table.notes.append("McNemar: exact two-sided test on full-chain verdicts of the samples both models answered.")

@@ -93,6 +93,13 @@ class ModelResult:
         total = sum(int(i.get("samples") or 0) for i in per_family.values())
         return f"{CUSTOM}: {', '.join(places)}, {total} samples"
 
+    def data_fingerprint(self) -> str:
+        """Return the fingerprints of the data the model ran on, one per family ('' when one was not recorded)."""
+        per_family = {f: i.get("fingerprint") for fams in self.identities.values() for f, i in fams.items()}
+        if set(per_family) != set(FAMILIES) or not all(isinstance(v, str) for v in per_family.values()):
+            return ""
+        return " ".join(f"{f}={per_family[f]}" for f in FAMILIES)
+
     def score(self, setting: str, metric: str = FULL_METRIC) -> float | None:
         """Return the Overall Score of a setting: None unless all three families have `metric`, NA if one is n/a."""
         fams = self.settings.get(setting, {})
