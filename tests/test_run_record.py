@@ -141,6 +141,12 @@ def test_the_command_line_quotes_what_a_shell_would_split() -> None:
     )
 
 
+def test_a_limit_lmms_eval_recorded_as_a_float_is_given_as_a_whole_number() -> None:
+    data = results_json()
+    data["config"]["resolved_cli_args"]["limit"] = 2.0
+    assert " --limit 2 " in run_record(data, FILE).command
+
+
 def test_the_recorded_arguments_leave_out_unset_values_and_logging_integrations() -> None:
     args = dict(run_record(results_json(), FILE).cli_args)
     assert args["offset"] == "0" and args["verbosity"] == "INFO" and args["seed"] == "[0, 1234, 1234, 1234]"

@@ -53,6 +53,8 @@ class TaskData:
 
     task: str
     family: str | None
+    kind: str | None
+    """Where the data came from: hub, local or smoke (only the hub has a revision)."""
     fingerprint: str | None
     source: str | None
     revision: str | None
@@ -141,6 +143,8 @@ def _option_text(value: Any) -> str:
     """Return an option's value as a command line takes it (a list of seeds comma-joined)."""
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # lmms-eval records --limit 2 as 2.0
     return redacted(value) if isinstance(value, str) else str(value)
 
 
@@ -174,12 +178,13 @@ def task_data(task: str, config: Any, where: str) -> TaskData:
     except ValueError as exc:
         raise ReportError(f"{where}: {task}: {exc}") from exc
     if identity is None:
-        return TaskData(task, family_of_task(task), None, None, None, None)
+        return TaskData(task, family_of_task(task), None, None, None, None, None)
     field = f"configs.{task}.metadata.{CONFIG_KEY}"
     samples = identity.get("samples")
     return TaskData(
         task=task,
         family=_text(identity.get("family"), where, f"{field}.family") or family_of_task(task),
+        kind=_text(identity.get("kind"), where, f"{field}.kind"),
         fingerprint=_text(identity["fingerprint"], where, f"{field}.fingerprint"),
         source=checked_text(location_text(identity), f"{where}: field {field}.location", "recorded value"),
         revision=_text(identity.get("revision"), where, f"{field}.revision"),
