@@ -2,9 +2,9 @@
 them are byte for byte the pages built when they were Python strings.
 
 The expected SHA-256 values were recorded from the pages as the code wrote them before the move (the requirement is
-"unchanged"); a change that alters a page on purpose records them again (last: the report's note lines for
-diagnostics a results file without sample logs lacks, recorded from the same code with the inline strings
-restored). index.html inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
+"unchanged"); a change that alters a page on purpose records them again (last: the model pages' "How this run
+was made" section and its style, recorded after checking that the pages without it and with the earlier page.css
+have the earlier hashes). index.html inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "439a579c50274e6a1b8d7496d87b2be5474a69797c46489a55846dd2b5b999b3",
-    "site/models/Qwen-X.html": "a607189b0e4526e3a9fd1b99d24d3272357bd390c695045acd5a37293c7f3735",
-    "site/models/Strong-Y.html": "75a1c8effa99592738a531cf54f8d00089c03081a826ec88ccc2deff344939a1",
-    "site/models/Tiny-Z.html": "10104488a83c9dbde93a8d1ec8c98aaa8c9b3227c8973180d106a8cf8323c968",
+    "site/index.html": "3648880bc59593f3d2863e341ab7b4539c6a5a48d576fb4e847147458a65da28",
+    "site/models/Qwen-X.html": "533f4d7e3d538a09cb5e1e43c4f6aba04be5bb25bb12b7c603aab2120eacd657",
+    "site/models/Strong-Y.html": "ed498570332a25a86a5597385c2814038d0b55fb722d2751f970b032a2e683ee",
+    "site/models/Tiny-Z.html": "3c142b49d9ee1295dffacd742a1385427ff828a6e2fe9d71df86fd0d2b1bb1b1",
     "browser/chains.html": "326709efbc32f7d91a8df50b0e9cf0cd111ec6bddddcd4843f2876c93ee896d3",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
