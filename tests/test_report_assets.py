@@ -22,10 +22,10 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "3648880bc59593f3d2863e341ab7b4539c6a5a48d576fb4e847147458a65da28",
-    "site/models/Qwen-X.html": "533f4d7e3d538a09cb5e1e43c4f6aba04be5bb25bb12b7c603aab2120eacd657",
-    "site/models/Strong-Y.html": "ed498570332a25a86a5597385c2814038d0b55fb722d2751f970b032a2e683ee",
-    "site/models/Tiny-Z.html": "3c142b49d9ee1295dffacd742a1385427ff828a6e2fe9d71df86fd0d2b1bb1b1",
+    "site/index.html": "8029835087dee38097a27d328d69834bd74a41c43be8f0d5e707209de3505916",
+    "site/models/Qwen-X.html": "81cfb920a10f94a1ebafb0ec2dc805e686bcc505d0d025ad0359fa3ea6a5843e",
+    "site/models/Strong-Y.html": "3e6ac6fcd94dfa52bb33c9bdfb2a20e2fb56708fb339fb2abb2183793a07f0ba",
+    "site/models/Tiny-Z.html": "7b1f2aa24fc91452565756e6f75be80a498962c2434010cdc0f7c917e874d830",
     "browser/chains.html": "326709efbc32f7d91a8df50b0e9cf0cd111ec6bddddcd4843f2876c93ee896d3",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"

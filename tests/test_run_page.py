@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -123,3 +124,19 @@ def test_the_report_page_shows_how_the_run_was_made(site: tuple[Path, dict]) -> 
     assert "base setting" in text and "--tasks hvcu_bench_sample --batch_size 1 --limit 2 --log_samples" in text
     assert f"HVCU toolkit {toolkit_version()}" in text and f"hvcu_bench_sample_impl {identity['fingerprint']}" in text
     assert f"lmms-eval {results['lmms_eval_version']} (git {results['git_hash']})" in text
+
+
+def test_the_section_with_long_values_open_needs_no_horizontal_scrolling(tmp_path: Path) -> None:
+    from test_report_page import LONG, probed
+
+    data = results_json(f"model={LONG},pretrained={LONG}")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "20261202_093830_results.json").write_text(json.dumps(data))
+    assert main(["report", str(tmp_path / "run"), "--format", "html", "--out", str(tmp_path / "site")]) == 0
+    (page,) = (tmp_path / "site" / "models").glob("*.html")
+    script = (
+        "document.querySelectorAll('details').forEach(d => d.open = true);"
+        "document.title = JSON.stringify({width: innerWidth, scroll: document.documentElement.scrollWidth});"
+    )
+    seen = probed(page, script, tmp_path)
+    assert seen["scroll"] <= seen["width"] <= 1280
