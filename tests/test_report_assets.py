@@ -4,7 +4,8 @@ them are byte for byte the pages built when they were Python strings.
 The expected SHA-256 values were recorded from the pages as the code wrote them before the move (the requirement is
 "unchanged"); a change that alters a page on purpose records them again (last: the model pages' "How this run
 was made" section and its style, recorded after checking that the pages without it and with the earlier page.css
-have the earlier hashes). index.html inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
+have the earlier hashes). index.html inlines the figures' SVG, so a matplotlib release that draws differently
+changes its hash too.
 """
 
 from __future__ import annotations
