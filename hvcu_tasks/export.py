@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import tempfile
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 PACKAGE = "hvcu_tasks"
@@ -47,14 +46,6 @@ LIB_INIT = '"""HVCU-Bench code of an exported task folder: hooks.py and the tool
 
 class ExportError(ValueError):
     """The package's code cannot be exported as it is, or the target folder is not usable."""
-
-
-def toolkit_version() -> str:
-    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
-    try:
-        return version("hvcu-toolkit")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def label(path: Path) -> str:
@@ -188,6 +179,7 @@ Where this folder differs from the installed toolkit (same requests and the same
 
 def export_files(lmms_range: str) -> dict[str, bytes]:
     """Return every file of the exported folder (relative path -> bytes)."""
+    from hvcu_tasks.data.provenance import toolkit_version
     from hvcu_tasks.lmms.export_hooks import HOOKS
 
     files = {
@@ -218,6 +210,8 @@ MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
 
 def marker_text(files: dict[str, bytes]) -> str:
     """Return the marker file's text for an export of `files`."""
+    from hvcu_tasks.data.provenance import toolkit_version
+
     return "".join(f"{line}\n" for line in [MARKER_HEAD + toolkit_version(), *sorted(files)])
 
 

@@ -234,7 +234,10 @@ def _entry() -> dict:
         ("{", "not JSON"),
         (json.dumps([1]), "expected a leaderboard object"),
         (json.dumps({"schema": "other", "version": 1, "entries": []}), "schema: expected 'hvcu-leaderboard'"),
-        (json.dumps({"schema": "hvcu-leaderboard", "version": 3, "entries": []}), "version: expected one of 1, 2, got 3"),
+        (
+            json.dumps({"schema": "hvcu-leaderboard", "version": 3, "entries": []}),
+            "version: expected one of 1, 2, got 3",
+        ),
         (json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": {}}), "entries: expected a list"),
         (
             json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "score_base": 140}]}),

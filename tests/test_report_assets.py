@@ -4,8 +4,9 @@ them are byte for byte the pages built when they were Python strings.
 The expected SHA-256 values were recorded from the pages as the code wrote them before the move (the requirement is
 "unchanged"); a change that alters a page on purpose records them again (last: the report's note lines for
 diagnostics a results file without sample logs lacks, recorded from the same code with the inline strings
-restored; chains.html: the two-model view). index.html inlines the figures' SVG, so a matplotlib release that
-draws differently changes its hash too.
+restored; chains.html: the two-model view; the model pages: "How this run was made"; index.html and the model
+pages: the leaderboard's intervals, rank ranges and groups). index.html inlines the figures' SVG, so a matplotlib
+release that draws differently changes its hash too.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "439a579c50274e6a1b8d7496d87b2be5474a69797c46489a55846dd2b5b999b3",
-    "site/models/Qwen-X.html": "a607189b0e4526e3a9fd1b99d24d3272357bd390c695045acd5a37293c7f3735",
-    "site/models/Strong-Y.html": "75a1c8effa99592738a531cf54f8d00089c03081a826ec88ccc2deff344939a1",
-    "site/models/Tiny-Z.html": "10104488a83c9dbde93a8d1ec8c98aaa8c9b3227c8973180d106a8cf8323c968",
+    "site/index.html": "200e4046668b94140a60069672bf6f3cf87e20687aa7b3dc020517d23d602a60",
+    "site/models/Qwen-X.html": "a76ca0a03284c629424ef965afd1213fb1b8ae73e06613309cf2bb10627d9331",
+    "site/models/Strong-Y.html": "983f12375df9a001b25ed7702e8ce97888c782829507291e7149465855e7d93d",
+    "site/models/Tiny-Z.html": "b88f9b6f9c74faa1d91427b62beb752a6f61d1b61c1ee04b5e31dd2d85b4e989",
     "browser/chains.html": "19c3d7b009bb6a858845ee0ef2c05595b2b5fbfcd5cb0f60e81fedc6daa1829a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,17 @@ from hvcu_tasks.data import jsonio
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
+VERSION_KEY = "hvcu_toolkit_version"
+"""Where a results file keeps the toolkit version that ran a task, beside its data identity."""
+DISTRIBUTION = "hvcu-toolkit"
+
+
+def toolkit_version() -> str:
+    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def pinned_source(source: str, revision: str) -> str:

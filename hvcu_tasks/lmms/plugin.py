@@ -183,10 +183,11 @@ def install_identity_hook() -> None:
 
     The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
     rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
+    The toolkit's version goes beside it (`hvcu_toolkit_version`).
     """
     from lmms_eval.api.task import ConfigurableTask
 
-    from hvcu_tasks.data.provenance import CONFIG_KEY
+    from hvcu_tasks.data.provenance import CONFIG_KEY, VERSION_KEY, toolkit_version
     from hvcu_tasks.lmms.documents import dataset_identity
 
     original = ConfigurableTask.dump_config
@@ -205,6 +206,7 @@ def install_identity_hook() -> None:
         if identity:
             metadata = dict(config.get("metadata") or {})
             metadata[CONFIG_KEY] = identity
+            metadata[VERSION_KEY] = toolkit_version()
             config["metadata"] = metadata
         return config
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from hvcu_tasks.core.names import check_name, name_key
 from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.report.render import cell_text
+from hvcu_tasks.report.run_html import runs_section
 from hvcu_tasks.report.tables import CHANCE_NAME, OFFICIAL_SCORE, PAPER_MARK, PARTIAL_MARK, SCORE, SMOKE_MARK, Table
+from hvcu_tasks.results.run_record import RunRecord
 
 TITLE = "HVCU-Bench leaderboard"
 LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
@@ -32,12 +34,13 @@ SCRIPT = asset("page.js")
 
 @dataclass
 class ModelPage:
-    """One model's page: its name, file name under models/, and its tables."""
+    """One model's page: its name, file name under models/, its tables, notes and how each of its runs was made."""
 
     model: str
     file: str
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
 
 
 def page_names(models: Sequence[str], taken: Iterable[str] = ()) -> dict[str, str]:
@@ -205,9 +208,11 @@ def page_model(text: str) -> str | None:
 
 
 def render_model_page(page: ModelPage, chains: str | None = None) -> str:
-    """Return one model's page: its tables (leaderboard row, levels, aspects, errors, intervals, comparison)."""
+    """Return one model's page: its tables (leaderboard row, levels, aspects, errors, intervals, comparison), then
+    how each of its runs was made."""
     nav = "<a href='../index.html'>← Leaderboard</a>"
     nav += f"<a href='../{html.escape(chains)}'>Chain browser</a>" if chains else ""
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in page.notes)
     body = (f"<ul class='notes'>{notes}</ul>" if notes else "") + "".join(table_html(t) for t in page.tables)
+    body += runs_section(page.records)
     return _page(page.model, body, nav)

@@ -142,7 +142,7 @@ def write_site(
             written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
-        page = ModelPage(model.model, names[model.model], model_tables(model, board, pair))
+        page = ModelPage(model.model, names[model.model], model_tables(model, board, pair), records=model.records)
         data = f"Data: {model.data_label()}" + (
             " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"
             if model.dataset == {SMOKE}

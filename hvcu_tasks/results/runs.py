@@ -17,10 +17,11 @@ from hvcu_tasks.core.metrics import (
     PERCENT_PREFIXES,
     overall_score,
 )
-from hvcu_tasks.core.names import name_problem
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
+from hvcu_tasks.results.errors import ReportError, checked_text
 from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
+from hvcu_tasks.results.run_record import RunRecord, run_record
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
@@ -41,10 +42,6 @@ NA = float("nan")
 def is_nan(value: object) -> bool:
     """Whether a value is the report's not-available marker, a float NaN (None is not; core.metrics.is_na: both)."""
     return isinstance(value, float) and math.isnan(value)
-
-
-class ReportError(ValueError):
-    """Raised when run folders cannot be turned into a report; the message says which folder and why."""
 
 
 @dataclass
@@ -80,6 +77,8 @@ class ModelResult:
     no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
     """Per setting: the families whose diagnostics (per aspect, error attribution, ...) are unknown: the results
     file does not hold them (the tasks no longer report them to lmms-eval) and no sample log lies beside it."""
+    records: list[RunRecord] = field(default_factory=list)
+    """How each of the model's results files was made (command line, versions, data), in the order read."""
 
     def data_label(self) -> str:
         """Return what the model ran on: 'HVCU-Bench', 'smoke sample', or 'custom data: <where>, N samples'."""
@@ -123,14 +122,6 @@ class ModelResult:
     def note(self, setting: str, text: str) -> None:
         """Record why a setting's numbers are partial."""
         self.notes.setdefault(setting, []).append(text)
-
-
-def checked_text(value: str, where: str, what: str) -> str:
-    """Return a text read from a file when it is one line of printable text; refuse it in one line naming `where`."""
-    problem = name_problem(value)
-    if problem:
-        raise ReportError(f"{where}: {what} {problem}; a {what} is one line of text: fix the file")
-    return value
 
 
 def run_model_name(results: dict[str, Any], where: str = "results file") -> str:
@@ -273,6 +264,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             if not isinstance(per_task, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
             configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
+            model.records.append(run_record(results, f))
             for task, values in per_task.items():
                 if not isinstance(values, dict):
                     raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")

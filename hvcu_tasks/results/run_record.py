@@ -1,0 +1,238 @@
+"""How one results file's run was made: model, recorded command line, versions and data, as lmms-eval wrote them.
+
+Everything comes from the results file itself (`config`, `config.resolved_cli_args`, `lmms_eval_version`,
+`git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`); a field an older file lacks is None.
+Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument and the user part of a
+URL are redacted here too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.names import name_problem
+from hvcu_tasks.data import provenance
+from hvcu_tasks.data.provenance import CONFIG_KEY, VERSION_KEY, location_text
+from hvcu_tasks.results.errors import ReportError, checked_text
+
+REDACTED = "[REDACTED]"
+SECRET_NAME = re.compile(r"key|token|password|passwd|secret|credential", re.I)
+"""A model argument whose name matches holds a secret: its value is never shown."""
+URL_USER = re.compile(r"(?<=://)[^/@\s]+@")
+"""The user (and password) part of a URL."""
+NOISE_PREFIXES = ("wandb_", "swanlab_", "hf_hub_")
+"""Recorded arguments of logging integrations: they do not change what is asked or scored, so they are not shown."""
+COMMAND_OPTIONS = (
+    "model",
+    "model_args",
+    "tasks",
+    "num_fewshot",
+    "batch_size",
+    "limit",
+    "gen_kwargs",
+    "system_instruction",
+    "include_path",
+)
+"""The options of the rebuilt command line, in this order, when recorded and set."""
+COMMAND_FLAGS = ("apply_chat_template", "fewshot_as_multiturn", "predict_only", "log_samples")
+"""Switches of the rebuilt command line, given when recorded as true."""
+DEFAULT_SEED = [0, 1234, 1234, 1234]
+"""lmms-eval's default --seed: the rebuilt command names another one only."""
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """One HVCU task's data as its results file recorded it (None: not recorded, an older file)."""
+
+    task: str
+    family: str | None
+    kind: str | None
+    """Where the data came from: hub, local or smoke (only the hub has a revision)."""
+    fingerprint: str | None
+    source: str | None
+    revision: str | None
+    samples: int | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """How one results file's run was made; None where the file does not record it."""
+
+    file: Path
+    model: str | None
+    """lmms-eval's --model (the backend)."""
+    model_args: str | None
+    """--model_args as recorded, secrets redacted."""
+    model_name: str | None
+    model_backend: str | None
+    tasks: tuple[str, ...]
+    cli_args: tuple[tuple[str, str], ...]
+    """The recorded command-line arguments (resolved_cli_args) as text, unset ones and logging integrations left out."""
+    command: str | None
+    """An lmms-eval command line rebuilt from the recorded arguments (None without a model)."""
+    lmms_eval_version: str | None
+    git_hash: str | None
+    date: str | None
+    toolkit_version: str | None
+    data: tuple[TaskData, ...]
+
+
+def redacted(text: str) -> str:
+    """Return `key=value,...` text with secret-named values and URL users replaced by [REDACTED]."""
+    parts = []
+    for part in text.split(","):
+        name, eq, value = part.partition("=")
+        if eq and SECRET_NAME.search(name) and value:
+            part = f"{name}={REDACTED}"
+        parts.append(URL_USER.sub(f"{REDACTED}@", part))
+    return ",".join(parts)
+
+
+def _text(value: Any, where: str, field: str) -> str | None:
+    """Return a recorded text field (None when absent), refused unless it is one line of text."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ReportError(f"{where}: field {field}: expected text, got {type(value).__name__}")
+    return checked_text(value, f"{where}: field {field}", "recorded value")
+
+
+def _number_as_text(value: Any) -> Any:
+    """Return a recorded number as text (older lmms-eval releases write the date as a timestamp), else the value."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _object(value: Any, where: str, field: str) -> Mapping[str, Any]:
+    """Return a recorded object field ({} when absent), refused when it is not an object."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ReportError(f"{where}: field {field}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a recorded argument was given: not null, empty or false."""
+    return value is not None and value is not False and value != "" and value != []
+
+
+def _arg_text(value: Any) -> str:
+    """Return a recorded argument's value as text: one-line text as it is (redacted), anything else as JSON."""
+    if isinstance(value, str) and name_problem(value) is None:
+        return redacted(value)
+    return json.dumps(redacted(value) if isinstance(value, str) else value, ensure_ascii=False)
+
+
+def shown_args(cli: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    """Return the recorded arguments worth showing, as (name, text): unset ones and logging integrations left out."""
+    return tuple(
+        (_text(name, where, "config.resolved_cli_args") or "", _arg_text(value))
+        for name, value in cli.items()
+        if _is_set(value) and not str(name).startswith(NOISE_PREFIXES)
+    )
+
+
+def _option_text(value: Any) -> str:
+    """Return an option's value as a command line takes it (a list of seeds comma-joined)."""
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # lmms-eval records --limit 2 as 2.0
+    return redacted(value) if isinstance(value, str) else str(value)
+
+
+def command_line(options: Mapping[str, Any]) -> str | None:
+    """Return the lmms-eval command line of the recorded options (None without a model), shell-quoted."""
+    if not options.get("model"):
+        return None
+    argv = ["lmms-eval"]
+    for name in COMMAND_OPTIONS:
+        if _is_set(options.get(name)):
+            argv += [f"--{name}", _option_text(options[name])]
+    if options.get("offset"):
+        argv += ["--offset", _option_text(options["offset"])]
+    if options.get("seed") not in (None, DEFAULT_SEED):
+        argv += ["--seed", _option_text(options["seed"])]
+    argv += [f"--{flag}" for flag in COMMAND_FLAGS if options.get(flag) is True]
+    if _is_set(options.get("output_path")):
+        argv += ["--output_path", str(options["output_path"])]
+    return shlex.join(argv)
+
+
+def family_of_task(task: str) -> str | None:
+    """Return the family an HVCU task's name ends on (impl, aesth, affect), None for another task."""
+    return next((family for family, (_s, _t, short) in FAMILIES.items() if task.endswith(f"_{short}")), None)
+
+
+def task_data(task: str, config: Any, where: str) -> TaskData:
+    """Return one task's recorded data: fingerprint, source and revision (None where not recorded)."""
+    try:
+        identity = provenance.config_identity(config)
+    except ValueError as exc:
+        raise ReportError(f"{where}: {task}: {exc}") from exc
+    if identity is None:
+        return TaskData(task, family_of_task(task), None, None, None, None, None)
+    field = f"configs.{task}.metadata.{CONFIG_KEY}"
+    samples = identity.get("samples")
+    return TaskData(
+        task=task,
+        family=_text(identity.get("family"), where, f"{field}.family") or family_of_task(task),
+        kind=_text(identity.get("kind"), where, f"{field}.kind"),
+        fingerprint=_text(identity["fingerprint"], where, f"{field}.fingerprint"),
+        source=checked_text(location_text(identity), f"{where}: field {field}.location", "recorded value"),
+        revision=_text(identity.get("revision"), where, f"{field}.revision"),
+        samples=samples if isinstance(samples, int) and not isinstance(samples, bool) else None,
+    )
+
+
+def recorded_toolkit_version(configs: Mapping[str, Any], where: str) -> str | None:
+    """Return the toolkit version the tasks' configs recorded (None in files written before it was recorded)."""
+    versions = {
+        _text(config["metadata"].get(VERSION_KEY), where, f"configs.{task}.metadata.{VERSION_KEY}")
+        for task, config in configs.items()
+        if isinstance(config, Mapping) and isinstance(config.get("metadata"), Mapping)
+    } - {None}
+    return ", ".join(sorted(versions)) or None  # type: ignore[arg-type]
+
+
+def run_record(results: Mapping[str, Any], file: Path) -> RunRecord:
+    """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it."""
+    where = str(file)
+    config = _object(results.get("config"), where, "config")
+    cli = _object(config.get("resolved_cli_args"), where, "config.resolved_cli_args")
+    configs = _object(results.get("configs"), where, "configs")
+    tasks = tuple(sorted(configs)) or tuple(sorted(_object(results.get("results"), where, "results")))
+    model_args = _text(config.get("model_args"), where, "config.model_args")
+    cli_model_args = _text(cli.get("model_args"), where, "config.resolved_cli_args.model_args")
+    options = dict(cli) or {
+        "model": config.get("model"),
+        "model_args": model_args,
+        "tasks": ",".join(tasks),
+        "batch_size": config.get("batch_size"),
+        "limit": config.get("limit"),
+        "gen_kwargs": config.get("gen_kwargs"),
+    }
+    if cli_model_args is not None:
+        options["model_args"] = cli_model_args
+    return RunRecord(
+        file=file,
+        model=_text(config.get("model"), where, "config.model"),
+        model_args=None if model_args is None else redacted(model_args),
+        model_name=_text(results.get("model_name"), where, "model_name"),
+        model_backend=_text(config.get("model_backend"), where, "config.model_backend"),
+        tasks=tuple(_text(t, where, "configs") or "" for t in tasks),
+        cli_args=shown_args(cli, where),
+        command=command_line(options),
+        lmms_eval_version=_text(results.get("lmms_eval_version"), where, "lmms_eval_version"),
+        git_hash=_text(results.get("git_hash"), where, "git_hash"),
+        date=_text(_number_as_text(results.get("date")), where, "date"),
+        toolkit_version=recorded_toolkit_version(configs, where),
+        data=tuple(task_data(t, configs[t], where) for t in tasks if t.startswith("hvcu_bench") and t in configs),
+    )
