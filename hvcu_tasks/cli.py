@@ -213,7 +213,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from hvcu_tasks.report.site import write_site
 
         runs_on_board = [e.model for e in entries if e.source == "run"]
-        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
+        pages = write_site(
+            args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, resampling
+        )
     if args.summary:
         print(RENDERERS["md"](summary_table(board)))
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")

@@ -18,6 +18,7 @@ from hvcu_tasks.report.html import (
     render_model_page,
     table_html,
 )
+from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.report.tables import (
     Table,
     aspect_table,
@@ -51,7 +52,10 @@ def _board_row(board: Table | None, model: str) -> Table | None:
 
 
 def model_tables(
-    model: ModelResult, board: Table | None, pair: tuple[ModelResult, ModelResult] | None = None
+    model: ModelResult,
+    board: Table | None,
+    pair: tuple[ModelResult, ModelResult] | None = None,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> list[Table]:
     """Return one model's tables: its leaderboard row, per setting its levels, aspects, errors and intervals, and
     the comparison of `pair` (`--compare`: B against A, e.g. tuned against its base model) when given."""
@@ -61,9 +65,9 @@ def model_tables(
         tables.append(aspect_table([model], setting))
         tables.append(error_table([model], setting))
         if model.chains.get(setting):
-            tables.append(interval_table([model], setting))
+            tables.append(interval_table([model], setting, resampling))
         if pair is not None and all(setting in m.settings for m in pair):
-            tables.append(compare_table(*pair, setting))
+            tables.append(compare_table(*pair, setting, resampling))
     if model.general:
         tables.append(general_table([model], reference=False))
     return tables
@@ -116,6 +120,7 @@ def write_site(
     reference: bool = True,
     published: Sequence[str] = (),
     data: Sequence[str] = (),
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> list[Path]:
     """Write index.html and one page per model into `out` (figures already under it); return the written pages.
 
@@ -142,7 +147,8 @@ def write_site(
             written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
-        page = ModelPage(model.model, names[model.model], model_tables(model, board, pair), records=model.records)
+        tables_of = model_tables(model, board, pair, resampling)
+        page = ModelPage(model.model, names[model.model], tables_of, records=model.records)
         data = f"Data: {model.data_label()}" + (
             " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"
             if model.dataset == {SMOKE}
