@@ -102,11 +102,11 @@ def test_paper_rows_get_binomial_intervals_marked_as_such() -> None:
     var = (0.5325 * 0.4675 / 400 + 0.5314 * 0.4686 / 350 + 0.5033 * 0.4967 / 300) / 9
     half = 1.959964 * var**0.5 * 100
     mean = (53.25 + 53.14 + 50.33) / 3
-    assert rows["GPT-4o"]["95% CI"] == f"[{mean - half:.2f}, {mean + half:.2f}] (binomial)"
+    assert rows["GPT-4o"]["95% CI"] == f"[{mean - half:.2f}, {mean + half:.2f}]ᵇ"
     assert rows["a"]["95% CI"].endswith("]")  # logged: bootstrap, no mark
     assert rows["Random guess (chance)"]["95% CI"] is None  # exact
     notes = " ".join(leaderboard_table(board).notes)
-    assert "must differ by 6.16 points" in notes and "(binomial)" in notes
+    assert "must differ by 6.16 points" in notes and "ᵇ (binomial) marks a row without sample logs" in notes
 
 
 def test_leaderboard_json_keeps_the_verdicts_and_reads_back_the_same_board(tmp_path: Path) -> None:

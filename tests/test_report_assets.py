@@ -24,10 +24,10 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "200e4046668b94140a60069672bf6f3cf87e20687aa7b3dc020517d23d602a60",
-    "site/models/Qwen-X.html": "a76ca0a03284c629424ef965afd1213fb1b8ae73e06613309cf2bb10627d9331",
-    "site/models/Strong-Y.html": "983f12375df9a001b25ed7702e8ce97888c782829507291e7149465855e7d93d",
-    "site/models/Tiny-Z.html": "b88f9b6f9c74faa1d91427b62beb752a6f61d1b61c1ee04b5e31dd2d85b4e989",
+    "site/index.html": "598b3eec03c2eaa21f9a4e758f6e12fa8dfdbe62bcbee955837cee51253a753a",
+    "site/models/Qwen-X.html": "09266b11fe8330509cd63f68070ca39850248e09b1e12abb886a339fc34ff25f",
+    "site/models/Strong-Y.html": "ef501de496c12fb19ee9db3effa82d98b1fef4315318d0b3510abfe5604e4df2",
+    "site/models/Tiny-Z.html": "e9dc8c145443926e21dccd83e0dcbff32f71e680d9816a790c09cf39af2bf436",
     "browser/chains.html": "19c3d7b009bb6a858845ee0ef2c05595b2b5fbfcd5cb0f60e81fedc6daa1829a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"

@@ -43,7 +43,7 @@ def wald(*acc: float) -> str:
     """The binomial (Wald) 95% interval of a mean of three family accuracies, as the board prints it."""
     var = sum((p / 100) * (1 - p / 100) / n for p, n in zip(acc, SIZES, strict=True)) / 9
     mean, half = sum(acc) / 3, 1.959964 * var**0.5 * 100
-    return f"[{mean - half:.2f}, {mean + half:.2f}] (binomial)"
+    return f"[{mean - half:.2f}, {mean + half:.2f}]ᵇ"
 
 
 def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:

@@ -39,6 +39,8 @@ RANKED_SOURCES = ("paper", "run")
 """The sources whose entries can be ranked (human and chance are references, not models)."""
 REFERENCE_SOURCES = ("paper", "human", "chance")
 RANK_COLUMN = "Score (official)"
+BINOMIAL_MARK = "ᵇ"
+"""After a 95% CI that is binomial (a row without sample logs), not a bootstrap over samples."""
 LEADERBOARD_COLUMNS = [
     "Rank",
     "Model",
@@ -61,9 +63,9 @@ LEADERBOARD_NOTES = [
     "Impl./Aesth./Affect. full: Acc_full of each family, base setting, authors' parser.",
     "95% CI: for runs made with --log_samples, the percentile interval of Score (official) over a paired bootstrap "
     "of the samples (each family resampled within itself; runs on the same samples share the resamples); "
-    f"'({BINOMIAL})' marks a row without sample logs ([paper] rows, runs without --log_samples): the binomial "
-    "(Wald) interval of the mean of its families' Acc_full from the family sizes. Δ 95% CI: the paired interval "
-    "of the context gain (same samples, same resamples), for runs logged in both settings.",
+    f"{BINOMIAL_MARK} (binomial) marks a row without sample logs ([paper] rows, runs without --log_samples): the "
+    "binomial (Wald) interval of the mean of its families' Acc_full from the family sizes. Δ 95% CI: the paired "
+    "interval of the context gain (same samples, same resamples), for runs logged in both settings.",
     "Rank range: the best and worst rank of the middle 95% of the resamples (all ranked rows drawn together; a "
     "[paper] row from binomials of its family sizes). Group: a group's first row leads it and each next row joins "
     "it unless its Score (official) is significantly below the leader's (its 95% interval of the difference "
@@ -311,10 +313,10 @@ def _source_text(entry: Entry) -> str:
 
 
 def _interval_text(interval: list[float] | None, method: str | None = None) -> str | None:
-    """Format a 95% interval ('(binomial)' after one that is), None when absent."""
+    """Format a 95% interval (BINOMIAL_MARK after a binomial one), None when absent."""
     if interval is None:
         return None
-    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" + (f" ({BINOMIAL})" if method == BINOMIAL else "")
+    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" + (BINOMIAL_MARK if method == BINOMIAL else "")
 
 
 def _range_text(bounds: list[int] | None) -> str | None:
@@ -441,7 +443,7 @@ def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
         f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
         "ranking); Context (official): the same in the context setting; Score: the base Overall Score under this "
         "toolkit's parser. Rank range and 95% CI: over resamples of the samples (runs with --log_samples) or "
-        f"binomial from the family sizes ('({BINOMIAL})'); the full leaderboard explains them."
+        f"binomial from the family sizes ({BINOMIAL_MARK}); the full leaderboard explains them."
     )
     table.notes.append(detectable_note(whole))
     if len(papers) > paper_rows:
