@@ -187,6 +187,10 @@ def _v2(tmp_path: Path, **changes) -> Path:
         ({"family_sizes": {"implication": 0}}, "family_sizes: expected null or an object"),
         ({"interval_gain": [5, -5]}, "interval_gain: [5, -5] is not an interval"),
         ({"source": "paper", "rankable": True}, "verdicts: only a run has chain verdicts"),
+        (
+            {"score_base": 10.0},
+            "verdicts.base: the chains give a Score (official) of 60.00, the Score recorded is 10.00 (score_base)",
+        ),
     ],
 )
 def test_a_damaged_version_2_board_is_refused_naming_the_field(tmp_path: Path, changes: dict, message: str) -> None:
@@ -212,3 +216,10 @@ def test_the_seed_and_resamples_are_recorded_and_change_the_draws() -> None:
         "resamples": 500,
         "seed": 3,
     }
+
+
+def test_sample_logs_that_disagree_with_their_results_file_are_refused() -> None:
+    run = _run("a", A)
+    run.settings["base"]["implication"].metrics["acc_full_official"] = 10.0  # the file says 10%, the logs 60%
+    with pytest.raises(ReportError, match=r"a \(base\): the sample logs and the results file disagree: the chains"):
+        board_entries([run])

@@ -137,6 +137,10 @@ def run_entry(model: ModelResult) -> Entry:
     base = model.settings.get("base", {})
     verdicts = {s: dict(fams) for s, fams in model.chains_official.items() if set(fams) == set(FAMILIES)}
     score_base = _known(model.official_score("base"))
+    for setting, chains in verdicts.items():
+        problem = verdicts_problem(chains, _known(model.official_score(setting)))
+        if problem:
+            raise ReportError(f"{model.model} ({setting}): the sample logs and the results file disagree: {problem}")
     notes = [f"{s}: {'; '.join(n)}" for s, n in model.notes.items() if n]
     return Entry(
         model=model.model,
@@ -154,6 +158,16 @@ def run_entry(model: ModelResult) -> Entry:
         fingerprint=model.data_fingerprint(),
         verdicts=verdicts,
     )
+
+
+def verdicts_problem(chains: dict[str, dict[str, bool]], score: float | None) -> str | None:
+    """Return why a setting's chain verdicts cannot be the ones behind its Score (official), None when they can."""
+    if score is None or not all(chains.values()):
+        return None
+    from_chains = sum(100 * sum(v.values()) / len(v) for v in chains.values()) / len(chains)
+    if abs(from_chains - score) > 0.01:
+        return f"the chains give a Score (official) of {from_chains:.2f}, the Score recorded is {score:.2f}"
+    return None
 
 
 def _run_sizes(model: ModelResult) -> dict[str, int] | None:
@@ -625,10 +639,15 @@ def _v2_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
         raise ReportError(f"{where}.rank_group: {group!r} is not a group number (an integer >= 1) or null")
     if raw["verdicts"] and raw.get("source") != "run":
         raise ReportError(f"{where}.verdicts: only a run has chain verdicts (source is {raw.get('source')!r})")
+    verdicts = _verdicts_from_json(raw["verdicts"], f"{where}.verdicts")
+    for setting, key in (("base", "score_base"), ("context", "score_context")):
+        problem = verdicts_problem(verdicts.get(setting, {}), raw.get(key)) if setting in verdicts else None
+        if problem:
+            raise ReportError(f"{where}.verdicts.{setting}: {problem} ({key})")
     return {
         "family_sizes": _sizes_from_json(raw["family_sizes"], f"{where}.family_sizes"),
         "fingerprint": raw["fingerprint"],
-        "verdicts": _verdicts_from_json(raw["verdicts"], f"{where}.verdicts"),
+        "verdicts": verdicts,
         "interval_context": _bounds(raw["interval_context"], f"{where}.interval_context"),
         "interval_gain": _gain(raw["interval_gain"], f"{where}.interval_gain"),
         "interval_method": raw["interval_method"],
