@@ -210,3 +210,151 @@ def test_the_draws_are_seeded_and_do_not_move_when_a_model_joins() -> None:
 def test_a_rankable_model_with_nothing_to_draw_is_named_not_ranked() -> None:
     out = assess([Contender("bare", True)], list(SIZES), SIZES)
     assert out.unranked == ["bare"] and out.assessments["bare"].rank_range is None
+
+
+# --- the pieces each interval is made of ----------------------------------------------------------------------------
+
+
+def test_the_percentile_interval_cuts_2_5_percent_off_each_tail() -> None:
+    draws = np.arange(0, 1001) / 10  # 0.0, 0.1, ..., 100.0
+    assert stats.percentile_interval(draws) == pytest.approx((2.5, 97.5))
+
+
+def test_the_bootstrap_p_value_is_twice_the_smaller_tail_at_0() -> None:
+    assert stats.two_sided_p(np.array([-1.0] * 10 + [1.0] * 90)) == pytest.approx(0.2)
+    assert stats.two_sided_p(np.array([-1.0] * 90 + [0.0] * 10)) == pytest.approx(0.2)  # a tie counts on both sides
+    assert stats.two_sided_p(np.zeros(50)) == 1.0  # never above 1
+
+
+def test_the_wald_interval_stays_above_0() -> None:
+    assert stats.wald_score_interval({"x": 1.0}, {"x": 10}) == pytest.approx((0.0, 7.17), abs=0.01)
+
+
+def test_binomial_draws_center_on_the_score_with_the_binomial_spread() -> None:
+    acc = {"implication": 41.75, "aesthetic": 36.29, "affective": 42.0}
+    draws = stats.binomial_draws(acc, SIZES, "row", iterations=20000)
+    se = (sum((p / 100) * (1 - p / 100) / SIZES[f] for f, p in acc.items()) / 9) ** 0.5 * 100
+    assert draws.mean() == pytest.approx(sum(acc.values()) / 3, abs=0.05)
+    assert draws.std() == pytest.approx(se, rel=0.03)
+    assert stats.binomial_draws({"x": 100.0}, {"x": 7}, "row", 10).tolist() == [100.0] * 10
+
+
+def test_the_rank_range_reaches_a_rank_held_in_more_than_2_5_percent_of_resamples() -> None:
+    def two(b_wins: int) -> list[tuple[int, int]]:
+        a = np.full(1000, 50.0)
+        b = np.where(np.arange(1000) < b_wins, 60.0, 40.0)
+        return stats.rank_ranges(np.stack([a, b], axis=1))
+
+    assert two(30) == [(1, 2), (1, 2)]  # b first in 3% of resamples
+    assert two(25) == [(1, 2), (1, 2)]  # in 2.5%: the quantile falls between ranks and is rounded outwards
+    assert two(20) == [(1, 1), (2, 2)]  # in 2%: within the tails
+    with pytest.raises(ValueError, match="at least one model"):
+        stats.rank_ranges(np.zeros((10, 0)))
+    with pytest.raises(ValueError, match="resamples x models matrix"):
+        stats.rank_ranges(np.zeros(10))
+
+
+def test_a_family_of_one_sample_resamples_to_its_verdict() -> None:
+    assert stats.score_ci({"x": {"only": True}, "y": {"a": False, "b": False}}) == (50.0, 50.0)
+    with pytest.raises(ValueError, match="x: no verdict to resample"):
+        stats.score_draws({"x": []}, {"x": np.zeros((3, 0), dtype=int)})
+    with pytest.raises(ValueError, match="at least one family"):
+        stats.score_draws({}, {})
+
+
+def test_the_data_fingerprint_and_the_seed_choose_the_resamples() -> None:
+    verdicts = {f"s{i:04d}": i % 3 == 0 for i in range(997)}  # a fine grid: the percentiles land between draws
+    first = stats.bootstrap_ci(verdicts, fingerprint="sha256:one")
+    assert stats.bootstrap_ci(verdicts, fingerprint="sha256:one") == first
+    assert stats.bootstrap_ci(verdicts, fingerprint="sha256:two") != first
+    assert stats.bootstrap_ci(verdicts, seed=3, fingerprint="sha256:one") != first
+    with pytest.raises(ValueError, match="empty sample"):
+        stats.bootstrap_ci({})
+
+
+def test_the_paired_delta_uses_the_samples_both_models_answered() -> None:
+    a = {f: {f"{f}_{i}": i < 10 for i in range(20)} for f in ("x", "y")}
+    b = {f: {**{f"{f}_{i}": i < 10 for i in range(20)}, "extra": False} for f in ("x", "y")}  # one more sample
+    assert stats.paired_score_delta(a, b)[:2] == (0.0, 0.0)  # identical on the 20 they share
+    b["z"] = {"z_0": True}  # a family only b has is left out
+    assert stats.paired_score_delta(a, b)[:2] == (0.0, 0.0)
+    with pytest.raises(ValueError, match="share no sample of a family"):
+        stats.paired_score_delta(a, {"x": {"other": True}, "y": a["y"]})
+    rng = np.random.default_rng(8)
+    c, d = _chains(rng, 0.4), _chains(rng, 0.45)
+    assert stats.paired_score_delta(c, d, seed=0) != stats.paired_score_delta(c, d, seed=1)
+
+
+def test_runs_whose_sample_ids_differ_are_not_paired() -> None:
+    rng = np.random.default_rng(12)
+    chains = _chains(rng, 0.4)
+    renamed = {f: {f"other-{s}": v for s, v in c.items()} for f, c in chains.items()}
+    out = assess([Contender("a", True, Verdicts(chains)), Contender("b", True, Verdicts(renamed))], list(SIZES), SIZES)
+    assert out.pairs == []
+
+
+def test_a_pair_on_other_data_does_not_stop_the_pairs_after_it() -> None:
+    rng = np.random.default_rng(13)
+    chains = _chains(rng, 0.5)
+    runs = [
+        Contender("a", True, Verdicts(chains)),
+        Contender("c", True, Verdicts(chains, fingerprint="sha256:other")),
+        Contender("b", True, Verdicts(chains)),
+    ]
+    assert [(p.a, p.b) for p in assess(runs, list(SIZES), SIZES, resamples=RESAMPLES).pairs] == [("a", "b")]
+
+
+def test_the_paired_detectable_difference_comes_from_the_share_of_disagreeing_chains() -> None:
+    a = {f: {f"{f}_{i}": i < n // 2 for i in range(n)} for f, n in SIZES.items()}
+    b = {f: {s: (not v if i < n // 10 else v) for i, (s, v) in enumerate(a[f].items())} for f, n in SIZES.items()}
+    out = assess([Contender("a", True, Verdicts(a)), Contender("b", True, Verdicts(b))], list(SIZES), SIZES)
+    # they disagree on 10% of each family: 2.801585 * sqrt(0.1 * (1/400 + 1/350 + 1/300) / 9) * 100
+    expected = 2.801585 * (0.1 * (1 / 400 + 1 / 350 + 1 / 300) / 9) ** 0.5 * 100
+    assert out.detectable_paired == pytest.approx(expected, abs=1e-3)
+    assert out.detectable_independent == pytest.approx(6.1559, abs=1e-3)
+    assert assess([Contender("a", True, Verdicts(a))], list(SIZES), SIZES).detectable_paired is None
+
+
+def test_the_context_interval_and_gain_need_the_same_samples_in_both_settings() -> None:
+    rng = np.random.default_rng(14)
+    base, context = _chains(rng, 0.4), _chains(rng, 0.5)
+    same = assess([Contender("m", True, Verdicts(base), Verdicts(context))], list(SIZES), SIZES).assessments["m"]
+    assert same.context is not None and same.context[0] < 50 < same.context[1] and same.gain is not None
+    other = Verdicts(context, fingerprint="sha256:another-copy")
+    moved = assess([Contender("m", True, Verdicts(base), other)], list(SIZES), SIZES).assessments["m"]
+    assert moved.context is None and moved.gain is None
+
+
+def test_a_model_without_draws_that_does_not_rank_is_not_named_unranked() -> None:
+    out = assess([Contender("human", False), Contender("bare", True)], list(SIZES), SIZES)
+    assert out.unranked == ["bare"]
+
+
+def test_two_runs_with_the_same_chains_share_a_group_and_a_rank() -> None:
+    rng = np.random.default_rng(15)
+    chains = _chains(rng, 0.4)
+    out = assess([Contender("a", True, Verdicts(chains)), Contender("b", True, Verdicts(chains))], list(SIZES), SIZES)
+    assert [out.assessments[k].rank_group for k in "ab"] == [1, 1]
+    assert [out.assessments[k].rank_range for k in "ab"] == [(1, 1), (1, 1)]  # tied in every resample
+
+
+def test_a_run_with_a_family_missing_from_its_logs_is_drawn_binomially_and_never_paired() -> None:
+    rng = np.random.default_rng(16)
+    full = _chains(rng, 0.4)
+    partial = {f: v for f, v in full.items() if f != "affective"}
+    acc = {f: 100 * sum(v.values()) / len(v) for f, v in full.items()}
+    runs = [
+        Contender("a", True, Verdicts(full)),
+        Contender("b", True, Verdicts(partial), acc_full=acc, sizes=SIZES),
+    ]
+    out = assess(runs, list(SIZES), SIZES, resamples=RESAMPLES)
+    assert out.assessments["b"].method == BINOMIAL and out.pairs == []
+
+
+def test_the_seed_reaches_the_binomial_rows() -> None:
+    from hvcu_tasks.report.leaderboard import board_entries, make_board
+
+    def ranges(seed: int) -> list:
+        return [e.rank_range for e in make_board(board_entries([]), seed=seed).entries]
+
+    assert ranges(0) == ranges(0) and ranges(0) != ranges(1)  # the paper's rows only: all binomial

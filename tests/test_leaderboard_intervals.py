@@ -223,3 +223,13 @@ def test_sample_logs_that_disagree_with_their_results_file_are_refused() -> None
     run.settings["base"]["implication"].metrics["acc_full_official"] = 10.0  # the file says 10%, the logs 60%
     with pytest.raises(ReportError, match=r"a \(base\): the sample logs and the results file disagree: the chains"):
         board_entries([run])
+
+
+def test_the_intervals_table_draws_the_resamples_the_board_draws() -> None:
+    from hvcu_tasks.report.tables import interval_table
+
+    run = _run("a", A)  # both parsers read the same chains here, so both Scores have one interval
+    board = make_board(board_entries([run], reference=False))
+    (row,) = interval_table([run], "base").rows
+    low, high = board.entries[0].interval_base  # type: ignore[misc]
+    assert row[-1] == f"[{low:.2f}, {high:.2f}]"

@@ -79,7 +79,7 @@ def binomial_draws(
     columns = []
     for family in sorted(acc):
         n = sizes[family]
-        columns.append(rng.binomial(n, min(max(acc[family] / 100, 0.0), 1.0), size=iterations) / n)
+        columns.append(rng.binomial(n, acc[family] / 100, size=iterations) / n)
     return np.mean(columns, axis=0) * 100
 
 
