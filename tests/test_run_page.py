@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_lmms_eval, smoke_predictions
-from test_run_record import FILE, FINGERPRINT, older_json, results_json
+from test_run_record import FILE, FINGERPRINT, older_json, results_json, with_identity
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.data.provenance import toolkit_version
@@ -89,6 +89,39 @@ def test_one_block_per_results_file() -> None:
 def test_a_script_in_the_model_args_is_shown_as_text() -> None:
     block = section(page_of(results_json("model=<script>alert(1)</script>")))
     assert "<script>" not in block and "model=&lt;script&gt;alert(1)&lt;/script&gt;" in block
+
+
+def test_the_section_shows_the_model_identity_compactly() -> None:
+    text = text_of(section(page_of(with_identity(results_json()))))
+    assert (
+        "Model identity backend openai · model_version gpt-4o · base_url https://api.example.com/v1 · "
+        "endpoint https://api.example.com/v1/ · request cache run 20261202T093830-ab12" in text
+    )
+
+
+def test_a_local_models_identity_shows_its_lmms_eval_release() -> None:
+    local = {"backend": "qwen2_5_vl", "args": {"pretrained": "Qwen/X"}, "resolved": {}, "lmms_eval": "0.7.3"}
+    text = text_of(section(page_of(with_identity(results_json(), local))))
+    assert "Model identity backend qwen2_5_vl · pretrained Qwen/X · lmms-eval 0.7.3" in text
+
+
+def test_a_run_without_hvcu_context_has_no_model_identity() -> None:
+    data = results_json()
+    data["config"]["model"] = data["config"]["resolved_cli_args"]["model"] = "vllm"
+    text = text_of(section(page_of(data)))
+    assert "Model identity not recorded (the run did not go through hvcu_context)" in text
+
+
+def test_an_older_hvcu_context_file_says_its_identity_was_not_recorded() -> None:
+    text = text_of(section(page_of(older_json())))
+    assert "Model identity not recorded (written before the toolkit recorded it)" in text
+
+
+def test_a_script_in_the_model_identity_is_shown_as_text() -> None:
+    hostile = {"backend": "<script>alert(1)</script>", "resolved": {"<b>model</b>": "<script>x</script>"}}
+    block = section(page_of(with_identity(results_json(), hostile)))
+    assert "<script>" not in block and "<b>" not in block
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in block and "&lt;b&gt;model&lt;/b&gt; &lt;script&gt;x" in block
 
 
 def test_a_page_without_records_has_no_section() -> None:
