@@ -162,7 +162,8 @@ def test_the_report_page_shows_how_the_run_was_made(site: tuple[Path, dict]) -> 
 def test_the_section_with_long_values_open_needs_no_horizontal_scrolling(tmp_path: Path) -> None:
     from test_report_page import LONG, probed
 
-    data = results_json(f"model={LONG},pretrained={LONG}")
+    identity = {"backend": "qwen2_5_vl", "args": {"pretrained": LONG}, "resolved": {"pretrained": LONG}}
+    data = with_identity(results_json(f"model={LONG},pretrained={LONG}"), identity)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "20261202_093830_results.json").write_text(json.dumps(data))
     assert main(["report", str(tmp_path / "run"), "--format", "html", "--out", str(tmp_path / "site")]) == 0
