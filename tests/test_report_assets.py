@@ -5,8 +5,8 @@ The expected SHA-256 values were recorded from the pages as the code wrote them 
 "unchanged"); a change that alters a page on purpose records them again (last: the report's note lines for
 diagnostics a results file without sample logs lacks, recorded from the same code with the inline strings
 restored; chains.html: the two-model view; the model pages: "How this run was made"; index.html and the model
-pages: the leaderboard's intervals, rank ranges and groups). index.html inlines the figures' SVG, so a matplotlib
-release that draws differently changes its hash too.
+pages: the leaderboard's intervals, rank ranges and groups; the model pages: the Model identity row). index.html
+inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
     "site/index.html": "598b3eec03c2eaa21f9a4e758f6e12fa8dfdbe62bcbee955837cee51253a753a",
-    "site/models/Qwen-X.html": "09266b11fe8330509cd63f68070ca39850248e09b1e12abb886a339fc34ff25f",
-    "site/models/Strong-Y.html": "ef501de496c12fb19ee9db3effa82d98b1fef4315318d0b3510abfe5604e4df2",
-    "site/models/Tiny-Z.html": "e9dc8c145443926e21dccd83e0dcbff32f71e680d9816a790c09cf39af2bf436",
+    "site/models/Qwen-X.html": "dfef30b88132245e4d643ebe4b56e2b6d4310568f0f15f0f5156a604c91ce49e",
+    "site/models/Strong-Y.html": "ace1e231db4a6c02990e817325dcab723afeb810b023396975d5d396544a2e97",
+    "site/models/Tiny-Z.html": "d1a2bdffe1de54d278bbd50ad399a8e9e288fcfb4e2aa5ca855602750fec6f63",
     "browser/chains.html": "19c3d7b009bb6a858845ee0ef2c05595b2b5fbfcd5cb0f60e81fedc6daa1829a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_lmms_eval, smoke_predictions
-from test_run_record import FILE, FINGERPRINT, older_json, results_json
+from test_run_record import FILE, FINGERPRINT, older_json, results_json, with_identity
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.data.provenance import toolkit_version
@@ -91,6 +91,39 @@ def test_a_script_in_the_model_args_is_shown_as_text() -> None:
     assert "<script>" not in block and "model=&lt;script&gt;alert(1)&lt;/script&gt;" in block
 
 
+def test_the_section_shows_the_model_identity_compactly() -> None:
+    text = text_of(section(page_of(with_identity(results_json()))))
+    assert (
+        "Model identity backend openai · model_version gpt-4o · base_url https://api.example.com/v1 · "
+        "endpoint https://api.example.com/v1/ · request cache run 20261202T093830-ab12" in text
+    )
+
+
+def test_a_local_models_identity_shows_its_lmms_eval_release() -> None:
+    local = {"backend": "qwen2_5_vl", "args": {"pretrained": "Qwen/X"}, "resolved": {}, "lmms_eval": "0.7.3"}
+    text = text_of(section(page_of(with_identity(results_json(), local))))
+    assert "Model identity backend qwen2_5_vl · pretrained Qwen/X · lmms-eval 0.7.3" in text
+
+
+def test_a_run_without_hvcu_context_has_no_model_identity() -> None:
+    data = results_json()
+    data["config"]["model"] = data["config"]["resolved_cli_args"]["model"] = "vllm"
+    text = text_of(section(page_of(data)))
+    assert "Model identity not recorded (the run did not go through hvcu_context)" in text
+
+
+def test_an_older_hvcu_context_file_says_its_identity_was_not_recorded() -> None:
+    text = text_of(section(page_of(older_json())))
+    assert "Model identity not recorded (written before the toolkit recorded it)" in text
+
+
+def test_a_script_in_the_model_identity_is_shown_as_text() -> None:
+    hostile = {"backend": "<script>alert(1)</script>", "resolved": {"<b>model</b>": "<script>x</script>"}}
+    block = section(page_of(with_identity(results_json(), hostile)))
+    assert "<script>" not in block and "<b>" not in block
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in block and "&lt;b&gt;model&lt;/b&gt; &lt;script&gt;x" in block
+
+
 def test_a_page_without_records_has_no_section() -> None:
     assert "s-how-made" not in render_model_page(ModelPage("m", "m.html"))
 
@@ -129,7 +162,8 @@ def test_the_report_page_shows_how_the_run_was_made(site: tuple[Path, dict]) -> 
 def test_the_section_with_long_values_open_needs_no_horizontal_scrolling(tmp_path: Path) -> None:
     from test_report_page import LONG, probed
 
-    data = results_json(f"model={LONG},pretrained={LONG}")
+    identity = {"backend": "qwen2_5_vl", "args": {"pretrained": LONG}, "resolved": {"pretrained": LONG}}
+    data = with_identity(results_json(f"model={LONG},pretrained={LONG}"), identity)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "20261202_093830_results.json").write_text(json.dumps(data))
     assert main(["report", str(tmp_path / "run"), "--format", "html", "--out", str(tmp_path / "site")]) == 0

@@ -87,6 +87,23 @@ def results_json(model_args: str = "model=gpt-4o,api_key=[REDACTED],num_concurre
     }
 
 
+MODEL_IDENTITY = {
+    "backend": "openai",
+    "args": {"model_version": "gpt-4o", "base_url": "https://api.example.com/v1"},
+    "resolved": {"model_version": "gpt-4o", "base_url": "https://api.example.com/v1"},
+    "endpoint": "https://api.example.com/v1/",
+    "request_cache": {"identity": "0f" * 16, "run": "20261202T093830-ab12"},
+}
+"""A model identity as hvcu_context records it for an API backend whose request cache was on."""
+
+
+def with_identity(data: dict, identity: object = MODEL_IDENTITY) -> dict:
+    """A results file whose every task's config recorded `identity` as its model identity."""
+    for config in data["configs"].values():
+        config["metadata"]["hvcu_model_identity"] = copy.deepcopy(identity)
+    return data
+
+
 def older_json() -> dict:
     """A results file from before the toolkit recorded identities and versions (and before resolved_cli_args)."""
     data = results_json()
@@ -217,6 +234,48 @@ def test_a_system_instruction_over_lines_is_kept_escaped_in_the_recorded_argumen
     record = run_record(data, FILE)
     assert dict(record.cli_args)["system_instruction"] == '"Be brief.\\nAnswer with a letter."'
     assert "--system_instruction 'Be brief.\nAnswer with a letter.'" in record.command
+
+
+def test_the_record_holds_the_model_identity_hvcu_context_recorded() -> None:
+    assert run_record(with_identity(results_json()), FILE).model_identity == MODEL_IDENTITY
+
+
+def test_a_file_without_a_model_identity_has_none() -> None:
+    assert run_record(results_json(), FILE).model_identity is None
+
+
+def test_a_secret_named_field_of_the_model_identity_is_redacted() -> None:
+    hostile = {"backend": "openai", "args": {"model_version": "m", "api_key": "sk-live-123"}}
+    identity = run_record(with_identity(results_json(), hostile), FILE).model_identity
+    assert identity == {"backend": "openai", "args": {"model_version": "m", "api_key": "[REDACTED]"}}
+
+
+def test_a_url_user_in_the_model_identity_is_redacted() -> None:
+    hostile = {"backend": "openai", "endpoint": "http://bob:pw@host:8000/v1"}
+    identity = run_record(with_identity(results_json(), hostile), FILE).model_identity
+    assert identity == {"backend": "openai", "endpoint": "http://[REDACTED]@host:8000/v1"}
+
+
+def test_a_model_identity_that_is_not_an_object_is_refused_naming_the_task() -> None:
+    with pytest.raises(
+        ReportError,
+        match=r"_results.json: field configs.hvcu_bench_context_aesth.metadata.hvcu_model_identity: expected an object",
+    ):
+        run_record(with_identity(results_json(), ["openai"]), FILE)
+
+
+def test_a_model_identity_with_a_value_over_two_lines_is_refused_naming_the_field() -> None:
+    with pytest.raises(
+        ReportError, match=r"field configs.hvcu_bench_context_aesth.metadata.hvcu_model_identity.backend"
+    ):
+        run_record(with_identity(results_json(), {"backend": "openai\nrm -rf /"}), FILE)
+
+
+def test_tasks_that_recorded_different_model_identities_are_refused_naming_both() -> None:
+    data = with_identity(results_json())
+    data["configs"]["hvcu_bench_context_impl"]["metadata"]["hvcu_model_identity"] = {"backend": "vllm"}
+    with pytest.raises(ReportError, match=r"hvcu_bench_context_aesth and hvcu_bench_context_impl recorded different"):
+        run_record(data, FILE)
 
 
 # ---------------------------------------------------------------- read_runs

@@ -20,6 +20,8 @@ CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
 VERSION_KEY = "hvcu_toolkit_version"
 """Where a results file keeps the toolkit version that ran a task, beside its data identity."""
+MODEL_KEY = "hvcu_model_identity"
+"""Where a results file keeps the model identity hvcu_context served a task with (absent without the wrapper)."""
 DISTRIBUTION = "hvcu-toolkit"
 
 

@@ -25,9 +25,11 @@ release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,16 +180,42 @@ def install_task_hook() -> None:
     TaskManager.initialize_tasks = initialize_tasks
 
 
+SERVING: weakref.WeakSet = weakref.WeakSet()
+"""The hvcu_context wrappers alive in this process (each registers itself when built; models/wrapper.py)."""
+
+
+def serve(wrapper: Any) -> None:
+    """Register a wrapper whose `task_dict` and `model_identity` the dump_config hook reads."""
+    SERVING.add(wrapper)
+
+
+def served_identity(task: str, dataset: Any) -> dict[str, Any] | None:
+    """Return a copy of the model identity of the wrapper that serves a task's documents, or None.
+
+    lmms-eval hands each task's dataset to the model's task_dict before it dumps the configs: the wrapper
+    whose task_dict holds this very dataset under the task's name serves the task.
+    """
+    if dataset is None:
+        return None
+    for wrapper in list(SERVING):
+        found = getattr(wrapper, "task_dict", {}).get(task)
+        if found is dataset and getattr(wrapper, "model_identity", None):
+            return copy.deepcopy(wrapper.model_identity)
+    return None
+
+
 def install_identity_hook() -> None:
     """Wrap lmms-eval's ConfigurableTask.dump_config so an HVCU task's config records the data it read.
 
     The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
     rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
-    The toolkit's version goes beside it (`hvcu_toolkit_version`).
+    The toolkit's version goes beside it (`hvcu_toolkit_version`), and for a task served through hvcu_context the
+    served model's identity (`hvcu_model_identity`: lmms-eval dumps the configs after building the model, before
+    any request; under data parallelism rank 0's file holds rank 0's wrapper's).
     """
     from lmms_eval.api.task import ConfigurableTask
 
-    from hvcu_tasks.data.provenance import CONFIG_KEY, VERSION_KEY, toolkit_version
+    from hvcu_tasks.data.provenance import CONFIG_KEY, MODEL_KEY, VERSION_KEY, toolkit_version
     from hvcu_tasks.lmms.documents import dataset_identity
 
     original = ConfigurableTask.dump_config
@@ -207,6 +235,9 @@ def install_identity_hook() -> None:
             metadata = dict(config.get("metadata") or {})
             metadata[CONFIG_KEY] = identity
             metadata[VERSION_KEY] = toolkit_version()
+            model = served_identity(str(getattr(self.config, "task", "")), dataset)
+            if model is not None:
+                metadata[MODEL_KEY] = model
             config["metadata"] = metadata
         return config
 

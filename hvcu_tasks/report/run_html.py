@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from hvcu_tasks.results.run_record import RunRecord, TaskData
 from hvcu_tasks.results.runs import ANALYSIS_TASK_NAME, TASK_NAME
 
 NOT_RECORDED = "not recorded"
+WRAPPER = "hvcu_context"
+"""The --model that records the model identity."""
 SECTION_ID = "s-how-made"
 INTRO = (
     "What each results file recorded about its run: the model, the command line lmms-eval recorded (rebuilt as "
@@ -42,6 +46,40 @@ def _model_text(record: RunRecord) -> str:
     if record.model_backend:
         parts.append(f"class {_shown(record.model_backend)}")
     return " · ".join(parts)
+
+
+def _value_text(value: Any) -> str:
+    """Return a recorded identity value as text: text as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _pairs(values: Any) -> list[str]:
+    """Return an identity's `name value` parts of one object field ([] when it is not an object)."""
+    if not isinstance(values, Mapping):
+        return []
+    return [f"{name} {_value_text(value)}" for name, value in values.items()]
+
+
+def _identity_text(record: RunRecord) -> str:
+    """Return the model identity compactly: backend, what names the model, endpoint, lmms-eval, request cache run."""
+    identity = record.model_identity
+    if identity is None:
+        why = (
+            "written before the toolkit recorded it"
+            if record.model == WRAPPER
+            else f"the run did not go through {WRAPPER}"
+        )
+        return f"{NOT_RECORDED} ({why})"
+    parts = [f"backend {_value_text(identity.get('backend'))}"]
+    parts += _pairs(identity.get("resolved")) or _pairs(identity.get("args"))
+    if identity.get("endpoint") is not None:
+        parts.append(f"endpoint {_value_text(identity['endpoint'])}")
+    if identity.get("lmms_eval") is not None:
+        parts.append(f"lmms-eval {_value_text(identity['lmms_eval'])}")
+    cache = identity.get("request_cache")
+    if isinstance(cache, Mapping) and cache.get("run") is not None:
+        parts.append(f"request cache run {_value_text(cache['run'])}")
+    return " · ".join(html.escape(part) for part in parts)
 
 
 def _revision(data: TaskData) -> str:
@@ -90,6 +128,7 @@ def run_block(record: RunRecord) -> str:
     )
     items = [
         ("Model", _model_text(record)),
+        ("Model identity", _identity_text(record)),
         ("Model arguments", _shown(record.model_args)),
         ("Command line", command),
         ("Versions", versions),

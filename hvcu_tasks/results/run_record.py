@@ -1,9 +1,10 @@
 """How one results file's run was made: model, recorded command line, versions and data, as lmms-eval wrote them.
 
 Everything comes from the results file itself (`config`, `config.resolved_cli_args`, `lmms_eval_version`,
-`git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`); a field an older file lacks is None.
-Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument and the user part of a
-URL are redacted here too.
+`git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`: data identity, toolkit version and, for a
+run through hvcu_context, the model identity); a field an older file lacks is None.
+Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument or identity field and
+the user part of a URL are redacted here too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.names import name_problem
 from hvcu_tasks.data import provenance
-from hvcu_tasks.data.provenance import CONFIG_KEY, VERSION_KEY, location_text
+from hvcu_tasks.data.provenance import CONFIG_KEY, MODEL_KEY, VERSION_KEY, location_text
 from hvcu_tasks.results.errors import ReportError, checked_text
 
 REDACTED = "[REDACTED]"
@@ -82,6 +83,9 @@ class RunRecord:
     date: str | None
     toolkit_version: str | None
     data: tuple[TaskData, ...]
+    model_identity: dict[str, Any] | None = None
+    """The identity of the model hvcu_context served the tasks with (backend, arguments, resolved attributes,
+    endpoint, request cache run), secrets redacted; None for a run without the wrapper or an older file."""
 
 
 def redacted(text: str) -> str:
@@ -202,6 +206,47 @@ def recorded_toolkit_version(configs: Mapping[str, Any], where: str) -> str | No
     return ", ".join(sorted(versions)) or None  # type: ignore[arg-type]
 
 
+def _json_value(value: Any, where: str, field: str) -> Any:
+    """Return a recorded JSON value with secret-named fields and URL users redacted; refuse text over lines."""
+    if isinstance(value, str):
+        return URL_USER.sub(f"{REDACTED}@", checked_text(value, f"{where}: field {field}", "recorded value"))
+    if isinstance(value, Mapping):
+        return {
+            checked_text(str(k), f"{where}: field {field}", "recorded name"): (
+                REDACTED
+                if SECRET_NAME.search(str(k)) and v not in (None, "")
+                else _json_value(v, where, f"{field}.{k}")
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_json_value(v, where, f"{field}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise ReportError(f"{where}: field {field}: expected a JSON value, got {type(value).__name__}")
+
+
+def recorded_model_identity(configs: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """Return the model identity the tasks' configs recorded (None without one); tasks that disagree are refused."""
+    found: dict[str, dict[str, Any]] = {}
+    for task, config in sorted(configs.items()):
+        metadata = config.get("metadata") if isinstance(config, Mapping) else None
+        if not isinstance(metadata, Mapping) or metadata.get(MODEL_KEY) is None:
+            continue
+        field = f"configs.{task}.metadata.{MODEL_KEY}"
+        found[task] = _json_value(dict(_object(metadata[MODEL_KEY], where, field)), where, field)
+    if not found:
+        return None
+    (first, identity), *others = found.items()
+    for task, other in others:
+        if other != identity:
+            raise ReportError(
+                f"{where}: {first} and {task} recorded different model identities ({MODEL_KEY}); "
+                "one results file is one model's run: fix the file"
+            )
+    return identity
+
+
 def run_record(results: Mapping[str, Any], file: Path) -> RunRecord:
     """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it."""
     where = str(file)
@@ -235,4 +280,5 @@ def run_record(results: Mapping[str, Any], file: Path) -> RunRecord:
         date=_text(_number_as_text(results.get("date")), where, "date"),
         toolkit_version=recorded_toolkit_version(configs, where),
         data=tuple(task_data(t, configs[t], where) for t in tasks if t.startswith("hvcu_bench") and t in configs),
+        model_identity=recorded_model_identity(configs, where),
     )

@@ -280,6 +280,15 @@ def model_identity(
     return identity
 
 
+def built_model_identity(backend: str, args: Mapping[str, Any], model: Any, client: Any = None) -> dict[str, Any]:
+    """Return a built model's model_identity (endpoint from its client); a local one's adds the lmms-eval release."""
+    endpoint = getattr(client, "base_url", None) if client is not None else None
+    identity = model_identity(backend, args, None if endpoint is None else str(endpoint), resolved_attributes(model))
+    if client is None:
+        identity["lmms_eval"] = lmms_eval_version()
+    return identity
+
+
 def identifies(identity: Mapping[str, Any]) -> bool:
     """Whether an identity names a model beyond its backend (model arguments or resolved attributes)."""
     return bool(identity.get("args") or identity.get("resolved"))

@@ -29,11 +29,16 @@ unfinished run of the same command (a killed run) and otherwise starts a new one
 a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
 replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
 model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+
+Cache on or off, the served model's identity (the request cache's model identity, and the cache's identity folder
+and run when it is on) is written into the results file as `configs.<task>.metadata.hvcu_model_identity` of each
+HVCU task the wrapper served (plugin.py's dump_config hook).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -46,6 +51,7 @@ from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, is_lmms_eval
 from hvcu_tasks.lmms.models.request_cache import (
     IDENTITY_ATTRS,
     RequestCache,
+    built_model_identity,
     cache_location,
     cache_setting,
     chat_client,
@@ -54,16 +60,14 @@ from hvcu_tasks.lmms.models.request_cache import (
     identifies,
     is_api,
     keepable,
-    lmms_eval_version,
-    model_identity,
     openai_client,
-    resolved_attributes,
     reuse_setting,
     run_name,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
 from hvcu_tasks.lmms.models.routing import CHAIN_ROUNDS, hint_once
+from hvcu_tasks.lmms.plugin import serve
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
@@ -187,18 +191,24 @@ class ContextWrapper(lmms):
         self.task_dict = inner.task_dict
         self.rounds_sent: list[int] = []  # batch size of every inner call made for multi-round requests
         self.request_cache: RequestCache | None = None
+        self.model_identity: dict[str, Any] = {}
+        """What the results file records as the served model (plugin.py's dump_config hook reads it)."""
         self._client_cached = False
         self._inner_calls = 0
+        serve(self)
 
     def _open_cache(
         self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
     ) -> None:
-        """Open the request cache's run (and hook the inner model's client); say where and which replies it uses.
+        """Note the served model's identity, open the request cache's run (hook the inner model's client); say where
+        and which replies it uses. The identity (with the cache's run when it is on) goes into the results file.
 
         With the default setting, a model nothing identifies or a folder that cannot be created leaves the
         cache off with one line; asked for explicitly, either is an error.
         """
         client = chat_client(self.inner)
+        identity = built_model_identity(self.inner_name, model_args, self.inner, client)
+        self.model_identity = copy.deepcopy(identity)
         api = is_api(self.inner_name, model_args, client)
         root = cache_location(setting, api)
         if root is None:
@@ -206,10 +216,6 @@ class ContextWrapper(lmms):
                 why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
                 self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
             return
-        endpoint = getattr(client, "base_url", None)
-        identity = model_identity(
-            self.inner_name, model_args, None if endpoint is None else str(endpoint), resolved_attributes(self.inner)
-        )
         if not identifies(identity):
             why = (
                 f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
@@ -219,8 +225,6 @@ class ContextWrapper(lmms):
                 self._say(f"hvcu_context: request cache off ({why})")
                 return
             raise ValueError(f"hvcu_context: cache={setting}, but {why}; pass the model's arguments (model_args)")
-        if client is None:
-            identity["lmms_eval"] = lmms_eval_version()
         try:
             self.request_cache = RequestCache(
                 root,
@@ -246,6 +250,10 @@ class ContextWrapper(lmms):
             raise ValueError(
                 f"hvcu_context: cannot create the request cache {root}: {why}; give a writable cache=PATH or cache=off"
             ) from None
+        self.model_identity["request_cache"] = {
+            "identity": self.request_cache.folder.name,
+            "run": self.request_cache.run_id,
+        }
         if client is not None and hook_client(client, self.request_cache):
             self._client_cached = True
         for line in self.request_cache.start_lines():
