@@ -179,6 +179,15 @@ def test_a_secret_lmms_eval_left_in_the_model_args_is_redacted() -> None:
     assert "sk-live-123" not in dict(record.cli_args)["model_args"]
 
 
+def test_settings_named_like_a_credential_stay_visible() -> None:
+    data = results_json("model=m,max_new_tokens=512,keyframes=8,extra_headers=Bearer-x")
+    record = run_record(data, FILE)
+    assert record.model_args == "model=m,max_new_tokens=512,keyframes=8,extra_headers=[REDACTED]"
+    identity = {"backend": "openai", "args": {"max_new_tokens": 512, "auth": "Bearer-x"}}
+    shown = run_record(with_identity(results_json(), identity), FILE).model_identity
+    assert shown == {"backend": "openai", "args": {"max_new_tokens": 512, "auth": "[REDACTED]"}}
+
+
 def test_an_older_file_gives_a_record_with_what_it_holds() -> None:
     record = run_record(older_json(), FILE)
     assert (record.toolkit_version, record.git_hash, record.model_name, record.cli_args) == (None, None, None, ())

@@ -88,3 +88,17 @@ def check_name(value: object, what: str = "name") -> str:
 def name_key(name: str) -> str:
     """Return the form under which two names share one file on macOS or Windows (NFC, then case-folded)."""
     return unicodedata.normalize("NFC", name).casefold()
+
+
+_CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth|header", re.IGNORECASE)
+"""Words that mark an argument name as holding credentials (anywhere in it): never in the identity, never on disk."""
+
+_NOT_SECRET = re.compile(
+    r"(?:max|min|num|budget|thinking|reasoning)_(?:[a-z]+_)*tokens|keyframes?|keypoints?|authors?", re.IGNORECASE
+)
+"""Parts of argument names that are settings although they hold a credential word (max_new_tokens, keyframes)."""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an argument name says it holds a credential (api_keys, extra_headers, hf_token, auth, ...)."""
+    return bool(_CREDENTIAL.search(_NOT_SECRET.sub("", name)))

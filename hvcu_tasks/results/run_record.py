@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.names import name_problem
+from hvcu_tasks.core.names import is_secret_name, name_problem
 from hvcu_tasks.data import provenance
 from hvcu_tasks.data.provenance import CONFIG_KEY, MODEL_KEY, VERSION_KEY, location_text
 from hvcu_tasks.results.errors import ReportError, checked_text
 
 REDACTED = "[REDACTED]"
-SECRET_NAME = re.compile(r"key|token|password|passwd|secret|credential", re.I)
-"""A model argument whose name matches holds a secret: its value is never shown."""
 URL_USER = re.compile(r"(?<=://)[^/@\s]+@")
 """The user (and password) part of a URL."""
 NOISE_PREFIXES = ("wandb_", "swanlab_", "hf_hub_")
@@ -93,7 +91,7 @@ def redacted(text: str) -> str:
     parts = []
     for part in text.split(","):
         name, eq, value = part.partition("=")
-        if eq and SECRET_NAME.search(name) and value:
+        if eq and is_secret_name(name) and value:
             part = f"{name}={REDACTED}"
         parts.append(URL_USER.sub(f"{REDACTED}@", part))
     return ",".join(parts)
@@ -213,9 +211,7 @@ def _json_value(value: Any, where: str, field: str) -> Any:
     if isinstance(value, Mapping):
         return {
             checked_text(str(k), f"{where}: field {field}", "recorded name"): (
-                REDACTED
-                if SECRET_NAME.search(str(k)) and v not in (None, "")
-                else _json_value(v, where, f"{field}.{k}")
+                REDACTED if is_secret_name(str(k)) and v not in (None, "") else _json_value(v, where, f"{field}.{k}")
             )
             for k, v in value.items()
         }

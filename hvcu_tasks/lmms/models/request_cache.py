@@ -39,7 +39,6 @@ import inspect
 import json
 import logging
 import os
-import re
 import secrets
 import sys
 import threading
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from hvcu_tasks.core.names import is_secret_name
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import write_atomic
 from hvcu_tasks.lmms.models import cache_runs as runs
@@ -93,14 +93,6 @@ NEUTRAL_ARGS = frozenset(
     }
 )
 """Model arguments that change how requests are sent, never a reply: left out of the model identity."""
-
-_CREDENTIAL = re.compile(r"key|token|secret|passw|credential|auth|header", re.IGNORECASE)
-"""Words that mark an argument name as holding credentials (anywhere in it): never in the identity, never on disk."""
-
-_NOT_SECRET = re.compile(
-    r"(?:max|min|num|budget|thinking|reasoning)_(?:[a-z]+_)*tokens|keyframes?|keypoints?|authors?", re.IGNORECASE
-)
-"""Parts of argument names that are settings although they hold a credential word (max_new_tokens, keyframes)."""
 
 IDENTITY_ATTRS = ("model_version", "model", "model_name", "base_url", "pretrained")
 """Attributes of a built lmms-eval model that say which model answers (kept when they are plain values)."""
@@ -248,11 +240,6 @@ def digest(value: Any) -> str:
     """Return the SHA-256 (hex) of a value's canonical JSON (sorted keys, exact text)."""
     text = json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate keeps its own key
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an argument name says it holds a credential (api_keys, extra_headers, hf_token, auth, ...)."""
-    return bool(_CREDENTIAL.search(_NOT_SECRET.sub("", name)))
 
 
 def public_url(text: str) -> str:
