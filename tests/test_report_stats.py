@@ -32,7 +32,7 @@ def test_mcnemar_counts_discordant_pairs_exactly() -> None:
     assert (result.n, result.a_only, result.b_only) == (10, 0, 6)
     assert result.p_value == pytest.approx(2 * 0.5**6)
     assert mcnemar(a, a).p_value == 1.0
-    with pytest.raises(ValueError, match="share no sample"):
+    with pytest.raises(ValueError, match=r"^the two models share no sample: a paired test needs the same samples$"):
         mcnemar({"x": True}, {"y": True})
 
 
