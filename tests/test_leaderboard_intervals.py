@@ -77,7 +77,8 @@ def test_the_pairs_table_has_every_two_runs_with_the_difference_of_their_chains(
     assert ab["Δ (A − B)"] == pytest.approx(round((4 / 400 + 4 / 350 + 3 / 300) / 3 * 100, 2))
     low, high = json.loads(ab["95% CI"].replace(" ", ""))
     assert 0 < low < 1.05 < high  # b never beats a on a discordant sample: significant though small
-    assert ab["Significant"] == "yes" and ab["p"] < 0.05
+    assert ab["Significant"] == "yes" and ab["p"] == "< 0.001"  # no resampled difference crossed 0 (2000 resamples)
+    assert board.uncertainty.pairs[0].p_value == 0.0
 
 
 def test_runs_on_different_data_are_not_paired() -> None:
@@ -233,3 +234,29 @@ def test_the_intervals_table_draws_the_resamples_the_board_draws() -> None:
     (row,) = interval_table([run], "base").rows
     low, high = board.entries[0].interval_base  # type: ignore[misc]
     assert row[-1] == f"[{low:.2f}, {high:.2f}]"
+
+
+def test_a_ranked_run_is_compared_with_each_paper_row_unpaired() -> None:
+    from hvcu_tasks.report.leaderboard import versus_table
+
+    board = make_board(board_entries([_run("a", A)]))
+    rows = {r[1]: dict(zip(versus_table(board).columns, r, strict=True)) for r in versus_table(board).rows}
+    assert len(rows) == 13 and "Human" not in rows  # the 13 models of Table 2, not the human baseline
+    gpt = rows["GPT-4o"]
+    assert gpt["Δ (run − paper)"] == round(60.0 - (53.25 + 53.14 + 50.33) / 3, 2)
+    low, high = json.loads(gpt["95% CI"].replace(" ", ""))
+    # two independent draws: Var = Var(run, 60% of 400/350/300) + Var(GPT-4o, binomial)
+    run_var = 0.6 * 0.4 * (1 / 400 + 1 / 350 + 1 / 300) / 9
+    gpt_var = (0.5325 * 0.4675 / 400 + 0.5314 * 0.4686 / 350 + 0.5033 * 0.4967 / 300) / 9
+    width = 2 * 1.959964 * (run_var + gpt_var) ** 0.5 * 100
+    assert high - low == pytest.approx(width, rel=0.08)
+    assert gpt["Significant"] == "yes" and rows["LLaVA-1.6 (7B)"]["Significant"] == "yes"
+    data = json.loads(leaderboard_json(board))
+    assert len(data["versus_paper"]) == 13 and {v["paired"] for v in data["versus_paper"]} == {False}
+    assert {p["paired"] for p in data["pairs"]} <= {True}
+
+
+def test_a_run_that_does_not_rank_is_not_compared_with_the_paper() -> None:
+    smoke = _run("s", A)
+    smoke.dataset = {"smoke sample"}
+    assert make_board(board_entries([smoke])).uncertainty.against_published == []

@@ -24,9 +24,9 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "598b3eec03c2eaa21f9a4e758f6e12fa8dfdbe62bcbee955837cee51253a753a",
-    "site/models/Qwen-X.html": "dfef30b88132245e4d643ebe4b56e2b6d4310568f0f15f0f5156a604c91ce49e",
-    "site/models/Strong-Y.html": "ace1e231db4a6c02990e817325dcab723afeb810b023396975d5d396544a2e97",
+    "site/index.html": "ea88318053367cfcf9c9dc9eb91d12921fa675a184e495bd9697a68f9d0ae27a",
+    "site/models/Qwen-X.html": "f73df4f3ddf1f1955384405f579542bcb9951689ca291718bb0911d1c1cbd942",
+    "site/models/Strong-Y.html": "d53ae4a9b7883d7c0bbd18b6f998fcfa22a379184d354cc667ca964970ce708b",
     "site/models/Tiny-Z.html": "d1a2bdffe1de54d278bbd50ad399a8e9e288fcfb4e2aa5ca855602750fec6f63",
     "browser/chains.html": "19c3d7b009bb6a858845ee0ef2c05595b2b5fbfcd5cb0f60e81fedc6daa1829a",
 }

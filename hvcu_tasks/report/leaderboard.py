@@ -290,7 +290,13 @@ def _contender(entry: Entry) -> Contender:
     sizes = _sizes(entry) if entry.source != "chance" and set(acc) == set(FAMILIES) else None
     verdicts = {s: Verdicts(v, entry.fingerprint) for s, v in entry.verdicts.items()}
     return Contender(
-        entry_key(entry), entry.rankable, verdicts.get("base"), verdicts.get("context"), acc or None, sizes
+        entry_key(entry),
+        entry.rankable,
+        verdicts.get("base"),
+        verdicts.get("context"),
+        acc or None,
+        sizes,
+        published=entry.source == "paper",
     )
 
 
@@ -392,7 +398,42 @@ def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
     return table
 
 
+def p_text(p_value: float, resamples: int) -> str:
+    """Format a bootstrap p-value: three decimals, or '< 2/resamples' when no resampled difference crossed 0."""
+    return f"< {2 / resamples:.3g}" if p_value == 0 else f"{p_value:.3f}"
+
+
 PAIR_COLUMNS = ["A", "B", "Score A", "Score B", "Δ (A − B)", "95% CI", "p", "Significant"]
+VERSUS_COLUMNS = ["Run", "[paper] row", "Score (run)", "Score (paper)", "Δ (run − paper)", "95% CI", "p", "Significant"]
+
+
+def versus_table(board: Board) -> Table:
+    """Return every run against every [paper] row: Score (official) difference, its unpaired interval, p-value."""
+    table = Table("versus_paper", "Each run against the paper's rows (base Score (official))", list(VERSUS_COLUMNS))
+    by_key = {entry_key(e): e for e in board.entries}
+    for pair in board.uncertainty.against_published:
+        run, row = by_key[pair.a], by_key[pair.b]
+        table.rows.append(
+            [
+                run.label,
+                row.label,
+                run.score_base,
+                row.score_base,
+                round(pair.delta, 2),
+                _interval_text(list(pair.interval)),
+                p_text(pair.p_value, board.uncertainty.resamples),
+                "yes" if pair.significant else "no",
+            ]
+        )
+    table.notes += [
+        "Δ: the run's Score (official) minus the [paper] row's. 95% CI: the percentile interval of the difference of "
+        "their draws: the run's over resamples of its samples (a binomial of its family sizes without sample logs), "
+        "the [paper] row's from binomials of the benchmark's family sizes, independent of each other: unpaired, "
+        "since the paper published no per-sample answers. p: twice the smaller share of differences beyond 0; "
+        "Significant: the interval excludes 0. Each comparison stands alone (no correction for their number).",
+        detectable_note(board),
+    ]
+    return table
 
 
 def pairs_table(board: Board) -> Table:
@@ -409,7 +450,7 @@ def pairs_table(board: Board) -> Table:
                 b.score_base,
                 round(pair.delta, 2),
                 _interval_text(list(pair.interval)),
-                pair.p_value,
+                p_text(pair.p_value, board.uncertainty.resamples),
                 "yes" if pair.significant else "no",
             ]
         )
@@ -484,7 +525,7 @@ def _verdicts_json(verdicts: dict[str, dict[str, dict[str, bool]]]) -> dict[str,
 
 
 def _pair_json(pair: Pair, by_key: dict[str, Entry]) -> dict[str, Any]:
-    """Return one paired comparison as stored in leaderboard.json."""
+    """Return one comparison as stored in leaderboard.json."""
     a, b = by_key[pair.a], by_key[pair.b]
     return {
         "a": {"model": a.model, "source": a.source},
@@ -493,6 +534,7 @@ def _pair_json(pair: Pair, by_key: dict[str, Entry]) -> dict[str, Any]:
         "interval": list(pair.interval),
         "p_value": pair.p_value,
         "significant": pair.significant,
+        "paired": pair.paired,
     }
 
 
@@ -532,6 +574,7 @@ def leaderboard_json(board: Board) -> str:
         },
         "entries": entries,
         "pairs": [_pair_json(p, by_key) for p in u.pairs],
+        "versus_paper": [_pair_json(p, by_key) for p in u.against_published],
     }
     text = json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     for token, value in compact.items():

@@ -9,7 +9,14 @@ import re
 
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
-from hvcu_tasks.report.leaderboard import Board, board_entries, leaderboard_table, make_board, pairs_table
+from hvcu_tasks.report.leaderboard import (
+    Board,
+    board_entries,
+    leaderboard_table,
+    make_board,
+    pairs_table,
+    versus_table,
+)
 from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
@@ -157,6 +164,7 @@ def report_tables(
         board = make_board(board_entries(ranked, reference), resampling.resamples, resampling.seed)
     head = [leaderboard_table(board)] if board.entries else []
     head += [pairs_table(board)] if board.uncertainty.pairs else []
+    head += [versus_table(board)] if board.uncertainty.against_published else []
     tables = head + all_tables(ranked, reference, resampling)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:

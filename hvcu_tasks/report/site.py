@@ -51,15 +51,31 @@ def _board_row(board: Table | None, model: str) -> Table | None:
     return Table("leaderboard", "On the leaderboard", list(board.columns), rows, list(board.notes))
 
 
+COMPARISON_COLUMNS = {"pairs": ("A", "B"), "versus_paper": ("Run",)}
+"""The comparison tables a model page shows its own rows of, and the columns that name a run."""
+
+
+def _rows_of(table: Table, model: str) -> Table | None:
+    """Return the rows of a comparison table that name the model as a run (marks *, †, ‡ ignored), None if none."""
+    columns = [table.columns.index(c) for c in COMPARISON_COLUMNS[table.name]]
+    rows = [r for r in table.rows if any(str(r[i]).rstrip("*†‡") == model for i in columns)]
+    if not rows:
+        return None
+    return Table(table.name, table.title, list(table.columns), rows, list(table.notes))
+
+
 def model_tables(
     model: ModelResult,
     board: Table | None,
     pair: tuple[ModelResult, ModelResult] | None = None,
     resampling: Resampling = DEFAULT_RESAMPLING,
+    comparisons: Sequence[Table] = (),
 ) -> list[Table]:
-    """Return one model's tables: its leaderboard row, per setting its levels, aspects, errors and intervals, and
-    the comparison of `pair` (`--compare`: B against A, e.g. tuned against its base model) when given."""
+    """Return one model's tables: its leaderboard row, its rows of the `comparisons` (paired with other runs,
+    against the paper's rows), per setting its levels, aspects, errors and intervals, and the comparison of `pair`
+    (`--compare`: B against A, e.g. tuned against its base model) when given."""
     tables = [t for t in [_board_row(board, model.model)] if t is not None]
+    tables += [t for t in (_rows_of(c, model.model) for c in comparisons) if t is not None]
     for setting in (s for s in ("base", "context") if s in model.settings):
         tables.append(setting_table([model], setting, reference=False))
         tables.append(aspect_table([model], setting))
@@ -138,6 +154,7 @@ def write_site(
     links = {model: f"{MODELS_DIR}/{name}" for model, name in names.items()}
     svgs = [(p, caption(p.stem, models, reference)) for p in figures if p.suffix == ".svg"]
     board = next((t for t in tables if t.name == "leaderboard"), None)
+    comparisons = [t for t in tables if t.name in COMPARISON_COLUMNS]
     written = [out / "index.html"]
     write_atomic(written[0], render_index(tables, svgs, links, chains))
     (out / MODELS_DIR).mkdir(exist_ok=True)
@@ -147,7 +164,7 @@ def write_site(
             written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
-        tables_of = model_tables(model, board, pair, resampling)
+        tables_of = model_tables(model, board, pair, resampling, comparisons)
         page = ModelPage(model.model, names[model.model], tables_of, records=model.records)
         data = f"Data: {model.data_label()}" + (
             " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"

@@ -52,6 +52,8 @@ class Contender:
     acc_full: Mapping[str, float] | None = None
     """Per family, the base Acc_full (percent): drawn from binomials when `base` is absent."""
     sizes: Mapping[str, int] | None = None
+    published: bool = False
+    """A row published without sample logs (the paper's): every run is compared with it, unpaired."""
 
 
 @dataclass
@@ -75,6 +77,8 @@ class Pair:
     delta: float
     interval: tuple[float, float]
     p_value: float
+    paired: bool = True
+    """Whether both were resampled over the same samples (else independent draws: a published row's binomials)."""
 
     @property
     def significant(self) -> bool:
@@ -88,6 +92,8 @@ class Uncertainty:
 
     assessments: dict[str, Assessment] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
+    against_published: list[Pair] = field(default_factory=list)
+    """Each ranked run against each published row: Score(run) - Score(row), unpaired."""
     detectable_independent: float | None = None
     """The smallest Score difference two independent models at 50% Acc_full show at 80% power (α = 0.05)."""
     detectable_paired: float | None = None
@@ -152,6 +158,7 @@ def assess(
             a.score = stats.wald_score_interval(c.acc_full, c.sizes)
     _rank(contenders, base, out)
     _pairs(contenders, base, families, out)
+    _against_published(contenders, base, out)
     half = {f: 2 * 0.5 * 0.5 for f in benchmark_sizes}
     out.detectable_independent = stats.detectable_difference(benchmark_sizes, half)
     return out
@@ -194,6 +201,28 @@ def _pairs(
             sizes = {f: len(va[f]) for f in families}
             detectable.append(stats.detectable_difference(sizes, disagree))
     out.detectable_paired = statistics.median(detectable) if detectable else None
+
+
+def _against_published(contenders: Sequence[Contender], base: Mapping[str, np.ndarray], out: Uncertainty) -> None:
+    """Compare every ranked run that has draws with every published row that has them (independent: unpaired).
+
+    Only a ranked run is compared: one on a smoke sample or a subset is not on the benchmark the rows were.
+    """
+    published = [c for c in contenders if c.published and c.key in base]
+    for run in (c for c in contenders if not c.published and c.rankable and c.key in base):
+        for row in published:
+            delta = base[run.key] - base[row.key]
+            point = _point(run, out.assessments[run.key].method) - _point(row, out.assessments[row.key].method)
+            interval = stats.percentile_interval(delta)
+            out.against_published.append(Pair(run.key, row.key, point, interval, stats.two_sided_p(delta), False))
+
+
+def _point(contender: Contender, method: str | None) -> float:
+    """Return a contender's Score (percent) as its draws see it: from its verdicts, or its families' Acc_full."""
+    if method == BOOTSTRAP and contender.base is not None:
+        return _score(contender.base)
+    assert contender.acc_full is not None
+    return statistics.fmean(contender.acc_full.values())
 
 
 def _score(verdicts: Verdicts) -> float:
