@@ -222,7 +222,11 @@ def test_the_seed_and_resamples_are_recorded_and_change_the_draws() -> None:
 def test_sample_logs_that_disagree_with_their_results_file_are_refused() -> None:
     run = _run("a", A)
     run.settings["base"]["implication"].metrics["acc_full_official"] = 10.0  # the file says 10%, the logs 60%
-    with pytest.raises(ReportError, match=r"a \(base\): the sample logs and the results file disagree: the chains"):
+    with pytest.raises(
+        ReportError,
+        match=r"^a \(base\): the sample logs and the results file disagree: the implication chains give an "
+        r"Acc_full \(official\) of 60\.00, the file records 10\.00 \(its results files\); keep each samples",
+    ):
         board_entries([run])
 
 

@@ -138,9 +138,15 @@ def run_entry(model: ModelResult) -> Entry:
     verdicts = {s: dict(fams) for s, fams in model.chains_official.items() if set(fams) == set(FAMILIES)}
     score_base = _known(model.official_score("base"))
     for setting, chains in verdicts.items():
-        problem = verdicts_problem(chains, _known(model.official_score(setting)))
+        fams = model.settings.get(setting, {})
+        recorded = {f: _known(fams[f].get(OFFICIAL_FULL_METRIC)) if f in fams else None for f in FAMILIES}
+        problem = verdicts_problem(chains, per_family=recorded)
         if problem:
-            raise ReportError(f"{model.model} ({setting}): the sample logs and the results file disagree: {problem}")
+            files = ", ".join(sorted({str(r.file) for r in model.records})) or "its results files"
+            raise ReportError(
+                f"{model.model} ({setting}): the sample logs and the results file disagree: {problem} ({files}); "
+                "keep each samples file beside the results file of its run"
+            )
     notes = [f"{s}: {'; '.join(n)}" for s, n in model.notes.items() if n]
     return Entry(
         model=model.model,
@@ -160,12 +166,21 @@ def run_entry(model: ModelResult) -> Entry:
     )
 
 
-def verdicts_problem(chains: dict[str, dict[str, bool]], score: float | None) -> str | None:
-    """Return why a setting's chain verdicts cannot be the ones behind its Score (official), None when they can."""
-    if score is None or not all(chains.values()):
+def verdicts_problem(
+    chains: dict[str, dict[str, bool]],
+    score: float | None = None,
+    per_family: dict[str, float | None] | None = None,
+) -> str | None:
+    """Return why chain verdicts cannot be the ones behind a Score (official) or the families' Acc_full (official)
+    recorded beside them, None when they can (a value recorded as None is not checked)."""
+    if not all(chains.values()):
         return None
-    from_chains = sum(100 * sum(v.values()) / len(v) for v in chains.values()) / len(chains)
-    if abs(from_chains - score) > 0.01:
+    acc = {f: 100 * sum(v.values()) / len(v) for f, v in chains.items()}
+    for family, value in (per_family or {}).items():
+        if value is not None and family in acc and abs(acc[family] - value) > 0.01:
+            return f"the {family} chains give an Acc_full (official) of {acc[family]:.2f}, the file records {value:.2f}"
+    from_chains = sum(acc.values()) / len(acc)
+    if score is not None and abs(from_chains - score) > 0.01:
         return f"the chains give a Score (official) of {from_chains:.2f}, the Score recorded is {score:.2f}"
     return None
 
@@ -684,7 +699,7 @@ def _v2_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
         raise ReportError(f"{where}.verdicts: only a run has chain verdicts (source is {raw.get('source')!r})")
     verdicts = _verdicts_from_json(raw["verdicts"], f"{where}.verdicts")
     for setting, key in (("base", "score_base"), ("context", "score_context")):
-        problem = verdicts_problem(verdicts.get(setting, {}), raw.get(key)) if setting in verdicts else None
+        problem = verdicts_problem(verdicts[setting], score=raw.get(key)) if setting in verdicts else None
         if problem:
             raise ReportError(f"{where}.verdicts.{setting}: {problem} ({key})")
     return {
