@@ -422,24 +422,31 @@ PAIR_COLUMNS = ["A", "B", "Score A", "Score B", "Δ (A − B)", "95% CI", "p", "
 VERSUS_COLUMNS = ["Run", "[paper] row", "Score (run)", "Score (paper)", "Δ (run − paper)", "95% CI", "p", "Significant"]
 
 
-def versus_table(board: Board) -> Table:
-    """Return every run against every [paper] row: Score (official) difference, its unpaired interval, p-value."""
-    table = Table("versus_paper", "Each run against the paper's rows (base Score (official))", list(VERSUS_COLUMNS))
+def _comparison_rows(board: Board, pairs: list[Pair]) -> list[list[Any]]:
+    """Return one table row per comparison: both labels and Scores, Δ, its 95% CI, p and whether it is significant."""
     by_key = {entry_key(e): e for e in board.entries}
-    for pair in board.uncertainty.against_published:
-        run, row = by_key[pair.a], by_key[pair.b]
-        table.rows.append(
+    rows = []
+    for pair in pairs:
+        a, b = by_key[pair.a], by_key[pair.b]
+        rows.append(
             [
-                run.label,
-                row.label,
-                run.score_base,
-                row.score_base,
+                a.label,
+                b.label,
+                a.score_base,
+                b.score_base,
                 round(pair.delta, 2),
                 _interval_text(list(pair.interval)),
                 p_text(pair.p_value, board.uncertainty.resamples),
                 "yes" if pair.significant else "no",
             ]
         )
+    return rows
+
+
+def versus_table(board: Board) -> Table:
+    """Return every run against every [paper] row: Score (official) difference, its unpaired interval, p-value."""
+    table = Table("versus_paper", "Each run against the paper's rows (base Score (official))", list(VERSUS_COLUMNS))
+    table.rows += _comparison_rows(board, board.uncertainty.against_published)
     table.notes += [
         "Δ: the run's Score (official) minus the [paper] row's. 95% CI: the percentile interval of the difference of "
         "their draws: the run's over resamples of its samples (a binomial of its family sizes without sample logs), "
@@ -454,21 +461,7 @@ def versus_table(board: Board) -> Table:
 def pairs_table(board: Board) -> Table:
     """Return every two logged runs on the same samples: Score (official) difference, paired interval, p-value."""
     table = Table("pairs", "Paired comparisons of the runs (base Score (official))", list(PAIR_COLUMNS))
-    by_key = {entry_key(e): e for e in board.entries}
-    for pair in board.uncertainty.pairs:
-        a, b = by_key[pair.a], by_key[pair.b]
-        table.rows.append(
-            [
-                a.label,
-                b.label,
-                a.score_base,
-                b.score_base,
-                round(pair.delta, 2),
-                _interval_text(list(pair.interval)),
-                p_text(pair.p_value, board.uncertainty.resamples),
-                "yes" if pair.significant else "no",
-            ]
-        )
+    table.rows += _comparison_rows(board, board.uncertainty.pairs)
     table.notes += [
         "A, B: runs made with --log_samples on the same samples (same ids and data fingerprint), A ranked above B. "
         "Δ: Score (official) of A minus B from their chains; 95% CI: its percentile interval over a paired bootstrap "
