@@ -155,7 +155,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
         with_reference,
     )
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
-    from hvcu_tasks.report.stats import Resampling
     from hvcu_tasks.report.tables import compare_table
     from hvcu_tasks.results.runs import CUSTOM, ReportError, read_runs
 
@@ -171,17 +170,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         entries = board_entries(ranked, reference)
     else:  # the published board as it is (its [paper] rows included, or today's when it has none), plus the new runs
         entries = merge(with_reference(published, reference), [run_entry(m) for m in ranked if m.settings], args.base)
-    resampling = Resampling(args.resamples, args.seed)
-    board = make_board(entries, resampling.resamples, resampling.seed)
-    tables = report_tables(models, reference, board, resampling) + analysis_tables(args.runs)
+    board = make_board(entries)
+    tables = report_tables(models, reference, board) + analysis_tables(args.runs)
     pair = None
     if args.compare:
         if len(models) != 2:
             raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")
         pair = (models[0], models[1])
-        tables += [
-            compare_table(*pair, s, resampling) for s in ("base", "context") if all(s in m.settings for m in pair)
-        ]
+        tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
     for model in models:
         for setting, notes in model.notes.items():
             for note in notes:
@@ -213,9 +209,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from hvcu_tasks.report.site import write_site
 
         runs_on_board = [e.model for e in entries if e.source == "run"]
-        pages = write_site(
-            args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, resampling
-        )
+        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
     if args.summary:
         print(RENDERERS["md"](summary_table(board)))
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
@@ -230,8 +224,6 @@ def _report_next(args: argparse.Namespace) -> str:
 
     same = [str(p) for p in args.runs] + ["--no-reference"] * args.no_reference + ["--compare"] * args.compare
     same += ["--base", str(args.base)] if args.base is not None else []
-    same += ["--resamples", str(args.resamples)] if args.resamples != 2000 else []
-    same += ["--seed", str(args.seed)] if args.seed != 0 else []
     command = shlex.join(["hvcu", "report", *same])
     lines = []
     if args.out is not None and args.format == "html":
@@ -242,17 +234,6 @@ def _report_next(args: argparse.Namespace) -> str:
         lines.append(f"a leaderboard site: {command} --format html --out site")
     lines.append(f"every table: {command}")
     return "\n".join(lines) + "\n"
-
-
-def _resamples(text: str) -> int:
-    """Return a --resamples count (an integer of at least 100: fewer cannot place a 95% interval's tails)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 100:
-        raise argparse.ArgumentTypeError(f"{n}: at least 100 resamples are needed for a 95% interval")
-    return n
 
 
 def _cmd_cache_list(args: argparse.Namespace) -> int:
@@ -550,16 +531,6 @@ def build_parser() -> Parser:
     )
     report.add_argument(
         "--compare", action="store_true", help="two models, A then B: Δ tables with paired tests (B tuned vs A base)"
-    )
-    report.add_argument(
-        "--resamples",
-        type=_resamples,
-        default=2000,
-        metavar="N",
-        help="bootstrap resamples behind every interval, rank range and paired test (default 2000)",
-    )
-    report.add_argument(
-        "--seed", type=int, default=0, help="seed of those resamples (default 0): the same runs give the same numbers"
     )
     report.add_argument(
         "--summary",

@@ -24,13 +24,17 @@ from hvcu_tasks.report.tables import (
     Table,
     disagreement,
 )
-from hvcu_tasks.report.uncertainty import BINOMIAL, Contender, Pair, Uncertainty, Verdicts, assess
+from hvcu_tasks.report.uncertainty import BOARD_FAMILY, CHAINS, COUNTS, Contender, Pair, Uncertainty, Verdicts, assess
 from hvcu_tasks.results.runs import BENCHMARK, SMOKE, ModelResult, ReportError, checked_text, is_nan
 
 SCHEMA = "hvcu-leaderboard"
-SCHEMA_VERSION = 2
-READ_VERSIONS = (1, 2)
-"""Versions `--base` reads: 1 (before intervals: its runs carry no verdicts, so they get binomial intervals)."""
+SCHEMA_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+"""Versions `--base` reads: 1 (before intervals: its runs carry no verdicts, so they are compared unpaired), 2 (its
+bootstrap intervals and groups are recomputed) and 3."""
+FAILED_LIMIT = 0.01
+"""The largest share of a run's base-setting requests that may have failed for it to be ranked."""
+REQUESTS_PER_CHAIN = 3
 BENCHMARK_SIZES = {family: sum(aspects.values()) for family, aspects in ASPECTS.items()}
 """Samples per family of the published benchmark (the paper's Table 5): the sizes of its binomial intervals."""
 SOURCES = ("paper", "human", "chance", "run")
@@ -39,8 +43,6 @@ RANKED_SOURCES = ("paper", "run")
 """The sources whose entries can be ranked (human and chance are references, not models)."""
 REFERENCE_SOURCES = ("paper", "human", "chance")
 RANK_COLUMN = "Score (official)"
-BINOMIAL_MARK = "ᵇ"
-"""After a 95% CI that is binomial (a row without sample logs), not a bootstrap over samples."""
 LEADERBOARD_COLUMNS = [
     "Rank",
     "Model",
@@ -48,6 +50,7 @@ LEADERBOARD_COLUMNS = [
     "95% CI",
     "Rank range",
     "Group",
+    "Failed",
     "Context (official)",
     "Δ",
     "Δ 95% CI",
@@ -61,19 +64,23 @@ LEADERBOARD_NOTES = [
     "Context (official): the same in the context setting; Δ: context minus base. Score: the base Overall Score "
     "under this toolkit's parser (– for [paper] rows, never measured with it).",
     "Impl./Aesth./Affect. full: Acc_full of each family, base setting, authors' parser.",
-    "95% CI: for runs made with --log_samples, the percentile interval of Score (official) over a paired bootstrap "
-    "of the samples (each family resampled within itself; runs on the same samples share the resamples); "
-    f"{BINOMIAL_MARK} (binomial) marks a row without sample logs ([paper] rows, runs without --log_samples): the "
-    "binomial (Wald) interval of the mean of its families' Acc_full from the family sizes. Δ 95% CI: the paired "
-    "interval of the context gain (same samples, same resamples), for runs logged in both settings.",
-    "Rank range: the best and worst rank of the middle 95% of the resamples (all ranked rows drawn together; a "
-    "[paper] row from binomials of its family sizes). Group: a group's first row leads it and each next row joins "
-    "it unless its Score (official) is significantly below the leader's (its 95% interval of the difference "
-    "excludes 0); rows sharing a group cannot be told apart from their leader. No correction for the number of "
-    "comparisons.",
+    "95% CI: each family's exact (Clopper–Pearson) 95% interval of its Acc_full, combined into the Score's by MOVER "
+    "(Score ± the root of the summed squared distances to the families' bounds, over 3); from a run's chains or, "
+    "without sample logs, from its families' Acc_full and sizes. Δ 95% CI: the paired interval of the context gain "
+    "(Bonett–Price), for runs logged in both settings.",
+    "Every two ranked rows are compared (leaderboard.json lists each pair): two runs logged on the same samples "
+    "paired (Bonett–Price), any other two unpaired (Agresti–Caffo); the p-values are adjusted together by Holm's "
+    "rule, so the chance of any false 'significant' on the board is at most 5%.",
+    "Rank range: 1 + the rows significantly above a row, to the number of ranked rows minus those significantly "
+    "below it; all rows' ranges hold their true ranks together whenever no comparison is falsely significant "
+    "(probability at least 95%), ties included. Group: two rows share a letter exactly when their difference is "
+    "not significant.",
+    "Failed: the requests that got no reply (count and share of the base setting's; context's when any failed). A "
+    f"run with more than {FAILED_LIMIT:.0%} of its base requests failed is not ranked: its Score counts every "
+    "failure as a wrong answer.",
     "No rank (–): the human baseline and chance (references, not models), smoke-sample runs (†, not the "
-    "benchmark), runs whose base setting is partial (*, a family missing or --limit) and models without a base "
-    "Score (official).",
+    "benchmark), runs whose base setting is partial (*, a family missing or --limit), runs with too many failed "
+    "requests and models without a base Score (official).",
     "Partial runs (* after the name, Source run (partial)): a setting ran on a subset or lacks a family; Context "
     "(official) and Δ are – when the context setting is partial (a ranked * row: only its context setting is).",
     f"{DISAGREE_MARK}: the two parsers' base Scores (Score and Score (official)) differ by more than 1 point.",
@@ -106,7 +113,17 @@ class Entry:
     interval_gain: list[float] | None = None
     interval_method: str | None = None
     rank_range: list[int] | None = None
-    rank_group: int | None = None
+    letters: str | None = None
+    """The board's letter groups: two rows share a letter exactly when their difference is not significant."""
+    failed_requests: dict[str, list[int]] = field(default_factory=dict)
+    """Per setting of a run: [failed requests, requests] (requests: 3 per chain)."""
+    unranked_because: str | None = None
+    """Why a run that would rank has no rank (too many failed requests), in one line."""
+
+    def failed_share(self, setting: str = "base") -> float | None:
+        """Return the share of a setting's requests that failed, None when not recorded."""
+        counts = self.failed_requests.get(setting)
+        return counts[0] / counts[1] if counts and counts[1] else None
 
     def delta(self) -> float | None:
         """Return context minus base Score (official), None unless both are known."""
@@ -148,12 +165,20 @@ def run_entry(model: ModelResult) -> Entry:
                 "keep each samples file beside the results file of its run"
             )
     notes = [f"{s}: {'; '.join(n)}" for s, n in model.notes.items() if n]
+    failed = failed_requests(model)
+    because = None
+    base_failed = failed.get("base")
+    if base_failed and base_failed[1] and base_failed[0] / base_failed[1] > FAILED_LIMIT:
+        because = (
+            f"{base_failed[0]:,} of {base_failed[1]:,} base requests failed ({base_failed[0] / base_failed[1]:.1%}, "
+            f"above the {FAILED_LIMIT:.0%} limit): not ranked, its Score counts each failure as a wrong answer"
+        )
     return Entry(
         model=model.model,
         label=label,
         source="run",
         data=model.data_label(),
-        rankable=not smoke and not partial["base"] and score_base is not None,
+        rankable=not smoke and not partial["base"] and score_base is not None and because is None,
         score_base=score_base,
         score_context=None if partial["context"] else _known(model.official_score("context")),
         score_base_hvcu=_known(model.score("base")),
@@ -163,7 +188,23 @@ def run_entry(model: ModelResult) -> Entry:
         family_sizes=_run_sizes(model),
         fingerprint=model.data_fingerprint(),
         verdicts=verdicts,
+        failed_requests=failed,
+        unranked_because=because,
     )
+
+
+def failed_requests(model: ModelResult) -> dict[str, list[int]]:
+    """Return per setting [failed requests, requests] summed over the families that recorded both counts."""
+    out = {}
+    for setting, fams in model.settings.items():
+        counted = [
+            (f.get("n_failed_requests"), f.get("n_chains"))
+            for f in fams.values()
+            if isinstance(f.get("n_failed_requests"), (int, float)) and isinstance(f.get("n_chains"), (int, float))
+        ]
+        if counted:
+            out[setting] = [int(sum(n for n, _ in counted)), REQUESTS_PER_CHAIN * int(sum(c for _, c in counted))]
+    return out
 
 
 def verdicts_problem(
@@ -311,14 +352,14 @@ def _contender(entry: Entry) -> Contender:
         verdicts.get("context"),
         acc or None,
         sizes,
-        published=entry.source == "paper",
+        compared=entry.unranked_because is None,
     )
 
 
-def make_board(entries: list[Entry], resamples: int = stats.ITERATIONS, seed: int = stats.SEED) -> Board:
-    """Return the board of `entries` with every interval, rank range and rank group computed from them."""
+def make_board(entries: list[Entry]) -> Board:
+    """Return the board of `entries` with every interval, comparison, rank range and letter computed from them."""
     order = [e for _rank, e in ranked(entries)]
-    found = assess([_contender(e) for e in order], list(FAMILIES), BENCHMARK_SIZES, resamples, seed)
+    found = assess([_contender(e) for e in order], list(FAMILIES), BENCHMARK_SIZES)
     filled = []
     for e in entries:
         a = found.assessments[entry_key(e)]
@@ -330,7 +371,7 @@ def make_board(entries: list[Entry], resamples: int = stats.ITERATIONS, seed: in
                 interval_gain=None if a.gain is None else list(a.gain),
                 interval_method=a.method,
                 rank_range=None if a.rank_range is None else list(a.rank_range),
-                rank_group=a.rank_group,
+                letters=a.letters,
             )
         )
     return Board(filled, found)
@@ -347,11 +388,26 @@ def _source_text(entry: Entry) -> str:
     return f"run ({', '.join(what)})" if what else "run"
 
 
-def _interval_text(interval: list[float] | None, method: str | None = None) -> str | None:
-    """Format a 95% interval (BINOMIAL_MARK after a binomial one), None when absent."""
+def _interval_text(interval: list[float] | tuple[float, float] | None) -> str | None:
+    """Format a 95% interval, None when absent."""
     if interval is None:
         return None
-    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" + (BINOMIAL_MARK if method == BINOMIAL else "")
+    return f"[{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def failed_text(entry: Entry) -> str | None:
+    """Format the Failed cell: '0', or each setting's failed count and share ('base 3150 (100%)'), None unknown."""
+    if not entry.failed_requests:
+        return None
+    parts = [
+        f"{setting} {n} ({n / total:.1%})".replace(".0%)", "%)")
+        for setting, (n, total) in entry.failed_requests.items()
+        if n
+    ]
+    if not parts:
+        return "0"
+    base = entry.failed_requests.get("base")
+    return ", ".join(parts).removeprefix("base ") if base and base[0] and len(parts) == 1 else ", ".join(parts)
 
 
 def _range_text(bounds: list[int] | None) -> str | None:
@@ -366,9 +422,10 @@ def detectable_note(board: Board) -> str:
     u = board.uncertainty
     sizes = "/".join(str(BENCHMARK_SIZES[f]) for f in FAMILIES)
     text = (
-        f"Detectable difference: with families of {sizes} samples, two independent models at 50% Acc_full must "
-        f"differ by {u.detectable_independent:.2f} points in the Score to be found in 80% of evaluations by a "
-        "two-sided test at the 5% level (the widest case; [paper] rows are compared this way)."
+        f"Detectable difference: with families of {sizes} samples, two independent models at 50% Acc_full that truly "
+        f"differ by {u.detectable_independent:.2f} points in the Score are found different in 80% of evaluations "
+        f"(two-sided, 5% level); an observed difference above {u.significant_independent:.2f} points is significant "
+        "on its own, before the board's adjustment ([paper] rows are compared this way: the widest case)."
     )
     if u.detectable_paired is not None:
         text += (
@@ -376,6 +433,11 @@ def detectable_note(board: Board) -> str:
             "samples on which two chains disagree sets it)."
         )
     return text
+
+
+def _unranked_notes(board: Board) -> list[str]:
+    """Return one line per run left unranked for its failed requests."""
+    return [f"{e.label}: {e.unranked_because}." for e in board.entries if e.unranked_because]
 
 
 def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
@@ -387,9 +449,10 @@ def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
                 "–" if rank is None else rank,
                 e.label,
                 e.score_base,
-                _interval_text(e.interval_base, e.interval_method),
+                _interval_text(e.interval_base),
                 _range_text(e.rank_range),
-                e.rank_group,
+                e.letters,
+                failed_text(e),
                 e.score_context,
                 e.delta(),
                 _interval_text(e.interval_gain),
@@ -398,83 +461,120 @@ def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
                 _source_text(e),
             ]
         )
+    table.notes += _unranked_notes(board)
     table.notes += LEADERBOARD_NOTES
-    table.notes.append(
-        f"Resamples: {board.uncertainty.resamples}, seed {board.uncertainty.seed} (`hvcu report --resamples N "
-        "--seed S`); the same runs give the same numbers, and adding a model changes no other row's 95% CI or Δ 95% "
-        "CI (rank ranges and groups depend on who is on the board)."
-    )
+    table.notes.append(adjustment_note(board))
     table.notes.append(detectable_note(board))
     unranked = {entry_key(e): e.label for e in board.entries}
     if board.uncertainty.unranked:
         names = ", ".join(unranked[k] for k in board.uncertainty.unranked)
-        table.notes.append(f"No rank range for {names}: no sample logs and no family sizes to draw from.")
+        table.notes.append(f"No interval or rank range for {names}: no sample logs and no family sizes to count.")
     table.notes += [f"{e.label}: {'; '.join(e.notes)}" for e in board.entries if e.partial() and e.notes]
     return table
 
 
-def p_text(p_value: float, resamples: int) -> str:
-    """Format a bootstrap p-value: three decimals, or '< 2/resamples' when no resampled difference crossed 0."""
-    return f"< {2 / resamples:.3g}" if p_value == 0 else f"{p_value:.3f}"
+def adjustment_note(board: Board) -> str:
+    """Return the note naming the multiple-comparison adjustment and the size of each family it ran over."""
+    families = dict.fromkeys((p.family, p.family_size) for p in board.uncertainty.pairs)
+    sizes = "; ".join(f"{name}: {size} comparisons" for name, size in families) or "no comparison"
+    return (
+        f"Adjustment: {stats.ADJUSTMENT} over each family of comparisons ({sizes}). p: the z-test of the pair alone "
+        "(its 95% CI excludes 0 exactly when p < 0.05); p (Holm): adjusted; Significant: p (Holm) < 0.05."
+    )
 
 
-PAIR_COLUMNS = ["A", "B", "Score A", "Score B", "Δ (A − B)", "95% CI", "p", "Significant"]
-VERSUS_COLUMNS = ["Run", "[paper] row", "Score (run)", "Score (paper)", "Δ (run − paper)", "95% CI", "p", "Significant"]
+COMPARISON_TAIL = ["95% CI", "p", "p (Holm)", "Significant"]
+PAIR_COLUMNS = ["A", "B", "Score A", "Score B", "Δ (B − A)", *COMPARISON_TAIL]
+VERSUS_COLUMNS = ["Run", "[paper] row", "Score (run)", "Score (paper)", "Δ (run − paper)", *COMPARISON_TAIL]
 
 
-def _comparison_rows(board: Board, pairs: list[Pair]) -> list[list[Any]]:
-    """Return one table row per comparison: both labels and Scores, Δ, its 95% CI, p and whether it is significant."""
+def _oriented(pair: Pair, b: str) -> Pair:
+    """Return the pair with `b` as its B (the sign of Δ and of its interval flipped when it was A)."""
+    if pair.b == b:
+        return pair
+    low, high = pair.interval
+    return replace(pair, a=pair.b, b=pair.a, delta=-pair.delta, interval=(-high, -low))
+
+
+def _comparison_rows(board: Board, pairs: list[Pair], b_first: bool = False) -> list[list[Any]]:
+    """Return one table row per comparison: both labels and Scores, Δ, its 95% CI, raw and adjusted p, verdict."""
     by_key = {entry_key(e): e for e in board.entries}
     rows = []
     for pair in pairs:
         a, b = by_key[pair.a], by_key[pair.b]
+        first, second = (b, a) if b_first else (a, b)
+        names = [first.label, second.label, first.score_base, second.score_base]
         rows.append(
             [
-                a.label,
-                b.label,
-                a.score_base,
-                b.score_base,
+                *names,
                 round(pair.delta, 2),
-                _interval_text(list(pair.interval)),
-                p_text(pair.p_value, board.uncertainty.resamples),
+                _interval_text(pair.interval),
+                stats.p_text(pair.p_value),
+                stats.p_text(pair.p_adjusted),
                 "yes" if pair.significant else "no",
             ]
         )
     return rows
 
 
+def run_pairs(board: Board) -> list[Pair]:
+    """Return the comparisons of two runs (ranked or on one unranked sample set), as the board made them."""
+    sources = {entry_key(e): e.source for e in board.entries}
+    return [p for p in board.uncertainty.pairs if sources[p.a] == sources[p.b] == "run"]
+
+
+def versus_pairs(board: Board) -> list[Pair]:
+    """Return each ranked run against each [paper] row, the run as B (Δ = run − paper)."""
+    sources = {entry_key(e): e.source for e in board.entries}
+    found = []
+    for p in board.uncertainty.pairs:
+        kinds = {sources[p.a], sources[p.b]}
+        if p.family == BOARD_FAMILY and kinds == {"run", "paper"}:
+            found.append(_oriented(p, p.a if sources[p.a] == "run" else p.b))
+    return found
+
+
 def versus_table(board: Board) -> Table:
-    """Return every run against every [paper] row: Score (official) difference, its unpaired interval, p-value."""
+    """Return every ranked run against every [paper] row: Score (official) difference, interval, p-values."""
     table = Table("versus_paper", "Each run against the paper's rows (base Score (official))", list(VERSUS_COLUMNS))
-    table.rows += _comparison_rows(board, board.uncertainty.against_published)
+    table.rows += _comparison_rows(board, versus_pairs(board), b_first=True)
     table.notes += [
-        "Δ: the run's Score (official) minus the [paper] row's. 95% CI: the percentile interval of the difference of "
-        "their draws: the run's over resamples of its samples (a binomial of its family sizes without sample logs), "
-        "the [paper] row's from binomials of the benchmark's family sizes, independent of each other: unpaired, "
-        "since the paper published no per-sample answers. p: twice the smaller share of differences beyond 0; "
-        "Significant: the interval excludes 0. Each comparison stands alone (no correction for their number).",
+        "Δ: the run's Score (official) minus the [paper] row's (B − A with the run as B, as in every comparison of "
+        "this report). 95% CI and p: unpaired (Agresti–Caffo per family, the families' variances summed), since the "
+        "paper published no per-sample answers; the run's counts from its chains, the row's from its families' "
+        "Acc_full and the benchmark's family sizes.",
+        adjustment_note(board),
         detectable_note(board),
     ]
     return table
 
 
 def pairs_table(board: Board) -> Table:
-    """Return every two logged runs on the same samples: Score (official) difference, paired interval, p-value."""
-    table = Table("pairs", "Paired comparisons of the runs (base Score (official))", list(PAIR_COLUMNS))
-    table.rows += _comparison_rows(board, board.uncertainty.pairs)
+    """Return every two runs compared on the board: Score (official) difference, interval, p-values."""
+    table = Table("pairs", "Comparisons of the runs (base Score (official))", list(PAIR_COLUMNS))
+    table.rows += _comparison_rows(board, run_pairs(board))
     table.notes += [
-        "A, B: runs made with --log_samples on the same samples (same ids and data fingerprint), A ranked above B. "
-        "Δ: Score (official) of A minus B from their chains; 95% CI: its percentile interval over a paired bootstrap "
-        f"({board.uncertainty.resamples} resamples, seed {board.uncertainty.seed}; both runs resampled together); "
-        "p: twice the smaller share of resampled differences on either side of 0; Significant: the interval "
-        "excludes 0.",
-        "Each pair is tested on its own (no correction for the number of pairs).",
+        "A, B: two runs, B ranked above A; Δ: Score (official) of B minus A (authors' parser, as the board ranks). "
+        "Runs made with --log_samples on the same samples (same ids and data fingerprint) are compared paired "
+        "(Bonett–Price per family: one sample added to each discordant cell), any other two unpaired "
+        "(Agresti–Caffo); 95% CI: B − A ± 1.96 SE of the adjusted difference.",
+        adjustment_note(board),
         detectable_note(board),
     ]
     return table
 
 
-SUMMARY_COLUMNS = ["Rank", "Rank range", "Model", RANK_COLUMN, "95% CI", "Context (official)", "Score", "Source"]
+SUMMARY_COLUMNS = [
+    "Rank",
+    "Rank range",
+    "Model",
+    RANK_COLUMN,
+    "95% CI",
+    "Failed",
+    "Context (official)",
+    "Score",
+    "Source",
+]
 SUMMARY_PAPER_ROWS = 3
 
 
@@ -496,17 +596,19 @@ def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
             _range_text(e.rank_range),
             e.label,
             e.score_base,
-            _interval_text(e.interval_base, e.interval_method),
+            _interval_text(e.interval_base),
+            failed_text(e),
             e.score_context,
             e.score_base_hvcu,
             _source_text(e),
         ]
         table.rows.append(row)
+    table.notes += _unranked_notes(whole)
     table.notes.append(
         f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
         "ranking); Context (official): the same in the context setting; Score: the base Overall Score under this "
-        "toolkit's parser. Rank range and 95% CI: over resamples of the samples (runs with --log_samples) or "
-        f"binomial from the family sizes ({BINOMIAL_MARK}); the full leaderboard explains them."
+        "toolkit's parser. 95% CI: exact per family, combined (MOVER); Rank range: from the Holm-adjusted "
+        "comparisons of every two ranked rows; Failed: requests without a reply. The full leaderboard explains them."
     )
     table.notes.append(detectable_note(whole))
     if len(papers) > paper_rows:
@@ -541,15 +643,29 @@ def _pair_json(pair: Pair, by_key: dict[str, Entry]) -> dict[str, Any]:
         "delta": pair.delta,
         "interval": list(pair.interval),
         "p_value": pair.p_value,
+        "p_adjusted": pair.p_adjusted,
         "significant": pair.significant,
         "paired": pair.paired,
+        "family": pair.family,
     }
 
 
+METHODS = {
+    "score_interval": "each family's exact (Clopper-Pearson) interval of its Acc_full, combined by MOVER",
+    "paired": "two runs logged on the same samples: Bonett-Price adjusted Wald interval per family, variances summed",
+    "unpaired": "any other two rows: Agresti-Caffo adjusted Wald interval per family, variances summed",
+    "p_value": "two-sided z-test of the adjusted difference (the 95% interval excludes 0 exactly when p < 0.05); "
+    f"p-values below {stats.P_FLOOR:g} are stored as {stats.P_FLOOR:g}",
+    "adjustment": f"{stats.ADJUSTMENT}, over each family of comparisons; significant: p_adjusted < 0.05",
+    "rank_range": "1 + rows significantly above, to the number of ranked rows - rows significantly below",
+    "letters": "compact letter display: two rows share a letter exactly when their difference is not significant",
+}
+
+
 def leaderboard_json(board: Board) -> str:
-    """Return `leaderboard.json`: schema and version, what ranks, how the intervals were drawn, every entry best
+    """Return `leaderboard.json`: schema and version, what ranks, how the intervals were made, every entry best
     first (rank and intervals included; runs with their chain verdicts, so a later `--base` pairs them again) and
-    every paired comparison."""
+    every comparison (Δ = Score(b) - Score(a), base setting, authors' parser)."""
     from hvcu_tasks.data.jsonio import json_safe
 
     u = board.uncertainty
@@ -563,18 +679,13 @@ def leaderboard_json(board: Board) -> str:
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
         "ranked_by": "score_base: Overall Score, base setting, authors' parser (Score (official))",
+        "failed_limit": FAILED_LIMIT,
         "uncertainty": {
             "level": stats.LEVEL,
-            "resamples": u.resamples,
-            "seed": u.seed,
-            "methods": {
-                "paired bootstrap": "runs with sample logs: each family's samples resampled, the same resamples for "
-                "every run on the same samples",
-                BINOMIAL: "rows without sample logs: Wald interval of the mean of the families' Acc_full from the "
-                "family sizes; ranks drawn from binomials of those sizes",
-            },
+            "methods": METHODS,
             "detectable_difference": {
                 "independent": u.detectable_independent,
+                "significant_independent": u.significant_independent,
                 "paired": u.detectable_paired,
                 "family_sizes": dict(BENCHMARK_SIZES),
                 "power": stats.POWER,
@@ -582,7 +693,6 @@ def leaderboard_json(board: Board) -> str:
         },
         "entries": entries,
         "pairs": [_pair_json(p, by_key) for p in u.pairs],
-        "versus_paper": [_pair_json(p, by_key) for p in u.against_published],
     }
     text = json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     for token, value in compact.items():
@@ -598,11 +708,23 @@ def _percent(value: Any, where: str) -> float | None:
     """Return a percentage or None (null: n/a or not measured); refuse anything else naming the field."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ReportError(f"{where}: {value!r} is not a number or null")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+        raise ReportError(f"{where}: {_shown(value)} is not a number or null")
     if not 0 <= value <= 100:
-        raise ReportError(f"{where}: {value} is outside 0-100 (a percentage)")
+        raise ReportError(f"{where}: {_shown(value)} is outside 0-100 (a percentage)")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """Whether a JSON number is finite (an integer always is, however long: no float conversion)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    """Return a value for an error message: a long integer as its number of digits, anything else as repr."""
+    if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > 20:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return repr(value)
 
 
 def _sizes_from_json(raw: Any, where: str) -> dict[str, int] | None:
@@ -612,8 +734,8 @@ def _sizes_from_json(raw: Any, where: str) -> dict[str, int] | None:
     if not isinstance(raw, dict) or set(raw) != set(FAMILIES):
         raise ReportError(f"{where}: expected null or an object with keys {', '.join(FAMILIES)}")
     for family, n in raw.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ReportError(f"{where}.{family}: {n!r} is not a number of samples (an integer >= 1)")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 10**9:
+            raise ReportError(f"{where}.{family}: {_shown(n)} is not a number of samples (an integer 1 to 10^9)")
     return dict(raw)
 
 
@@ -647,8 +769,8 @@ def _bounds(raw: Any, where: str, kind: type = float) -> list | None:
     if not isinstance(raw, list) or len(raw) != 2:
         raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
     if kind is int:
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in raw):
-            raise ReportError(f"{where}: expected two ranks (integers >= 1), got {raw!r}")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**9 for v in raw):
+            raise ReportError(f"{where}: expected two ranks (integers 1 to 10^9), got {', '.join(map(_shown, raw))}")
         bounds = list(raw)
     else:
         bounds = [_percent(v, f"{where}[{i}]") for i, v in enumerate(raw)]
@@ -667,27 +789,25 @@ V2_FIELDS = (
     "interval_gain",
     "interval_method",
     "rank_range",
-    "rank_group",
 )
 """The fields version 2 added to an entry (a version 1 entry has none: no verdicts, intervals recomputed)."""
+V3_FIELDS = ("letters", "failed_requests", "unranked_because")
+"""The fields version 3 added (version 2's rank_group is read and dropped: the letters are recomputed)."""
+INTERVAL_METHODS = {2: ("paired bootstrap", "binomial"), 3: (CHAINS, COUNTS)}
 
 
-def _v2_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """Return the checked version 2 fields of an entry."""
-    for key in V2_FIELDS:
+def _v2_fields(raw: dict[str, Any], where: str, version: int) -> dict[str, Any]:
+    """Return the checked version 2 (and 3) fields of an entry."""
+    for key in (*V2_FIELDS, *(V3_FIELDS if version >= 3 else ("rank_group",))):
         if key not in raw:
             raise ReportError(f"{where}.{key}: missing")
     if not isinstance(raw["fingerprint"], str):
         raise ReportError(f"{where}.fingerprint: expected a string ('' when not recorded)")
     if raw["fingerprint"]:
         checked_text(raw["fingerprint"], f"{where}.fingerprint", "fingerprint")
-    if raw["interval_method"] not in (None, "paired bootstrap", BINOMIAL):
-        raise ReportError(
-            f"{where}.interval_method: {raw['interval_method']!r} is not paired bootstrap, binomial or null"
-        )
-    group = raw["rank_group"]
-    if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
-        raise ReportError(f"{where}.rank_group: {group!r} is not a group number (an integer >= 1) or null")
+    methods = INTERVAL_METHODS[min(version, 3)]
+    if raw["interval_method"] not in (None, *methods):
+        raise ReportError(f"{where}.interval_method: {raw['interval_method']!r} is not {', '.join(methods)} or null")
     if raw["verdicts"] and raw.get("source") != "run":
         raise ReportError(f"{where}.verdicts: only a run has chain verdicts (source is {raw.get('source')!r})")
     verdicts = _verdicts_from_json(raw["verdicts"], f"{where}.verdicts")
@@ -695,16 +815,44 @@ def _v2_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
         problem = verdicts_problem(verdicts[setting], score=raw.get(key)) if setting in verdicts else None
         if problem:
             raise ReportError(f"{where}.verdicts.{setting}: {problem} ({key})")
-    return {
+    fields = {
         "family_sizes": _sizes_from_json(raw["family_sizes"], f"{where}.family_sizes"),
         "fingerprint": raw["fingerprint"],
         "verdicts": verdicts,
         "interval_context": _bounds(raw["interval_context"], f"{where}.interval_context"),
         "interval_gain": _gain(raw["interval_gain"], f"{where}.interval_gain"),
-        "interval_method": raw["interval_method"],
+        "interval_method": raw["interval_method"] if version >= 3 else None,
         "rank_range": _bounds(raw["rank_range"], f"{where}.rank_range", int),
-        "rank_group": group,
     }
+    return fields | (_v3_fields(raw, where) if version >= 3 else {})
+
+
+def _v3_fields(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Return the checked version 3 fields of an entry: letters, failed requests and why it is not ranked."""
+    letters = raw["letters"]
+    if letters is not None and (not isinstance(letters, str) or not letters or len(letters) > 200):
+        raise ReportError(f"{where}.letters: expected null or a non-empty string of letters, got {letters!r}")
+    if letters is not None and not all(c.isascii() and (c.isalpha() or c == " ") for c in letters):
+        raise ReportError(f"{where}.letters: {letters!r} is not letters")
+    failed = raw["failed_requests"]
+    if not isinstance(failed, dict) or not set(failed) <= {"base", "context"}:
+        raise ReportError(f"{where}.failed_requests: expected an object with keys among base, context")
+    for setting, counts in failed.items():
+        ok = (
+            isinstance(counts, list)
+            and len(counts) == 2
+            and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 10**9 for c in counts)
+        )
+        if not ok or counts[0] > counts[1]:
+            raise ReportError(f"{where}.failed_requests.{setting}: expected [failed, requests] with failed <= requests")
+    because = raw["unranked_because"]
+    if because is not None:
+        if not isinstance(because, str) or not because:
+            raise ReportError(f"{where}.unranked_because: expected null or a non-empty string")
+        checked_text(because, f"{where}.unranked_because", "text")
+        if raw.get("rankable"):
+            raise ReportError(f"{where}.unranked_because: set, but rankable is true")
+    return {"letters": letters, "failed_requests": {k: list(v) for k, v in failed.items()}, "unranked_because": because}
 
 
 def _gain(raw: Any, where: str) -> list[float] | None:
@@ -714,9 +862,9 @@ def _gain(raw: Any, where: str) -> list[float] | None:
     if (
         not isinstance(raw, list)
         or len(raw) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in raw)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) for v in raw)
     ):
-        raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
+        raise ReportError(f"{where}: expected [low, high] or null, got {', '.join(map(_shown, raw))}")
     if not all(-100 <= v <= 100 for v in raw) or raw[0] > raw[1]:
         raise ReportError(f"{where}: {raw!r} is not an interval of points between -100 and 100, low first")
     return [float(v) for v in raw]
@@ -762,7 +910,7 @@ def _entry_from_json(raw: Any, where: str, version: int = SCHEMA_VERSION) -> Ent
         acc_full={f: _percent(acc[f], f"{where}.acc_full.{f}") for f in FAMILIES},
         interval_base=bounds,
         notes=list(raw["notes"]),
-        **(_v2_fields(raw, where) if version >= 2 else {}),
+        **(_v2_fields(raw, where, version) if version >= 2 else {}),
     )
 
 

@@ -15,9 +15,10 @@ from hvcu_tasks.report.leaderboard import (
     leaderboard_table,
     make_board,
     pairs_table,
+    run_pairs,
+    versus_pairs,
     versus_table,
 )
-from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
@@ -149,7 +150,6 @@ def report_tables(
     models: list[ModelResult],
     reference: bool = True,
     board: Board | None = None,
-    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> list[Table]:
     """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
     per custom data.
@@ -161,11 +161,11 @@ def report_tables(
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if board is None:
-        board = make_board(board_entries(ranked, reference), resampling.resamples, resampling.seed)
+        board = make_board(board_entries(ranked, reference))
     head = [leaderboard_table(board)] if board.entries else []
-    head += [pairs_table(board)] if board.uncertainty.pairs else []
-    head += [versus_table(board)] if board.uncertainty.against_published else []
-    tables = head + all_tables(ranked, reference, resampling)
+    head += [pairs_table(board)] if run_pairs(board) else []
+    head += [versus_table(board)] if versus_pairs(board) else []
+    tables = head + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:
         if unrecorded and not table.name.startswith("general"):
@@ -175,9 +175,9 @@ def report_tables(
         if CUSTOM in m.dataset:
             sections.setdefault(m.data_label(), []).append(m)
     for n, (label, group) in enumerate(sorted(sections.items()), start=1):
-        custom = make_board(board_entries(group, reference=False), resampling.resamples, resampling.seed)
-        head = [leaderboard_table(custom)] + ([pairs_table(custom)] if custom.uncertainty.pairs else [])
-        for table in [t for t in head if t.rows] + all_tables(group, False, resampling):
+        custom = make_board(board_entries(group, reference=False))
+        head = [leaderboard_table(custom)] + ([pairs_table(custom)] if run_pairs(custom) else [])
+        for table in [t for t in head if t.rows] + all_tables(group, False):
             table.name = f"custom{n}_{table.name}"
             table.title = f"[{label}] {table.title}"
             table.notes.append(

@@ -18,7 +18,6 @@ from hvcu_tasks.report.html import (
     render_model_page,
     table_html,
 )
-from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.report.tables import (
     Table,
     aspect_table,
@@ -68,7 +67,6 @@ def model_tables(
     model: ModelResult,
     board: Table | None,
     pair: tuple[ModelResult, ModelResult] | None = None,
-    resampling: Resampling = DEFAULT_RESAMPLING,
     comparisons: Sequence[Table] = (),
 ) -> list[Table]:
     """Return one model's tables: its leaderboard row, its rows of the `comparisons` (paired with other runs,
@@ -81,9 +79,9 @@ def model_tables(
         tables.append(aspect_table([model], setting))
         tables.append(error_table([model], setting))
         if model.chains.get(setting):
-            tables.append(interval_table([model], setting, resampling))
+            tables.append(interval_table([model], setting))
         if pair is not None and all(setting in m.settings for m in pair):
-            tables.append(compare_table(*pair, setting, resampling))
+            tables.append(compare_table(*pair, setting))
     if model.general:
         tables.append(general_table([model], reference=False))
     return tables
@@ -136,7 +134,6 @@ def write_site(
     reference: bool = True,
     published: Sequence[str] = (),
     data: Sequence[str] = (),
-    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> list[Path]:
     """Write index.html and one page per model into `out` (figures already under it); return the written pages.
 
@@ -164,7 +161,7 @@ def write_site(
             written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
-        tables_of = model_tables(model, board, pair, resampling, comparisons)
+        tables_of = model_tables(model, board, pair, comparisons)
         page = ModelPage(model.model, names[model.model], tables_of, records=model.records)
         data = f"Data: {model.data_label()}" + (
             " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"

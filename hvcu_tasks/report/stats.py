@@ -1,113 +1,193 @@
-"""The interval methods behind `hvcu report`: seeded bootstrap over samples, binomial intervals, paired tests,
-rank ranges and the smallest difference the benchmark can detect.
+"""The interval methods behind `hvcu report`, all computed from counts (no resampling, no seed).
 
-A resample is a set of sample indices per family (the Score is the mean of the families' Acc_full, so each
-family is resampled within itself). Its random stream is seeded by the seed and a key naming the samples (their
-ids and the data fingerprint), so every run on the same samples is resampled with the same indices: differences
-between them are paired, and adding a model to a board never changes another model's draws.
+- A Score (the mean of the families' Acc_full) gets the MOVER interval of its families' exact Clopper–Pearson
+  intervals: never zero-width, conservative at small n and at shares of 0 or 1.
+- A difference of two Scores gets an adjusted Wald interval and the z-test that inverts it (so the two never
+  disagree about significance): Agresti–Caffo per family for two independent rows, Bonett–Price per family for two
+  runs on the same samples (paired); the families' variances add up.
+- Many comparisons on one board are adjusted together by Holm's step-down rule (familywise error at most 5%).
+- Rank ranges and letter groups are read off the adjusted comparisons, so they agree with them on every pair.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-import numpy as np
-
-ITERATIONS = 2000
-SEED = 0
 LEVEL = 0.95
+ALPHA = 1 - LEVEL
 POWER = 0.8
 """The power at which the detectable difference is quoted (with a two-sided test at 1 - LEVEL)."""
+P_FLOOR = 1e-300
+"""The smallest p-value stored: a smaller one (beyond float precision) is given as this upper bound."""
+ADJUSTMENT = "Holm"
+
+
+def z_value(level: float = LEVEL) -> float:
+    """Return the two-sided normal quantile of a confidence level (1.959964 at 95%)."""
+    return NormalDist().inv_cdf(1 - (1 - level) / 2)
+
+
+def exact_interval(right: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Return the Clopper–Pearson interval (percent) of `right` successes in `n` trials (beta quantiles)."""
+    from scipy.stats import beta
+
+    if n < 1 or not 0 <= right <= n:
+        raise ValueError(f"an exact interval needs 0 <= right <= n and n >= 1, got {right} of {n}")
+    tail = (1 - level) / 2
+    low = 0.0 if right == 0 else float(beta.ppf(tail, right, n - right + 1))
+    high = 1.0 if right == n else float(beta.ppf(1 - tail, right + 1, n - right))
+    return 100 * low, 100 * high
+
+
+def _checked(right: Mapping[str, int], sizes: Mapping[str, int]) -> list[str]:
+    """Return the families of a count set, refusing an empty one or one whose families disagree with its sizes."""
+    if not right or set(right) != set(sizes):
+        raise ValueError("a Score needs the same non-empty set of families in its counts and sizes")
+    return sorted(right)
+
+
+def score_of(right: Mapping[str, int], sizes: Mapping[str, int]) -> float:
+    """Return the Score (percent) of per-family counts: the mean of the families' shares right."""
+    families = _checked(right, sizes)
+    return 100 * sum(right[f] / sizes[f] for f in families) / len(families)
+
+
+def score_interval(right: Mapping[str, int], sizes: Mapping[str, int], level: float = LEVEL) -> tuple[float, float]:
+    """Return the interval (percent) of a Score: the MOVER combination of its families' exact intervals.
+
+    With shares p_f, exact bounds l_f, u_f and k families: Score ± sqrt(sum of (p_f - l_f)^2, resp. (u_f - p_f)^2)/k.
+    """
+    families = _checked(right, sizes)
+    k = len(families)
+    score = score_of(right, sizes)
+    below, above = 0.0, 0.0
+    for f in families:
+        share = 100 * right[f] / sizes[f]
+        low, high = exact_interval(right[f], sizes[f], level)
+        below += (share - low) ** 2
+        above += (high - share) ** 2
+    return max(0.0, score - math.sqrt(below) / k), min(100.0, score + math.sqrt(above) / k)
 
 
 @dataclass(frozen=True)
-class Resampling:
-    """How many bootstrap resamples every interval of a report draws, and their seed (`--resamples`, `--seed`)."""
+class Difference:
+    """Score(B) - Score(A) in points: the observed difference, its 95% interval and the two-sided p-value."""
 
-    resamples: int = ITERATIONS
-    seed: int = SEED
+    delta: float
+    interval: tuple[float, float]
+    p_value: float
 
-
-DEFAULT_RESAMPLING = Resampling()
-
-
-def stream(seed: int, key: str) -> np.random.Generator:
-    """Return the random stream of one resampling frame: the seed and a stable hash of the frame's key."""
-    digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
-    return np.random.default_rng([seed, digest])
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies wholly on one side of 0 (exactly when p < 1 - LEVEL)."""
+        return self.interval[0] > 0 or self.interval[1] < 0
 
 
-def frame_key(ids: Mapping[str, Sequence[str]], fingerprint: str = "") -> str:
-    """Return the key of the samples a run answered: each family's sorted sample ids and the data fingerprint."""
-    text = "\n".join(f"{family}:{','.join(sorted(map(str, ids[family])))}" for family in sorted(ids))
-    return hashlib.sha256(f"{fingerprint}\n{text}".encode()).hexdigest()
+def _z_difference(delta: float, centre: float, se: float, level: float) -> Difference:
+    """Return the difference with the interval centre ± z * se (clipped to ±100) and the z-test's p-value."""
+    z = z_value(level)
+    interval = (max(-100.0, centre - z * se), min(100.0, centre + z * se))
+    p = 2 * NormalDist().cdf(-abs(centre) / se) if se > 0 else 1.0
+    return Difference(delta, interval, max(P_FLOOR, min(1.0, p)))
 
 
-def resample_indices(
-    sizes: Mapping[str, int], key: str, iterations: int = ITERATIONS, seed: int = SEED
-) -> dict[str, np.ndarray]:
-    """Return `iterations` bootstrap resamples of each family's sample indices (rows), seeded by `seed` and `key`."""
-    rng = stream(seed, key)
-    return {family: rng.integers(0, sizes[family], size=(iterations, sizes[family])) for family in sorted(sizes)}
+def unpaired_difference(
+    a_right: Mapping[str, int],
+    a_sizes: Mapping[str, int],
+    b_right: Mapping[str, int],
+    b_sizes: Mapping[str, int],
+    level: float = LEVEL,
+) -> Difference:
+    """Return Score(B) - Score(A) of two independent rows: per family Agresti–Caffo (one success and one failure
+    added to each row), the families' variances summed."""
+    families = _checked(a_right, a_sizes)
+    if families != _checked(b_right, b_sizes):
+        raise ValueError("two Scores are compared over the same families")
+    k = len(families)
+    centre, variance = 0.0, 0.0
+    for f in families:
+        pa = (a_right[f] + 1) / (a_sizes[f] + 2)
+        pb = (b_right[f] + 1) / (b_sizes[f] + 2)
+        centre += (pb - pa) / k
+        variance += (pa * (1 - pa) / (a_sizes[f] + 2) + pb * (1 - pb) / (b_sizes[f] + 2)) / k**2
+    delta = score_of(b_right, b_sizes) - score_of(a_right, a_sizes)
+    return _z_difference(delta, 100 * centre, 100 * math.sqrt(variance), level)
 
 
-def score_draws(verdicts: Mapping[str, Sequence[bool]], indices: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Return the Score (percent) of each resample: the mean over families of the resampled Acc_full."""
-    if not verdicts:
-        raise ValueError("resampling a Score needs at least one family")
-    per_family = []
-    for family in sorted(verdicts):
-        values = np.asarray(verdicts[family], dtype=float)
-        if values.size == 0:
-            raise ValueError(f"{family}: no verdict to resample")
-        per_family.append(values[indices[family]].mean(axis=1))
-    return np.mean(per_family, axis=0) * 100
+def paired_difference(
+    a: Mapping[str, Mapping[str, bool]], b: Mapping[str, Mapping[str, bool]], level: float = LEVEL
+) -> Difference:
+    """Return Score(B) - Score(A) of two runs on their common samples: per family Bonett–Price (one sample added to
+    each discordant cell), the families' variances summed."""
+    families = sorted(set(a) & set(b))
+    common = {f: sorted(set(a[f]) & set(b[f])) for f in families}
+    if not families or set(families) != set(a) | set(b) or not all(common.values()):
+        raise ValueError("the two runs share no sample of a family: a paired comparison needs the same samples")
+    k = len(families)
+    delta, centre, variance = 0.0, 0.0, 0.0
+    for f in families:
+        n = len(common[f])
+        b_only = sum(b[f][s] and not a[f][s] for s in common[f])
+        a_only = sum(a[f][s] and not b[f][s] for s in common[f])
+        p_b, p_a = (b_only + 1) / (n + 2), (a_only + 1) / (n + 2)
+        delta += (b_only - a_only) / n / k
+        centre += (p_b - p_a) / k
+        variance += (p_b + p_a - (p_b - p_a) ** 2) / (n + 2) / k**2
+    return _z_difference(100 * delta, 100 * centre, 100 * math.sqrt(variance), level)
 
 
-def binomial_draws(
-    acc: Mapping[str, float], sizes: Mapping[str, int], key: str, iterations: int = ITERATIONS, seed: int = SEED
-) -> np.ndarray:
-    """Return Score draws (percent) of a model known only by its families' Acc_full (percent) and sizes.
-
-    Each family's correct count is drawn from Binomial(size, Acc_full): the parametric bootstrap of a row without
-    sample logs, independent of every other model's draws.
-    """
-    rng = stream(seed, key)
-    columns = []
-    for family in sorted(acc):
-        n = sizes[family]
-        columns.append(rng.binomial(n, acc[family] / 100, size=iterations) / n)
-    return np.mean(columns, axis=0) * 100
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Return Holm's step-down adjusted p-values (familywise error control), in the order given."""
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for step, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - step) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
 
 
-def percentile_interval(draws: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    """Return the central `level` percentile interval of a set of draws."""
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
+def rank_ranges(count: int, above: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+    """Return each row's best and worst rank (1 = best) from the significant comparisons: best = 1 + the rows
+    significantly above it, worst = `count` - the rows significantly below it (`above(i, j)`: i above j)."""
+    ranges = []
+    for i in range(count):
+        better = sum(above(j, i) for j in range(count) if j != i)
+        worse = sum(above(i, j) for j in range(count) if j != i)
+        ranges.append((1 + better, count - worse))
+    return ranges
 
 
-def two_sided_p(draws: np.ndarray) -> float:
-    """Return the bootstrap two-sided p-value of 'the difference is 0': twice the smaller tail at 0, at most 1."""
-    return float(min(1.0, 2 * min((draws <= 0).mean(), (draws >= 0).mean())))
+def letters(count: int, differs: Callable[[int, int], bool]) -> list[str]:
+    """Return a compact letter display of rows 0..count-1 (best first): two rows share a letter exactly when
+    `differs` says their difference is not significant (insert-and-absorb)."""
+    columns: list[frozenset[int]] = [frozenset(range(count))] if count else []
+    for i in range(count):
+        for j in range(i + 1, count):
+            if not differs(i, j):
+                continue
+            split: list[frozenset[int]] = []
+            for column in columns:
+                split += [column - {i}, column - {j}] if i in column and j in column else [column]
+            unique = list(dict.fromkeys(split))
+            columns = [c for c in unique if not any(c < other for other in unique)]
+    columns.sort(key=lambda c: sorted(c))
+    names = [_letter(n) for n in range(len(columns))]
+    joiner = "" if len(columns) <= 26 else " "
+    return [joiner.join(name for name, c in zip(names, columns, strict=True) if i in c) for i in range(count)]
 
 
-def wald_score_interval(
-    acc: Mapping[str, float], sizes: Mapping[str, int], level: float = LEVEL
-) -> tuple[float, float]:
-    """Return the binomial (Wald) interval of a mean of independent family accuracies (percent), clipped to 0-100.
-
-    Var(Score) = sum_f p_f (1 - p_f) / n_f / k^2 for k families of n_f samples at accuracy p_f.
-    """
-    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
-    k = len(acc)
-    variance = sum((p / 100) * (1 - p / 100) / sizes[f] for f, p in acc.items()) / k**2
-    score = sum(acc.values()) / k
-    half = z * variance**0.5 * 100
-    return max(0.0, score - half), min(100.0, score + half)
+def _letter(n: int) -> str:
+    """Return the n-th letter name: a..z, then aa, ab, ..."""
+    name = ""
+    n += 1
+    while n:
+        n, rest = divmod(n - 1, 26)
+        name = chr(ord("a") + rest) + name
+    return name
 
 
 def detectable_difference(
@@ -118,58 +198,20 @@ def detectable_difference(
     `variance_per_sample`: per family, the variance of one sample's difference of verdicts (2 p (1 - p) for two
     independent models at accuracy p; the share of samples where the two disagree for a paired comparison).
     """
-    normal = NormalDist()
-    z = normal.inv_cdf(1 - (1 - level) / 2) + normal.inv_cdf(power)
+    return (z_value(level) + NormalDist().inv_cdf(power)) * _difference_se(sizes, variance_per_sample) * 100
+
+
+def significant_difference(
+    sizes: Mapping[str, int], variance_per_sample: Mapping[str, float], level: float = LEVEL
+) -> float:
+    """Return the smallest observed Score difference (points) that is significant on its own at 1 - `level`."""
+    return z_value(level) * _difference_se(sizes, variance_per_sample) * 100
+
+
+def _difference_se(sizes: Mapping[str, int], variance_per_sample: Mapping[str, float]) -> float:
+    """Return the standard error of a Score difference (share) from per-sample variances and family sizes."""
     k = len(sizes)
-    se = (sum(variance_per_sample[f] / sizes[f] for f in sizes) / k**2) ** 0.5
-    return z * se * 100
-
-
-def rank_ranges(draws: np.ndarray, level: float = LEVEL) -> list[tuple[int, int]]:
-    """Return each column's best and worst plausible rank (1 = best) over the rows of a resamples x models matrix.
-
-    In each resample a model's rank is 1 + the number of models scoring strictly higher (ties share a rank); its
-    range is the central `level` share of those ranks (lower and upper quantiles rounded outwards).
-    """
-    if draws.ndim != 2 or draws.shape[1] == 0:
-        raise ValueError("rank ranges need a resamples x models matrix with at least one model")
-    ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
-    tail = (1 - level) / 2
-    low = np.quantile(ranks, tail, axis=0, method="lower")
-    high = np.quantile(ranks, 1 - tail, axis=0, method="higher")
-    return [(int(a), int(b)) for a, b in zip(low, high, strict=True)]
-
-
-def rank_groups(order: Sequence[int], differs: Callable[[int, int], bool]) -> list[int]:
-    """Return a group number (from 1) per model of `order` (best first): a group's first model leads it, and each
-    next model joins the current group unless it is significantly worse than that leader (`differs`)."""
-    groups: list[int] = []
-    leader = None
-    for model in order:
-        if leader is None or differs(leader, model):
-            leader = model
-            groups.append(len(set(groups)) + 1)
-        else:
-            groups.append(groups[-1])
-    return groups
-
-
-def bootstrap_ci(
-    correct: Mapping[str, bool], iterations: int = ITERATIONS, seed: int = SEED, fingerprint: str = ""
-) -> tuple[float, float]:
-    """Return the 95% percentile bootstrap interval of the accuracy (percent) of sample id -> verdict."""
-    if not correct:
-        raise ValueError("bootstrap of an empty sample")
-    return score_ci({"": correct}, iterations, seed, fingerprint)
-
-
-def score_ci(
-    per_family: Mapping[str, Mapping[str, bool]], iterations: int = ITERATIONS, seed: int = SEED, fingerprint: str = ""
-) -> tuple[float, float]:
-    """Return the 95% bootstrap interval of the Score (mean of the families' Acc_full), resampling each family."""
-    ids = {f: sorted(v) for f, v in per_family.items()}
-    indices = resample_indices({f: len(v) for f, v in ids.items()}, frame_key(ids, fingerprint), iterations, seed)
-    return percentile_interval(score_draws({f: [per_family[f][s] for s in ids[f]] for f in ids}, indices))
+    return math.sqrt(sum(variance_per_sample[f] / sizes[f] for f in sizes) / k**2)
 
 
 @dataclass(frozen=True)
@@ -196,19 +238,8 @@ def mcnemar(a: Mapping[str, bool], b: Mapping[str, bool]) -> PairedResult:
     return PairedResult(len(common), a_only, b_only, p)
 
 
-def paired_score_delta(
-    a: Mapping[str, Mapping[str, bool]],
-    b: Mapping[str, Mapping[str, bool]],
-    iterations: int = ITERATIONS,
-    seed: int = SEED,
-) -> tuple[float, float, float]:
-    """Return the paired-bootstrap 95% interval of Score(B) - Score(A) on their common samples, and its p-value."""
-    ids = {f: sorted(set(a[f]) & set(b[f])) for f in sorted(set(a) & set(b))}
-    if not ids or not all(ids.values()):
-        raise ValueError("the two models share no sample of a family: a paired test needs the same samples")
-    indices = resample_indices({f: len(v) for f, v in ids.items()}, frame_key(ids), iterations, seed)
-    delta = score_draws({f: [b[f][s] for s in ids[f]] for f in ids}, indices) - score_draws(
-        {f: [a[f][s] for s in ids[f]] for f in ids}, indices
-    )
-    low, high = percentile_interval(delta)
-    return low, high, two_sided_p(delta)
+def p_text(p_value: float) -> str:
+    """Format a p-value for a table: three significant digits, '< 0.0001' below that."""
+    if p_value < 1e-4:
+        return "< 0.0001"
+    return f"{p_value:.3g}"

@@ -10,13 +10,13 @@ from hvcu_tasks.core.metrics import (
     CHANCE_FULL,
     CHANCE_LEVEL,
     OFFICIAL_FULL_METRIC,
+    OFFICIAL_SUFFIX,
     aspect_metric,
     error_share_metric,
     errors_at_metric,
     invalid_metric,
 )
 from hvcu_tasks.report.reference import rows_for
-from hvcu_tasks.report.stats import DEFAULT_RESAMPLING, Resampling
 from hvcu_tasks.results.runs import ModelResult, aspect_names, is_nan
 
 Cell = str | float | int | None
@@ -286,10 +286,8 @@ def general_table(models: list[ModelResult], reference: bool = True) -> Table:
     return table
 
 
-def all_tables(
-    models: list[ModelResult], reference: bool = True, resampling: Resampling = DEFAULT_RESAMPLING
-) -> list[Table]:
-    """Return every table the runs support, in reading order (intervals drawn as `resampling` says)."""
+def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
+    """Return every table the runs support, in reading order."""
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
     tables = [setting_table(models, s, reference) for s in settings]
     if settings == ["base", "context"]:
@@ -299,7 +297,7 @@ def all_tables(
     for s in settings:
         tables += [aspect_table(models, s), error_table(models, s)]
         if any(m.chains.get(s) for m in models):
-            tables.append(interval_table(models, s, resampling))
+            tables.append(interval_table(models, s))
     if any(m.general for m in models):
         tables.append(general_table(models, reference))
     for table in tables:
@@ -315,58 +313,61 @@ def _interval(low_high: tuple[float, float]) -> str:
     return f"[{low_high[0]:.2f}, {low_high[1]:.2f}]"
 
 
-def interval_table(models: list[ModelResult], setting: str, resampling: Resampling = DEFAULT_RESAMPLING) -> Table:
-    """95% bootstrap intervals of Acc_full per family and of the Score (needs --log_samples runs)."""
-    from hvcu_tasks.report.stats import bootstrap_ci, score_ci
+def interval_table(models: list[ModelResult], setting: str) -> Table:
+    """95% intervals of Acc_full per family and of the Score (needs --log_samples runs), this toolkit's parser."""
+    from hvcu_tasks.report.stats import exact_interval, score_interval
 
-    n, seed = resampling.resamples, resampling.seed
     columns = ["Model", *[f"{FAMILY_LABEL[f]} Acc_full" for f in FAMILIES], "Score"]
-    table = Table(f"intervals_{setting}", f"95% bootstrap intervals, {setting} setting", columns)
+    table = Table(f"intervals_{setting}", f"95% intervals, {setting} setting", columns)
     for model in models:
         chains = model.chains.get(setting, {})
         if not chains:
             continue
-        data = model.data_fingerprint()
-        cells: list[Cell] = [
-            _interval(bootstrap_ci(chains[f], n, seed, data)) if f in chains else None for f in FAMILIES
-        ]
-        score = _interval(score_ci(chains, n, seed, data)) if set(chains) == set(FAMILIES) else None
+        right = {f: sum(c.values()) for f, c in chains.items() if c}
+        sizes = {f: len(c) for f, c in chains.items() if c}
+        cells: list[Cell] = [_interval(exact_interval(right[f], sizes[f])) if f in right else None for f in FAMILIES]
+        score = _interval(score_interval(right, sizes)) if set(right) == set(FAMILIES) else None
         table.rows.append([_label(model, setting), *cells, score])
     table.notes.append(
-        f"Percentile bootstrap over samples ({n} resamples, seed {seed}), this toolkit's parser; the Score "
-        "resamples each family with the resamples the leaderboard uses for Score (official). Only runs made with "
-        "--log_samples have intervals."
+        "This toolkit's parser. Acc_full: the exact (Clopper–Pearson) 95% interval of each family's share of chains "
+        "right; Score: those combined by MOVER (the leaderboard's method for Score (official)). Only runs made "
+        "with --log_samples have intervals."
     )
     table.notes += _partial_notes(models, (setting,))
     return table
 
 
-def compare_table(a: ModelResult, b: ModelResult, setting: str, resampling: Resampling = DEFAULT_RESAMPLING) -> Table:
-    """Model B against model A (e.g. tuned vs base): per family and level, both values and Δ, with paired tests."""
-    from hvcu_tasks.report.stats import mcnemar, paired_score_delta
+def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
+    """Model B against model A (e.g. tuned vs base) under the authors' parser: per family and level, both values and
+    Δ = B − A, with McNemar per family and the paired interval of the Score's difference."""
+    from hvcu_tasks.report.stats import mcnemar, p_text, paired_difference
 
+    official = [m + OFFICIAL_SUFFIX for m in LEVEL_METRICS]
     columns = ["Task", *[f"{METRIC_LABEL[m]} {x}" for m in LEVEL_METRICS for x in ("A", "B", "Δ")], "McNemar p"]
-    title = f"{b.model} (B) vs {a.model} (A), {setting} setting"
+    title = f"{b.model} (B) vs {a.model} (A), {setting} setting, authors' parser (official)"
     table = Table(f"compare_{setting}", title, columns)
     fa, fb = a.settings.get(setting, {}), b.settings.get(setting, {})
-    ca, cb = a.chains.get(setting, {}), b.chains.get(setting, {})
+    ca, cb = a.chains_official.get(setting, {}), b.chains_official.get(setting, {})
     for f in FAMILIES:
         if f not in fa or f not in fb:
             continue
         cells: list[Cell] = []
-        for m in LEVEL_METRICS:
+        for m in official:
             va, vb = fa[f].get(m), fb[f].get(m)
             cells += [va, vb, None if va is None or vb is None else round(vb - va, 2)]
         p = mcnemar(ca[f], cb[f]).p_value if f in ca and f in cb else None
         table.rows.append([FAMILY_LABEL[f], *cells, p])
-    sa, sb = a.score(setting), b.score(setting)
+    sa, sb = a.official_score(setting), b.official_score(setting)
     delta = None if sa is None or sb is None else round(sb - sa, 2)
-    table.notes.append(f"Score: A {cell_or_dash(sa)}, B {cell_or_dash(sb)}, Δ {cell_or_dash(delta)}.")
-    if set(ca) == set(cb) == set(FAMILIES):
-        low, high, p = paired_score_delta(ca, cb, resampling.resamples, resampling.seed)
+    table.notes.append(
+        f"Score (official): A {cell_or_dash(sa)}, B {cell_or_dash(sb)}, Δ = B − A {cell_or_dash(delta)} (the "
+        "sign convention of every comparison in this report; the leaderboard's parser)."
+    )
+    if set(ca) == set(cb) == set(FAMILIES) and all(set(ca[f]) & set(cb[f]) for f in FAMILIES):
+        d = paired_difference(ca, cb)
         table.notes.append(
-            f"Paired bootstrap of the Score gain ({resampling.resamples} resamples, seed {resampling.seed}): 95% "
-            f"interval [{low:.2f}, {high:.2f}], p = {p:.4f}."
+            f"Paired comparison of the Score (Bonett–Price per family, on the samples both answered): Δ = B − A "
+            f"{d.delta:.2f}, 95% interval [{d.interval[0]:.2f}, {d.interval[1]:.2f}], p = {p_text(d.p_value)}."
         )
     else:
         table.notes.append("No paired test: both runs need --log_samples for all three families.")

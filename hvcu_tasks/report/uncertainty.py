@@ -1,10 +1,11 @@
-"""The leaderboard's uncertainty: each model's Score draws, its intervals, rank range and rank group, the paired
-comparison of every two runs on the same samples, and the smallest difference the board can detect.
+"""The leaderboard's uncertainty: each model's Score interval, every comparison of two models (adjusted together),
+the rank ranges and letter groups read off those comparisons, and the smallest difference the board can detect.
 
-A run with sample logs is resampled over its samples (a paired bootstrap: runs on the same samples share the
-resample indices); a model known only by its families' Acc_full (a [paper] row, a run without logs) is drawn from
-binomials of its family sizes, independently of everyone else. Ranks and groups use the draws of every model
-together, so a difference between two logged runs is paired and one involving a binomial row is not.
+A run with sample logs is known by its chain verdicts, a row without them (a [paper] row, a run without
+--log_samples) by its families' correct counts. Two runs logged on the same samples are compared paired; any other
+two rows unpaired. The comparisons of the ranked rows form one family adjusted by Holm's rule; the rank ranges and
+letters come from its adjusted verdicts. Unranked runs on the same samples (smoke-sample runs, say) are compared
+among themselves, one family per set of samples.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from hvcu_tasks.report import stats
 
-BOOTSTRAP = "paired bootstrap"
-BINOMIAL = "binomial"
+CHAINS = "chains"
+"""An interval from a run's chain verdicts (its comparisons with runs on the same samples are paired)."""
+COUNTS = "counts"
+"""An interval from the families' accuracies alone (no sample logs: every comparison is unpaired)."""
+BOARD_FAMILY = "ranked rows"
 
 
 @dataclass(frozen=True)
@@ -28,32 +30,32 @@ class Verdicts:
     chains: Mapping[str, Mapping[str, bool]]
     fingerprint: str = ""
 
-    def ids(self) -> dict[str, list[str]]:
-        """Return each family's sample ids, sorted (the order the verdicts are resampled in)."""
-        return {family: sorted(chains) for family, chains in self.chains.items()}
+    def frame(self) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """Return what identifies the samples these verdicts are on (runs with the same frame are paired)."""
+        return self.fingerprint, tuple((f, tuple(sorted(c))) for f, c in sorted(self.chains.items()))
 
-    def frame(self) -> str:
-        """Return the key of the samples these verdicts are on (runs with the same key are paired)."""
-        return stats.frame_key(self.ids(), self.fingerprint)
+    def right(self) -> dict[str, int]:
+        """Return each family's number of chains right."""
+        return {f: sum(map(bool, c.values())) for f, c in self.chains.items()}
 
-    def values(self) -> dict[str, list[bool]]:
-        """Return each family's verdicts in sample-id order."""
-        return {family: [self.chains[family][s] for s in ids] for family, ids in self.ids().items()}
+    def sizes(self) -> dict[str, int]:
+        """Return each family's number of chains."""
+        return {f: len(c) for f, c in self.chains.items()}
 
 
 @dataclass(frozen=True)
 class Contender:
-    """One model on the board as the uncertainty sees it: a key, whether it ranks, and what can be resampled."""
+    """One model on the board as the uncertainty sees it: a key, whether it ranks, and what it is known by."""
 
     key: str
     rankable: bool
     base: Verdicts | None = None
     context: Verdicts | None = None
     acc_full: Mapping[str, float] | None = None
-    """Per family, the base Acc_full (percent): drawn from binomials when `base` is absent."""
+    """Per family, the base Acc_full (percent): its counts when `base` is absent."""
     sizes: Mapping[str, int] | None = None
-    published: bool = False
-    """A row published without sample logs (the paper's): every run is compared with it, unpaired."""
+    compared: bool = True
+    """Whether it is compared at all (a run whose requests failed is not: its Score measures the failures)."""
 
 
 @dataclass
@@ -65,43 +67,53 @@ class Assessment:
     context: tuple[float, float] | None = None
     gain: tuple[float, float] | None = None
     rank_range: tuple[int, int] | None = None
-    rank_group: int | None = None
+    letters: str | None = None
 
 
 @dataclass(frozen=True)
 class Pair:
-    """Two runs on the same samples: Score(a) - Score(b), its paired 95% interval and p-value."""
+    """A comparison of two rows: Score(b) - Score(a), its 95% interval, raw and adjusted p-values."""
 
     a: str
     b: str
     delta: float
     interval: tuple[float, float]
     p_value: float
-    paired: bool = True
-    """Whether both were resampled over the same samples (else independent draws: a published row's binomials)."""
+    p_adjusted: float
+    paired: bool
+    family: str
+    """The family of comparisons the adjustment ran over (the ranked rows, or unranked runs on one sample set)."""
+    family_size: int
 
     @property
     def significant(self) -> bool:
-        """Whether the interval excludes 0."""
-        return self.interval[0] > 0 or self.interval[1] < 0
+        """Whether the adjusted p-value is below 1 - LEVEL."""
+        return self.p_adjusted < stats.ALPHA
 
 
 @dataclass
 class Uncertainty:
-    """The board's uncertainty: per contender key its assessment, the pairs, and the detectable differences."""
+    """The board's uncertainty: per contender key its assessment, every comparison, and the detectable differences."""
 
     assessments: dict[str, Assessment] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
-    against_published: list[Pair] = field(default_factory=list)
-    """Each ranked run against each published row: Score(run) - Score(row), unpaired."""
     detectable_independent: float | None = None
-    """The smallest Score difference two independent models at 50% Acc_full show at 80% power (α = 0.05)."""
+    """The smallest true Score difference two independent models at 50% Acc_full show at 80% power (α = 0.05)."""
+    significant_independent: float | None = None
+    """The smallest observed difference of two such models that is significant on its own (before adjustment)."""
     detectable_paired: float | None = None
-    """The same for the paired runs here: the median over pairs of their disagreement."""
+    """The detectable difference of the paired runs here: the median over pairs of their disagreement."""
     unranked: list[str] = field(default_factory=list)
-    """Rankable contenders with nothing to draw from (no logs, no family sizes): left out of the rank ranges."""
-    resamples: int = stats.ITERATIONS
-    seed: int = stats.SEED
+    """Rankable contenders with nothing to count (no logs, no family sizes): left out of the comparisons."""
+
+
+@dataclass(frozen=True)
+class _Known:
+    """A contender's counts per family, and its verdicts when it has them."""
+
+    right: dict[str, int]
+    sizes: dict[str, int]
+    verdicts: Verdicts | None
 
 
 def _complete(verdicts: Verdicts | None, families: Sequence[str]) -> bool:
@@ -109,122 +121,102 @@ def _complete(verdicts: Verdicts | None, families: Sequence[str]) -> bool:
     return verdicts is not None and set(verdicts.chains) == set(families) and all(verdicts.chains.values())
 
 
-class _Draws:
-    """Score draws per contender and setting, with one set of resample indices per frame."""
-
-    def __init__(self, resamples: int, seed: int) -> None:
-        self.resamples, self.seed = resamples, seed
-        self._indices: dict[str, dict[str, np.ndarray]] = {}
-
-    def of(self, verdicts: Verdicts) -> np.ndarray:
-        """Return the bootstrap Score draws of one setting's verdicts."""
-        frame = verdicts.frame()
-        if frame not in self._indices:
-            sizes = {f: len(ids) for f, ids in verdicts.ids().items()}
-            self._indices[frame] = stats.resample_indices(sizes, frame, self.resamples, self.seed)
-        return stats.score_draws(verdicts.values(), self._indices[frame])
-
-    def binomial(self, contender: Contender) -> np.ndarray:
-        """Return the binomial Score draws of a contender known by its families' Acc_full and sizes."""
-        assert contender.acc_full is not None and contender.sizes is not None
-        return stats.binomial_draws(contender.acc_full, contender.sizes, contender.key, self.resamples, self.seed)
+def _known(c: Contender, families: Sequence[str]) -> _Known | None:
+    """Return what a contender's base Score is known by, None when nothing can be counted."""
+    if _complete(c.base, families):
+        assert c.base is not None
+        return _Known(c.base.right(), c.base.sizes(), c.base)
+    if c.acc_full is not None and c.sizes is not None and set(c.acc_full) == set(families):
+        right = {f: round(c.acc_full[f] / 100 * c.sizes[f]) for f in families}
+        return _Known(right, {f: c.sizes[f] for f in families}, None)
+    return None
 
 
-def assess(
-    contenders: Sequence[Contender],
-    families: Sequence[str],
-    benchmark_sizes: Mapping[str, int],
-    resamples: int = stats.ITERATIONS,
-    seed: int = stats.SEED,
-) -> Uncertainty:
-    """Return the board's uncertainty; `contenders` come best first (the board's order decides the rank groups)."""
-    draws = _Draws(resamples, seed)
-    out = Uncertainty(resamples=resamples, seed=seed)
-    base: dict[str, np.ndarray] = {}
+def _compare(a: _Known, b: _Known) -> tuple[stats.Difference, bool]:
+    """Return Score(b) - Score(a), paired when both are verdicts on the same samples."""
+    if a.verdicts is not None and b.verdicts is not None and a.verdicts.frame() == b.verdicts.frame():
+        return stats.paired_difference(a.verdicts.chains, b.verdicts.chains), True
+    return stats.unpaired_difference(a.right, a.sizes, b.right, b.sizes), False
+
+
+def assess(contenders: Sequence[Contender], families: Sequence[str], benchmark_sizes: Mapping[str, int]) -> Uncertainty:
+    """Return the board's uncertainty; `contenders` come best first (the order of rank ranges and letters)."""
+    out = Uncertainty()
+    known: dict[str, _Known] = {}
     for c in contenders:
         a = out.assessments.setdefault(c.key, Assessment())
-        if _complete(c.base, families):
-            assert c.base is not None
-            base[c.key] = draws.of(c.base)
-            a.method = BOOTSTRAP
-            a.score = stats.percentile_interval(base[c.key])
-            if _complete(c.context, families) and c.context is not None and c.context.frame() == c.base.frame():
-                context = draws.of(c.context)
-                a.context = stats.percentile_interval(context)
-                a.gain = stats.percentile_interval(context - base[c.key])
-        elif c.acc_full is not None and c.sizes is not None and set(c.acc_full) == set(families):
-            base[c.key] = draws.binomial(c)
-            a.method = BINOMIAL
-            a.score = stats.wald_score_interval(c.acc_full, c.sizes)
-    _rank(contenders, base, out)
-    _pairs(contenders, base, families, out)
-    _against_published(contenders, base, out)
+        k = _known(c, families)
+        if k is None:
+            continue
+        known[c.key] = k
+        a.method = CHAINS if k.verdicts is not None else COUNTS
+        a.score = stats.score_interval(k.right, k.sizes)
+        if k.verdicts is not None and _complete(c.context, families) and c.context is not None:
+            a.context = stats.score_interval(c.context.right(), c.context.sizes())
+            if c.context.frame() == k.verdicts.frame():
+                a.gain = stats.paired_difference(k.verdicts.chains, c.context.chains).interval
+    ranked = [c.key for c in contenders if c.rankable and c.compared and c.key in known]
+    out.unranked = [c.key for c in contenders if c.rankable and c.compared and c.key not in known]
+    out.pairs += _family(ranked, known, BOARD_FAMILY)
+    frames: dict[object, list[str]] = {}
+    for c in contenders:
+        k = known.get(c.key)
+        if not c.rankable and c.compared and k is not None and k.verdicts is not None:
+            frames.setdefault(k.verdicts.frame(), []).append(c.key)
+    for n, keys in enumerate(frames.values(), start=1):
+        out.pairs += _family(keys, known, f"unranked runs on sample set {n}") if len(keys) > 1 else []
+    _ranks(ranked, out)
     half = {f: 2 * 0.5 * 0.5 for f in benchmark_sizes}
     out.detectable_independent = stats.detectable_difference(benchmark_sizes, half)
+    out.significant_independent = stats.significant_difference(benchmark_sizes, half)
+    out.detectable_paired = _detectable_paired(out.pairs, known)
     return out
 
 
-def _rank(contenders: Sequence[Contender], base: Mapping[str, np.ndarray], out: Uncertainty) -> None:
-    """Set the rank range and rank group of every rankable contender that has draws."""
-    ranking = [c.key for c in contenders if c.rankable and c.key in base]
-    out.unranked = [c.key for c in contenders if c.rankable and c.key not in base]
-    if not ranking:
-        return
-    matrix = np.stack([base[k] for k in ranking], axis=1)
-    for key, bounds in zip(ranking, stats.rank_ranges(matrix), strict=True):
+def _family(keys: Sequence[str], known: Mapping[str, _Known], name: str) -> list[Pair]:
+    """Compare every two of `keys` (best first: b above a) and adjust their p-values together by Holm's rule."""
+    found = []
+    for i, upper in enumerate(keys):
+        for lower in keys[i + 1 :]:
+            difference, paired = _compare(known[lower], known[upper])
+            found.append((lower, upper, difference, paired))
+    adjusted = stats.holm([d.p_value for _a, _b, d, _p in found])
+    return [
+        Pair(a, b, d.delta, d.interval, d.p_value, adj, paired, name, len(found))
+        for (a, b, d, paired), adj in zip(found, adjusted, strict=True)
+    ]
+
+
+def _ranks(ranked: Sequence[str], out: Uncertainty) -> None:
+    """Set each ranked row's rank range and letters from the adjusted comparisons of the ranked rows."""
+    significant = {(p.a, p.b): p for p in out.pairs if p.family == BOARD_FAMILY and p.significant}
+
+    def above(i: int, j: int) -> bool:
+        pair = significant.get((ranked[j], ranked[i])) or significant.get((ranked[i], ranked[j]))
+        if pair is None:
+            return False
+        higher = pair.b if pair.interval[0] > 0 else pair.a  # significant: the interval lies on one side of 0
+        return higher == ranked[i]
+
+    def differs(i: int, j: int) -> bool:
+        return (ranked[i], ranked[j]) in significant or (ranked[j], ranked[i]) in significant
+
+    ranges = stats.rank_ranges(len(ranked), above)
+    for key, bounds, text in zip(ranked, ranges, stats.letters(len(ranked), differs), strict=True):
         out.assessments[key].rank_range = bounds
-
-    def differs(leader: str, other: str) -> bool:
-        low, high = stats.percentile_interval(base[leader] - base[other])
-        return low > 0 or high < 0
-
-    for key, group in zip(ranking, stats.rank_groups(ranking, differs), strict=True):
-        out.assessments[key].rank_group = group
+        out.assessments[key].letters = text
 
 
-def _pairs(
-    contenders: Sequence[Contender], base: Mapping[str, np.ndarray], families: Sequence[str], out: Uncertainty
-) -> None:
-    """Compare every two logged runs on the same samples (paired), and quote their detectable difference."""
-    logged = [c for c in contenders if out.assessments[c.key].method == BOOTSTRAP and c.base is not None]
-    detectable = []
-    for i, a in enumerate(logged):
-        for b in logged[i + 1 :]:
-            assert a.base is not None and b.base is not None
-            if a.base.frame() != b.base.frame():
-                continue
-            delta = base[a.key] - base[b.key]
-            point = _score(a.base) - _score(b.base)
-            out.pairs.append(Pair(a.key, b.key, point, stats.percentile_interval(delta), stats.two_sided_p(delta)))
-            va, vb = a.base.values(), b.base.values()
-            disagree = {f: float(np.mean(np.asarray(va[f]) != np.asarray(vb[f]))) for f in families}
-            sizes = {f: len(va[f]) for f in families}
-            detectable.append(stats.detectable_difference(sizes, disagree))
-    out.detectable_paired = statistics.median(detectable) if detectable else None
-
-
-def _against_published(contenders: Sequence[Contender], base: Mapping[str, np.ndarray], out: Uncertainty) -> None:
-    """Compare every ranked run that has draws with every published row that has them (independent: unpaired).
-
-    Only a ranked run is compared: one on a smoke sample or a subset is not on the benchmark the rows were.
-    """
-    published = [c for c in contenders if c.published and c.key in base]
-    for run in (c for c in contenders if not c.published and c.rankable and c.key in base):
-        for row in published:
-            delta = base[run.key] - base[row.key]
-            point = _point(run, out.assessments[run.key].method) - _point(row, out.assessments[row.key].method)
-            interval = stats.percentile_interval(delta)
-            out.against_published.append(Pair(run.key, row.key, point, interval, stats.two_sided_p(delta), False))
-
-
-def _point(contender: Contender, method: str | None) -> float:
-    """Return a contender's Score (percent) as its draws see it: from its verdicts, or its families' Acc_full."""
-    if method == BOOTSTRAP and contender.base is not None:
-        return _score(contender.base)
-    assert contender.acc_full is not None
-    return statistics.fmean(contender.acc_full.values())
-
-
-def _score(verdicts: Verdicts) -> float:
-    """Return the Score (percent) of one setting's verdicts: the mean of the families' Acc_full."""
-    return statistics.fmean(100 * sum(v) / len(v) for v in verdicts.values().values())
+def _detectable_paired(pairs: Sequence[Pair], known: Mapping[str, _Known]) -> float | None:
+    """Return the median detectable difference of the paired comparisons, None when there is none."""
+    found = []
+    for p in pairs:
+        if not p.paired:
+            continue
+        va, vb = known[p.a].verdicts, known[p.b].verdicts
+        assert va is not None and vb is not None
+        disagree = {
+            f: sum(va.chains[f][s] != vb.chains[f][s] for s in va.chains[f]) / len(va.chains[f]) for f in va.chains
+        }
+        found.append(stats.detectable_difference(va.sizes(), disagree))
+    return statistics.median(found) if found else None
