@@ -220,9 +220,9 @@ def test_screenshot_at_1280_by_800_is_a_rendered_page(site: Path, tmp_path: Path
 
 
 def test_the_leaderboard_sorts_by_another_column_on_click(site: Path, tmp_path: Path) -> None:
-    # column 6: Context (official), after Rank, Model, Score (official), 95% CI, Rank range and Group
-    dom = chromium(WINDOW, "--dump-dom", (site / "index.html").as_uri() + "#sort=leaderboard:6:desc", tmp=tmp_path)
+    # column 7: Context (official), after Rank, Model, Score (official), 95% CI, Rank range, Group and Failed
+    dom = chromium(WINDOW, "--dump-dom", (site / "index.html").as_uri() + "#sort=leaderboard:7:desc", tmp=tmp_path)
     rows = table_rows(dom, "leaderboard")
     assert [r[1] for r in rows[:2]] == ["GPT-4o", "Qwen3-VL-Instruct (8B)"]  # context 68.18, 62.28
-    context = [float(r[6]) for r in rows if r[6] != "–"]
-    assert context == sorted(context, reverse=True) and rows[-1][6] == "–"
+    context = [float(r[7]) for r in rows if r[7] != "–"]
+    assert context == sorted(context, reverse=True) and rows[-1][7] == "–"

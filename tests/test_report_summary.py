@@ -40,10 +40,18 @@ SIZES = (400, 350, 300)  # samples per family (Table 5): implication, aesthetic,
 
 
 def wald(*acc: float) -> str:
-    """The binomial (Wald) 95% interval of a mean of three family accuracies, as the board prints it."""
-    var = sum((p / 100) * (1 - p / 100) / n for p, n in zip(acc, SIZES, strict=True)) / 9
-    mean, half = sum(acc) / 3, 1.959964 * var**0.5 * 100
-    return f"[{mean - half:.2f}, {mean + half:.2f}]ᵇ"
+    """The 95% interval of a mean of three family accuracies, as the board prints it: each family's
+    Clopper–Pearson bounds (of its count, acc * n rounded), combined by MOVER."""
+    from scipy.stats import beta
+
+    right = [round(p * n / 100) for p, n in zip(acc, SIZES, strict=True)]
+    share = [x / n for x, n in zip(right, SIZES, strict=True)]
+    low = [beta.ppf(0.025, x, n - x + 1) for x, n in zip(right, SIZES, strict=True)]
+    high = [beta.ppf(0.975, x + 1, n - x) for x, n in zip(right, SIZES, strict=True)]
+    mean = sum(share) / 3
+    below = sum((s - lo) ** 2 for s, lo in zip(share, low, strict=True)) ** 0.5 / 3
+    above = sum((hi - s) ** 2 for s, hi in zip(share, high, strict=True)) ** 0.5 / 3
+    return f"[{100 * (mean - below):.2f}, {100 * (mean + above):.2f}]"
 
 
 def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:
@@ -51,12 +59,12 @@ def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and
     rows = table_rows(out)
     ranges = [r.pop(1) for r in rows]
     assert rows == [
-        ["–", "Human", "87.18", wald(86.0, 88.86, 86.67), "–", "–", "human"],
-        [BEST_PAPER[0][0], *BEST_PAPER[0][1:3], wald(53.25, 53.14, 50.33), BEST_PAPER[0][3], "–", "[paper]"],
-        [BEST_PAPER[1][0], *BEST_PAPER[1][1:3], wald(50.75, 44.0, 48.0), BEST_PAPER[1][3], "–", "[paper]"],
-        ["3", "Qwen/X", "45.00", wald(45.0, 45.0, 45.0), "50.50", "46.00", "run"],
-        [*THIRD_PAPER[:3], wald(47.5, 38.86, 46.33), THIRD_PAPER[3], "–", "[paper]"],
-        ["–", "Random guess (chance)", "1.56", "–", "1.56", "1.56", "chance"],
+        ["–", "Human", "87.18", wald(86.0, 88.86, 86.67), "–", "–", "–", "human"],
+        [BEST_PAPER[0][0], *BEST_PAPER[0][1:3], wald(53.25, 53.14, 50.33), "–", BEST_PAPER[0][3], "–", "[paper]"],
+        [BEST_PAPER[1][0], *BEST_PAPER[1][1:3], wald(50.75, 44.0, 48.0), "–", BEST_PAPER[1][3], "–", "[paper]"],
+        ["3", "Qwen/X", "45.00", wald(45.0, 45.0, 45.0), "–", "50.50", "46.00", "run"],
+        [*THIRD_PAPER[:3], wald(47.5, 38.86, 46.33), "–", THIRD_PAPER[3], "–", "[paper]"],
+        ["–", "Random guess (chance)", "1.56", "–", "–", "1.56", "1.56", "chance"],
     ]
     assert ranges[0] == ranges[-1] == "–"  # references have no rank
     for (rank, *_rest), shown in zip(rows[1:5], ranges[1:5], strict=True):
@@ -69,12 +77,13 @@ def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and
         "Model",
         "Score (official)",
         "95% CI",
+        "Failed",
         "Context (official)",
         "Score",
         "Source",
     ]
     assert "10 more [paper] rows" in out  # 13 paper rows in Table 2, 3 shown
-    assert "must differ by 6.16 points" in out  # the detectable difference at 400/350/300 samples
+    assert "truly differ by 6.16 points" in out  # the detectable difference at 400/350/300 samples
 
 
 def test_the_summary_names_the_command_that_prints_every_table(capsys, x_runs) -> None:
@@ -99,7 +108,7 @@ def test_a_smoke_sample_run_is_listed_unranked_and_said_to_be_no_score(capsys, t
     run = write_results(tmp_path / "s", families("hvcu_bench_sample", acc_full=0.0, acc_full_official=0.0))
     out = summary(capsys, str(run))
     (row,) = [r for r in table_rows(out) if r[2].startswith("Qwen/X")]
-    assert row == ["–", "–", "Qwen/X†", "0.00", "–", "–", "0.00", "run (smoke sample)"]
+    assert row == ["–", "–", "Qwen/X†", "0.00", "–", "–", "–", "0.00", "run (smoke sample)"]
     assert "† smoke sample: not the benchmark" in out
 
 

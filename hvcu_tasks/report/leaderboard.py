@@ -692,8 +692,12 @@ def leaderboard_json(board: Board) -> str:
             },
         },
         "entries": entries,
-        "pairs": [_pair_json(p, by_key) for p in u.pairs],
+        "pairs": [],
     }
+    for n, pair in enumerate(u.pairs):  # one line per comparison: a board of 20 rows has 190
+        token = f"\0pair-{n}\0"
+        compact[json.dumps(token)] = json.dumps(json_safe(_pair_json(pair, by_key)), ensure_ascii=False)
+        data["pairs"].append(token)
     text = json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     for token, value in compact.items():
         text = text.replace(token, value, 1)

@@ -243,3 +243,9 @@ def p_text(p_value: float) -> str:
     if p_value < 1e-4:
         return "< 0.0001"
     return f"{p_value:.3g}"
+
+
+def p_phrase(p_value: float) -> str:
+    """Format a p-value for a sentence: 'p = 0.012', or 'p < 0.0001'."""
+    text = p_text(p_value)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"

@@ -340,7 +340,7 @@ def interval_table(models: list[ModelResult], setting: str) -> Table:
 def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
     """Model B against model A (e.g. tuned vs base) under the authors' parser: per family and level, both values and
     Δ = B − A, with McNemar per family and the paired interval of the Score's difference."""
-    from hvcu_tasks.report.stats import mcnemar, p_text, paired_difference
+    from hvcu_tasks.report.stats import mcnemar, p_phrase, paired_difference
 
     official = [m + OFFICIAL_SUFFIX for m in LEVEL_METRICS]
     columns = ["Task", *[f"{METRIC_LABEL[m]} {x}" for m in LEVEL_METRICS for x in ("A", "B", "Δ")], "McNemar p"]
@@ -367,7 +367,7 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
         d = paired_difference(ca, cb)
         table.notes.append(
             f"Paired comparison of the Score (Bonett–Price per family, on the samples both answered): Δ = B − A "
-            f"{d.delta:.2f}, 95% interval [{d.interval[0]:.2f}, {d.interval[1]:.2f}], p = {p_text(d.p_value)}."
+            f"{d.delta:.2f}, 95% interval [{d.interval[0]:.2f}, {d.interval[1]:.2f}], {p_phrase(d.p_value)}."
         )
     else:
         table.notes.append("No paired test: both runs need --log_samples for all three families.")
