@@ -1,10 +1,11 @@
 """What the leaderboard's intervals cost: the board of N logged runs on the 1,050 samples beside the paper's rows.
 
 Builds N seeded synthetic runs (both settings logged, accuracies spread between 20% and 60%), then times
-`make_board` (every run's paired bootstrap, the rank ranges of the whole board, every pair), the leaderboard and
-pairs tables, and `leaderboard.json` (its size, and reading it back as `--base` does). Prints one line per N.
+`make_board` (every row's interval, every two ranked rows compared and Holm-adjusted, rank ranges and letters),
+the leaderboard and pairs tables, and `leaderboard.json` (its size, and reading it back as `--base` does). Prints
+one line per N.
 
-    python benchmarks/report_intervals.py [--runs 2,10,30] [--resamples 2000]
+    python benchmarks/report_intervals.py [--runs 2,10,30]
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ def synthetic_run(name: str, accuracy: float, rng: np.random.Generator) -> Model
     return model
 
 
-def measure(runs: int, resamples: int) -> str:
+def measure(runs: int) -> str:
     """Return one line of timings for a board of `runs` logged runs and the paper's rows."""
     rng = np.random.default_rng(runs)
     models = [synthetic_run(f"model-{k:02d}", float(rng.uniform(0.2, 0.6)), rng) for k in range(runs)]
     entries = board_entries(models)
     start = time.perf_counter()
-    board = make_board(entries, resamples)
+    board = make_board(entries)
     built = time.perf_counter() - start
     start = time.perf_counter()
     leaderboard_table(board), pairs_table(board)
@@ -63,7 +64,7 @@ def measure(runs: int, resamples: int) -> str:
         path = Path(folder) / "leaderboard.json"
         path.write_text(text, encoding="utf-8")
         start = time.perf_counter()
-        make_board(read_leaderboard(path), resamples)
+        make_board(read_leaderboard(path))
         again = time.perf_counter() - start
     return (
         f"runs {runs:3d}: make_board {built:6.2f} s, tables + json {written:5.2f} s, leaderboard.json "
@@ -75,10 +76,9 @@ def main() -> None:
     """Print the timings for each board size asked for."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="2,10,30", help="board sizes (logged runs), comma-separated")
-    parser.add_argument("--resamples", type=int, default=2000)
     args = parser.parse_args()
     for n in (int(x) for x in args.runs.split(",")):
-        print(measure(n, args.resamples), flush=True)
+        print(measure(n), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
+from conftest import run_lmms_eval
+
+from hvcu_tasks.cli import main
+from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.data.loaders import load_source
 from hvcu_tasks.report.leaderboard import (
     board_entries,
     leaderboard_json,
@@ -104,3 +111,25 @@ def test_the_json_board_records_the_failures_and_the_reason() -> None:
 def test_a_dead_run_is_compared_with_nobody() -> None:
     board = _board(_run("dead", 0.0, DEAD), _run("alive", 40.0, NONE))
     assert not any("run:dead" in (p.a, p.b) for p in board.uncertainty.pairs)
+
+
+@pytest.mark.slow
+def test_a_real_run_whose_every_reply_is_empty_shows_its_failures_on_the_board(tmp_path: Path, capsys) -> None:
+    # lmms-eval with the replay model answering "" to all 45 requests of the smoke sample (15 chains x 3)
+    predictions = tmp_path / "empty.jsonl"
+    with predictions.open("w") as out:
+        for family in FAMILIES:
+            for sample in load_source("smoke", family).raise_for_problems():
+                for level in sample.levels:
+                    record = {"family": family, "sample_id": sample.id, "level": level.level, "response": ""}
+                    out.write(json.dumps(record) + "\n")
+    args = ["--model", "hvcu_replay", "--model_args", f"model=dead,predictions={predictions}"]
+    results = run_lmms_eval([*args, "--tasks", "hvcu_bench_sample"], tmp_path / "runs")
+    assert (
+        sum(v.get("n_failed_requests,none", 0) for t, v in results["results"].items() if t != "hvcu_bench_sample") == 45
+    )
+    assert main(["report", str(tmp_path / "runs"), "--summary"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.startswith("| – | – | dead")]
+    assert "| 45 (100%) |" in row
+    assert "dead†: 45 of 45 base requests failed (100.0%, above the 1% limit): not ranked" in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -699,9 +700,7 @@ def leaderboard_json(board: Board) -> str:
         compact[json.dumps(token)] = json.dumps(json_safe(_pair_json(pair, by_key)), ensure_ascii=False)
         data["pairs"].append(token)
     text = json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    for token, value in compact.items():
-        text = text.replace(token, value, 1)
-    return text
+    return re.sub(r'"\\u0000(?:verdicts|pair)-\d+\\u0000"', lambda m: compact[m.group(0)], text)
 
 
 _NUMBER_FIELDS = ("score_base", "score_context", "score_base_hvcu", "score_context_hvcu")
