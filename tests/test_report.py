@@ -85,6 +85,24 @@ def test_bad_input_is_refused_with_the_folder_named(tmp_path: Path, setup, messa
         read_runs([run])
 
 
+@pytest.mark.parametrize(
+    ("metric", "message"),
+    [
+        ("n_chains", "n_chains: an integer of 401 digits is not a count (a number from 0 to 10^12)"),
+        ("acc_full", "acc_full: an integer of 401 digits is outside 0-100 (a percentage)"),
+    ],
+)
+def test_a_401_digit_integer_in_a_results_file_is_one_line_naming_file_and_field(
+    tmp_path: Path, capsys, metric: str, message: str
+) -> None:
+    # Python reads the integer exactly; turned into a float it would overflow
+    write_results(tmp_path / "run", families("hvcu_bench", **{metric: 10**400}))
+    (path,) = (tmp_path / "run").glob("*_results.json")
+    assert main(["report", str(tmp_path / "run")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {path}: hvcu_bench_impl: ") and line.endswith(message)
+
+
 def test_smoke_and_benchmark_runs_of_one_model_are_not_mixed(tmp_path: Path) -> None:
     write_results(tmp_path / "a", families("hvcu_bench"))
     write_results(tmp_path / "b", families("hvcu_bench_context_sample"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,7 +25,16 @@ from hvcu_tasks.report.tables import (
     disagreement,
 )
 from hvcu_tasks.report.uncertainty import BOARD_FAMILY, CHAINS, COUNTS, Contender, Pair, Uncertainty, Verdicts, assess
-from hvcu_tasks.results.runs import BENCHMARK, SMOKE, ModelResult, ReportError, checked_text, is_nan
+from hvcu_tasks.results.runs import (
+    BENCHMARK,
+    SMOKE,
+    ModelResult,
+    ReportError,
+    checked_text,
+    finite,
+    is_nan,
+    number_text,
+)
 
 SCHEMA = "hvcu-leaderboard"
 SCHEMA_VERSION = 3
@@ -711,23 +719,11 @@ def _percent(value: Any, where: str) -> float | None:
     """Return a percentage or None (null: n/a or not measured); refuse anything else naming the field."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
-        raise ReportError(f"{where}: {_shown(value)} is not a number or null")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
+        raise ReportError(f"{where}: {number_text(value)} is not a number or null")
     if not 0 <= value <= 100:
-        raise ReportError(f"{where}: {_shown(value)} is outside 0-100 (a percentage)")
+        raise ReportError(f"{where}: {number_text(value)} is outside 0-100 (a percentage)")
     return float(value)
-
-
-def _finite(value: int | float) -> bool:
-    """Whether a JSON number is finite (an integer always is, however long: no float conversion)."""
-    return isinstance(value, int) or math.isfinite(value)
-
-
-def _shown(value: Any) -> str:
-    """Return a value for an error message: a long integer as its number of digits, anything else as repr."""
-    if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > 20:
-        return f"an integer of {len(str(abs(value)))} digits"
-    return repr(value)
 
 
 def _sizes_from_json(raw: Any, where: str) -> dict[str, int] | None:
@@ -738,7 +734,7 @@ def _sizes_from_json(raw: Any, where: str) -> dict[str, int] | None:
         raise ReportError(f"{where}: expected null or an object with keys {', '.join(FAMILIES)}")
     for family, n in raw.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 10**9:
-            raise ReportError(f"{where}.{family}: {_shown(n)} is not a number of samples (an integer 1 to 10^9)")
+            raise ReportError(f"{where}.{family}: {number_text(n)} is not a number of samples (an integer 1 to 10^9)")
     return dict(raw)
 
 
@@ -773,7 +769,8 @@ def _bounds(raw: Any, where: str, kind: type = float) -> list | None:
         raise ReportError(f"{where}: expected [low, high] or null, got {raw!r}")
     if kind is int:
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**9 for v in raw):
-            raise ReportError(f"{where}: expected two ranks (integers 1 to 10^9), got {', '.join(map(_shown, raw))}")
+            shown = ", ".join(map(number_text, raw))
+            raise ReportError(f"{where}: expected two ranks (integers 1 to 10^9), got {shown}")
         bounds = list(raw)
     else:
         bounds = [_percent(v, f"{where}[{i}]") for i, v in enumerate(raw)]
@@ -865,9 +862,9 @@ def _gain(raw: Any, where: str) -> list[float] | None:
     if (
         not isinstance(raw, list)
         or len(raw) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) for v in raw)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and finite(v) for v in raw)
     ):
-        raise ReportError(f"{where}: expected [low, high] or null, got {', '.join(map(_shown, raw))}")
+        raise ReportError(f"{where}: expected [low, high] or null, got {', '.join(map(number_text, raw))}")
     if not all(-100 <= v <= 100 for v in raw) or raw[0] > raw[1]:
         raise ReportError(f"{where}: {raw!r} is not an interval of points between -100 and 100, low first")
     return [float(v) for v in raw]

@@ -191,12 +191,28 @@ def checked_value(value: Any, where: str, percent: bool, count: bool = False) ->
             raise ReportError(f"{where}: {shown} where a count is expected (counts are never n/a); the file is damaged")
         return NA
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ReportError(f"{where}: {value!r} is not a number")
+        raise ReportError(f"{where}: {number_text(value)} is not a number")
     if percent and not 0 <= value <= 100:
-        raise ReportError(f"{where}: {value} is outside 0-100 (a percentage)")
-    if not percent and not (math.isfinite(value) and value >= 0):
-        raise ReportError(f"{where}: {value} is not a count (a number >= 0)")
+        raise ReportError(f"{where}: {number_text(value)} is outside 0-100 (a percentage)")
+    if not percent and not (finite(value) and 0 <= value <= MAX_COUNT):
+        raise ReportError(f"{where}: {number_text(value)} is not a count (a number from 0 to 10^12)")
     return value
+
+
+MAX_COUNT = 10**12
+"""The largest count a results file may hold (a benchmark of this size has about 10^4 requests)."""
+
+
+def finite(value: int | float) -> bool:
+    """Whether a JSON number is finite (an integer always is, however long: it is never turned into a float)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def number_text(value: Any) -> str:
+    """Return a value for an error message: a long integer as its number of digits, anything else as repr."""
+    if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > 20:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return repr(value)
 
 
 def _hvcu_metrics(values: dict[str, Any], where: str) -> dict[str, float | int]:
