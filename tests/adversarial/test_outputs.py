@@ -82,8 +82,9 @@ def test_report_csv_neutralises_a_model_name_that_is_a_formula(tmp_path: Path, c
 
 
 def test_report_csv_keeps_negative_numbers_as_numbers(tmp_path: Path, capsys) -> None:
-    write_run(tmp_path / "a", tasks(), model="A")
-    write_run(tmp_path / "b", tasks(impl={"acc_perc": 80.0}), model="B")
+    official = {"acc_perc_official": 90.0}
+    write_run(tmp_path / "a", tasks(impl=official, aesth=official, affect=official), model="A")
+    write_run(tmp_path / "b", tasks(impl={"acc_perc_official": 80.0}, aesth=official, affect=official), model="B")
     code, out, _ = run(
         "report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", "--format", "csv", capsys=capsys
     )
@@ -366,10 +367,12 @@ def test_score_shows_n_a_when_no_chain_is_complete(tmp_path: Path, capsys) -> No
 
 
 def test_report_compare_with_an_n_a_value_shows_n_a_deltas(tmp_path: Path, capsys) -> None:
-    write_run(tmp_path / "a", tasks(), model="A")
-    write_run(tmp_path / "b", tasks(impl={"acc_full": float("nan")}), model="B")
+    official = {"acc_full_official": 60.0}  # --compare reads the authors' parser, as the board ranks
+    write_run(tmp_path / "a", tasks(impl=official, aesth=official, affect=official), model="A")
+    nan = {"acc_full_official": float("nan")}
+    write_run(tmp_path / "b", tasks(impl=nan, aesth=official, affect=official), model="B")
     code, out, err = run("report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", capsys=capsys)
     assert code == 0, err
     row = md_row(out, "Impl.", "(B) vs")
     assert row["Acc_full A"] == "60.00" and row["Acc_full B"] == "n/a" and row["Acc_full Δ"] == "n/a"
-    assert "Score: A 60.00, B n/a, Δ n/a." in out
+    assert "Score (official): A 60.00, B n/a, Δ = B − A n/a" in out
