@@ -108,9 +108,10 @@ def test_the_json_board_records_the_failures_and_the_reason() -> None:
     assert data["failed_limit"] == 0.01
 
 
-def test_a_dead_run_is_compared_with_nobody() -> None:
+def test_a_dead_run_is_not_compared_with_the_ranked_rows() -> None:
     board = _board(_run("dead", 0.0, DEAD), _run("alive", 40.0, NONE))
     assert not any("run:dead" in (p.a, p.b) for p in board.uncertainty.pairs)
+    assert any("run:alive" in (p.a, p.b) for p in board.uncertainty.pairs)
 
 
 @pytest.mark.slow

@@ -361,7 +361,6 @@ def _contender(entry: Entry) -> Contender:
         verdicts.get("context"),
         acc or None,
         sizes,
-        compared=entry.unranked_because is None,
     )
 
 

@@ -54,8 +54,6 @@ class Contender:
     acc_full: Mapping[str, float] | None = None
     """Per family, the base Acc_full (percent): its counts when `base` is absent."""
     sizes: Mapping[str, int] | None = None
-    compared: bool = True
-    """Whether it is compared at all (a run whose requests failed is not: its Score measures the failures)."""
 
 
 @dataclass
@@ -155,13 +153,13 @@ def assess(contenders: Sequence[Contender], families: Sequence[str], benchmark_s
             a.context = stats.score_interval(c.context.right(), c.context.sizes())
             if c.context.frame() == k.verdicts.frame():
                 a.gain = stats.paired_difference(k.verdicts.chains, c.context.chains).interval
-    ranked = [c.key for c in contenders if c.rankable and c.compared and c.key in known]
-    out.unranked = [c.key for c in contenders if c.rankable and c.compared and c.key not in known]
+    ranked = [c.key for c in contenders if c.rankable and c.key in known]
+    out.unranked = [c.key for c in contenders if c.rankable and c.key not in known]
     out.pairs += _family(ranked, known, BOARD_FAMILY)
     frames: dict[object, list[str]] = {}
     for c in contenders:
         k = known.get(c.key)
-        if not c.rankable and c.compared and k is not None and k.verdicts is not None:
+        if not c.rankable and k is not None and k.verdicts is not None:
             frames.setdefault(k.verdicts.frame(), []).append(c.key)
     for n, keys in enumerate(frames.values(), start=1):
         out.pairs += _family(keys, known, f"unranked runs on sample set {n}") if len(keys) > 1 else []
