@@ -129,11 +129,6 @@ class Entry:
     unranked_because: str | None = None
     """Why a run that would rank has no rank (too many failed requests), in one line."""
 
-    def failed_share(self, setting: str = "base") -> float | None:
-        """Return the share of a setting's requests that failed, None when not recorded."""
-        counts = self.failed_requests.get(setting)
-        return counts[0] / counts[1] if counts and counts[1] else None
-
     def delta(self) -> float | None:
         """Return context minus base Score (official), None unless both are known."""
         if self.score_base is None or self.score_context is None:
