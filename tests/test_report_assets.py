@@ -5,7 +5,8 @@ The expected SHA-256 values were recorded from the pages as the code wrote them 
 "unchanged"); a change that alters a page on purpose records them again (last: the report's note lines for
 diagnostics a results file without sample logs lacks, recorded from the same code with the inline strings
 restored; chains.html: the two-model view; the model pages: "How this run was made"; index.html and the model
-pages: the leaderboard's intervals, rank ranges and groups; the model pages: the Model identity row). index.html
+pages: the leaderboard's intervals, rank ranges and groups; the model pages: the Model identity row; the model
+pages: the failed requests and the installed lmms-eval release, chains.html: paths from the runs folder). index.html
 inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
 """
 
@@ -25,10 +26,10 @@ from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
     "site/index.html": "ea88318053367cfcf9c9dc9eb91d12921fa675a184e495bd9697a68f9d0ae27a",
-    "site/models/Qwen-X.html": "f73df4f3ddf1f1955384405f579542bcb9951689ca291718bb0911d1c1cbd942",
-    "site/models/Strong-Y.html": "d53ae4a9b7883d7c0bbd18b6f998fcfa22a379184d354cc667ca964970ce708b",
-    "site/models/Tiny-Z.html": "d1a2bdffe1de54d278bbd50ad399a8e9e288fcfb4e2aa5ca855602750fec6f63",
-    "browser/chains.html": "19c3d7b009bb6a858845ee0ef2c05595b2b5fbfcd5cb0f60e81fedc6daa1829a",
+    "site/models/Qwen-X.html": "d7843b8522d40e5fb06a0248c8fcf8d428075ca9ccce417b73191e5eaa2b72d1",
+    "site/models/Strong-Y.html": "ad765313afac871fcb1ac9cbcbed419aa7c28dd0b9fce16233bff3d56625b6d0",
+    "site/models/Tiny-Z.html": "e4c4bdc05c48d1e93f65f8c0f150659c1f273dfd126501f7167efa5a5d63b06b",
+    "browser/chains.html": "20c328e2551d53d3575641b18b10ad1ef0c12615839215f3156106423824472a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,21 @@ def test_the_section_shows_the_command_line() -> None:
 
 def test_the_section_shows_the_versions() -> None:
     text = text_of(section(page_of(results_json())))
-    assert "lmms-eval 0.7.3 (git fb4f211)" in text and "HVCU toolkit 0.1.0" in text
+    assert "lmms-eval 0.7.3 (recorded by lmms-eval: main@fb4f2110, git fb4f211) · HVCU toolkit 0.1.0" in text
+
+
+def test_a_file_without_the_installed_release_shows_lmms_evals_own_string_labelled() -> None:
+    data = results_json()
+    for config in data["configs"].values():
+        del config["metadata"]["hvcu_lmms_eval_version"]
+    text = text_of(section(page_of(data)))
+    assert "lmms-eval release not recorded (recorded by lmms-eval: main@fb4f2110, git fb4f211)" in text
+
+
+def test_the_section_names_the_results_file_from_the_runs_folder() -> None:
+    records = [run_record(results_json(), FILE, (FILE.parents[1],))]
+    text = text_of(section(render_model_page(ModelPage("gpt-4o", "gpt-4o.html", records=records))))
+    assert "context setting: ctx/model-a/20261202_093830_results.json" in text
 
 
 def test_the_section_shows_each_familys_fingerprint_and_source() -> None:
@@ -67,7 +82,7 @@ def test_the_section_shows_each_familys_fingerprint_and_source() -> None:
 
 def test_an_older_file_says_not_recorded() -> None:
     text = text_of(section(page_of(older_json())))
-    assert "HVCU toolkit not recorded" in text and "(git not recorded)" in text
+    assert "HVCU toolkit not recorded" in text and "git not recorded)" in text
     assert "hvcu_bench_context_impl not recorded not recorded" in text
 
 
@@ -150,13 +165,21 @@ def test_a_run_records_the_toolkit_version_beside_the_data_identity(site: tuple[
 
 
 @pytest.mark.slow
+def test_a_run_records_the_installed_lmms_eval_release_beside_the_toolkit_version(site: tuple[Path, dict]) -> None:
+    _site, results = site
+    metadata = results["configs"]["hvcu_bench_sample_impl"]["metadata"]
+    assert metadata["hvcu_lmms_eval_version"] == version("lmms_eval")
+
+
+@pytest.mark.slow
 def test_the_report_page_shows_how_the_run_was_made(site: tuple[Path, dict]) -> None:
     folder, results = site
     text = text_of(section((folder / "models" / "m.html").read_text()))
     identity = results["configs"]["hvcu_bench_sample_impl"]["metadata"]["hvcu_data_identity"]
     assert "base setting" in text and "--tasks hvcu_bench_sample --batch_size 1 --limit 2 --log_samples" in text
     assert f"HVCU toolkit {toolkit_version()}" in text and f"hvcu_bench_sample_impl {identity['fingerprint']}" in text
-    assert f"lmms-eval {results['lmms_eval_version']} (git {results['git_hash']})" in text
+    shown = f"lmms-eval {version('lmms_eval')} (recorded by lmms-eval: {results['lmms_eval_version']}, "
+    assert shown + f"git {results['git_hash']})" in text
 
 
 def test_the_section_with_long_values_open_needs_no_horizontal_scrolling(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ def results_json(model_args: str = "model=gpt-4o,api_key=[REDACTED],num_concurre
                 "version": 1.0,
                 "hvcu_data_identity": identity(family, short),
                 "hvcu_toolkit_version": "0.1.0",
+                "hvcu_lmms_eval_version": "0.7.3",
             },
         }
         for short, family in tasks.items()
@@ -81,7 +83,7 @@ def results_json(model_args: str = "model=gpt-4o,api_key=[REDACTED],num_concurre
             "resolved_cli_args": cli,
         },
         "git_hash": "fb4f211",
-        "lmms_eval_version": "0.7.3",
+        "lmms_eval_version": "main@fb4f2110",
         "date": "20261202_093830",
         "model_name": "gpt-4o",
     }
@@ -125,7 +127,7 @@ def test_the_record_names_the_model_as_lmms_eval_recorded_it() -> None:
 
 def test_the_record_holds_the_versions_and_the_date() -> None:
     record = run_record(results_json(), FILE)
-    assert (record.lmms_eval_version, record.git_hash, record.toolkit_version) == ("0.7.3", "fb4f211", "0.1.0")
+    assert (record.lmms_eval_version, record.git_hash, record.toolkit_version) == ("main@fb4f2110", "fb4f211", "0.1.0")
     assert record.date == "20261202_093830"
 
 
@@ -174,7 +176,7 @@ def test_the_recorded_arguments_leave_out_unset_values_and_logging_integrations(
 def test_a_secret_lmms_eval_left_in_the_model_args_is_redacted() -> None:
     data = results_json("model=m,api_key=sk-live-123,hf_token=hf_abc,base_url=http://bob:pw@host:8000/v1")
     record = run_record(data, FILE)
-    assert record.model_args == "model=m,api_key=[REDACTED],hf_token=[REDACTED],base_url=http://[REDACTED]@host:8000/v1"
+    assert record.model_args == "model=m,api_key=[REDACTED],hf_token=[REDACTED],base_url=http://host:8000/v1"
     assert "sk-live-123" not in record.command and "hf_abc" not in record.command and "pw@" not in record.command
     assert "sk-live-123" not in dict(record.cli_args)["model_args"]
 
@@ -262,7 +264,7 @@ def test_a_secret_named_field_of_the_model_identity_is_redacted() -> None:
 def test_a_url_user_in_the_model_identity_is_redacted() -> None:
     hostile = {"backend": "openai", "endpoint": "http://bob:pw@host:8000/v1"}
     identity = run_record(with_identity(results_json(), hostile), FILE).model_identity
-    assert identity == {"backend": "openai", "endpoint": "http://[REDACTED]@host:8000/v1"}
+    assert identity == {"backend": "openai", "endpoint": "http://host:8000/v1"}
 
 
 def test_a_model_identity_that_is_not_an_object_is_refused_naming_the_task() -> None:
@@ -309,3 +311,88 @@ def test_the_record_does_not_change_the_parsed_json() -> None:
     before = copy.deepcopy(data)
     run_record(data, FILE)
     assert data == before
+
+
+# ---------------------------------------------------------------- the installed lmms-eval release
+
+
+def test_the_record_holds_the_installed_lmms_eval_release_the_tasks_recorded() -> None:
+    assert run_record(results_json(), FILE).lmms_eval_release == "0.7.3"
+
+
+def test_a_file_written_before_the_release_was_recorded_has_none() -> None:
+    assert run_record(older_json(), FILE).lmms_eval_release is None
+
+
+# ---------------------------------------------------------------- a key in the query of a URL
+
+KEYED_URL = "http://127.0.0.1:8000/v1?api-key=SECRET"
+
+
+def test_a_key_in_the_query_of_a_url_is_not_in_the_model_args() -> None:
+    record = run_record(results_json(f"model=m,base_url={KEYED_URL}"), FILE)
+    assert record.model_args == "model=m,base_url=http://127.0.0.1:8000/v1"
+
+
+def test_a_key_in_the_query_of_a_url_is_not_in_the_command_line() -> None:
+    record = run_record(results_json(f"model=m,base_url={KEYED_URL}"), FILE)
+    assert "--model_args model=m,base_url=http://127.0.0.1:8000/v1 --tasks" in record.command
+
+
+def test_a_key_in_the_query_of_a_url_is_not_in_the_recorded_arguments() -> None:
+    record = run_record(results_json(f"model=m,base_url={KEYED_URL}"), FILE)
+    assert dict(record.cli_args)["model_args"] == "model=m,base_url=http://127.0.0.1:8000/v1"
+
+
+def test_a_key_in_the_query_of_a_url_is_not_in_the_model_identity() -> None:
+    hostile = {"backend": "openai", "args": {"base_url": KEYED_URL + "#frag"}}
+    identity = run_record(with_identity(results_json(), hostile), FILE).model_identity
+    assert identity == {"backend": "openai", "args": {"base_url": "http://127.0.0.1:8000/v1"}}
+
+
+# ---------------------------------------------------------------- paths, shown from the runs folder
+
+RUNS = (Path("/runs/ctx"),)
+"""The runs folder given to `hvcu report` (FILE lies in it)."""
+
+
+def test_the_results_file_is_shown_from_the_runs_folder() -> None:
+    assert run_record(results_json(), FILE, RUNS).shown_file() == "ctx/model-a/20261202_093830_results.json"
+
+
+def test_the_output_path_in_the_runs_folder_is_shown_from_it() -> None:
+    record = run_record(results_json(), FILE, RUNS)
+    assert record.command.endswith("--log_samples --output_path ctx")
+    assert dict(record.cli_args)["output_path"] == "ctx"
+
+
+def test_a_path_inside_the_runs_folder_is_shown_below_its_name() -> None:
+    record = run_record(results_json("model=m,predictions=/runs/ctx/replies/p.jsonl"), FILE, RUNS)
+    assert record.model_args == "model=m,predictions=ctx/replies/p.jsonl"
+
+
+def test_a_path_outside_the_runs_folder_is_shown_by_its_base_name() -> None:
+    record = run_record(results_json("model=m,pretrained=/home/alice/checkpoints/qwen-lora"), FILE, RUNS)
+    assert record.model_args == "model=m,pretrained=qwen-lora"
+
+
+def test_the_home_folder_itself_is_shown_as_outside_the_runs_folder() -> None:
+    record = run_record(results_json(f"model=m,cache_dir={os.path.expanduser('~')}"), FILE, RUNS)
+    assert record.model_args == "model=m,cache_dir=<outside the runs folder>"
+
+
+def test_a_local_data_folder_outside_the_runs_folder_is_shown_by_its_base_name() -> None:
+    data = results_json()
+    data["configs"]["hvcu_bench_context_aesth"]["metadata"]["hvcu_data_identity"] |= {
+        "kind": "local",
+        "location": "/home/alice/data/hvcu-copy",
+        "revision": None,
+    }
+    (aesth, _affect, _impl) = run_record(data, FILE, RUNS).data
+    assert aesth.source == "hvcu-copy"
+
+
+def test_a_path_in_the_model_identity_is_shown_by_its_base_name() -> None:
+    local = {"backend": "qwen2_5_vl", "args": {"pretrained": "/home/alice/ckpt/step-900"}}
+    identity = run_record(with_identity(results_json(), local), FILE, RUNS).model_identity
+    assert identity == {"backend": "qwen2_5_vl", "args": {"pretrained": "step-900"}}

@@ -1,12 +1,13 @@
 """Names read from data files: one line of printable text, one portable path component (pure string rules).
 
-Also the extension order the authors' loader tries for an image file.
+Also the extension order the authors' loader tries for an image file, and a URL's public form (public_url).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from urllib.parse import urlsplit, urlunsplit
 
 MAX_NAME_BYTES = 200
 
@@ -102,3 +103,22 @@ _NOT_SECRET = re.compile(
 def is_secret_name(name: str) -> bool:
     """Whether an argument name says it holds a credential (api_keys, extra_headers, hf_token, auth, ...)."""
     return bool(_CREDENTIAL.search(_NOT_SECRET.sub("", name)))
+
+
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s,'\"<>]*")  # a scheme, ://, up to a space, comma, quote or bracket
+
+
+def public_url(text: str) -> str:
+    """Return a URL without its user, password, query and fragment (where keys hide); other text unchanged."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    if not (parts.scheme and parts.netloc):
+        return text
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+def public_urls(text: str) -> str:
+    """Return a text with every URL in it made public (public_url): the one rule for a URL shown anywhere."""
+    return URL.sub(lambda found: public_url(found.group()), text)

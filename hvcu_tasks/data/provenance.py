@@ -22,13 +22,25 @@ VERSION_KEY = "hvcu_toolkit_version"
 """Where a results file keeps the toolkit version that ran a task, beside its data identity."""
 MODEL_KEY = "hvcu_model_identity"
 """Where a results file keeps the model identity hvcu_context served a task with (absent without the wrapper)."""
+LMMS_EVAL_KEY = "hvcu_lmms_eval_version"
+"""Where a results file keeps the installed lmms-eval release that ran a task, beside the toolkit version (lmms-eval's
+own `lmms_eval_version` is `branch@commit` of the git folder it lies in, whichever repository that is)."""
 DISTRIBUTION = "hvcu-toolkit"
+LMMS_EVAL_DISTRIBUTION = "lmms_eval"
 
 
 def toolkit_version() -> str:
     """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
     try:
         return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def lmms_eval_release() -> str:
+    """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
+    try:
+        return version(LMMS_EVAL_DISTRIBUTION)
     except PackageNotFoundError:
         return "unknown"
 

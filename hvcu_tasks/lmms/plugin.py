@@ -209,13 +209,21 @@ def install_identity_hook() -> None:
 
     The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
     rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
-    The toolkit's version goes beside it (`hvcu_toolkit_version`), and for a task served through hvcu_context the
-    served model's identity (`hvcu_model_identity`: lmms-eval dumps the configs after building the model, before
-    any request; under data parallelism rank 0's file holds rank 0's wrapper's).
+    The toolkit's version goes beside it (`hvcu_toolkit_version`), so does the installed lmms-eval release
+    (`hvcu_lmms_eval_version`: lmms-eval's own `lmms_eval_version` is the git state of its folder), and for a task
+    served through hvcu_context the served model's identity (`hvcu_model_identity`: lmms-eval dumps the configs
+    after building the model, before any request; under data parallelism rank 0's file holds rank 0's wrapper's).
     """
     from lmms_eval.api.task import ConfigurableTask
 
-    from hvcu_tasks.data.provenance import CONFIG_KEY, MODEL_KEY, VERSION_KEY, toolkit_version
+    from hvcu_tasks.data.provenance import (
+        CONFIG_KEY,
+        LMMS_EVAL_KEY,
+        MODEL_KEY,
+        VERSION_KEY,
+        lmms_eval_release,
+        toolkit_version,
+    )
     from hvcu_tasks.lmms.documents import dataset_identity
 
     original = ConfigurableTask.dump_config
@@ -235,6 +243,7 @@ def install_identity_hook() -> None:
             metadata = dict(config.get("metadata") or {})
             metadata[CONFIG_KEY] = identity
             metadata[VERSION_KEY] = toolkit_version()
+            metadata[LMMS_EVAL_KEY] = lmms_eval_release()
             model = served_identity(str(getattr(self.config, "task", "")), dataset)
             if model is not None:
                 metadata[MODEL_KEY] = model

@@ -31,7 +31,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,7 @@ from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import ImageError, make_folder, open_image, write_atomic
 from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.results.chains import chains_of_file, samples_files
+from hvcu_tasks.results.run_record import shown_path, shown_paths
 
 PAGE = "chains.html"
 THUMBS = "thumbs"
@@ -303,10 +304,11 @@ class Warnings:
         self.samples.setdefault((located.path, why), []).append(located.label)
         return f"image not shown: {why}"
 
-    def lines(self) -> list[str]:
-        """Return the warning lines: one per samples file and reason."""
+    def lines(self, place: Callable[[str], str] = str) -> list[str]:
+        """Return the warning lines: one per samples file (named by `place`) and reason."""
         out = []
-        for (path, why), names in self.samples.items():
+        for (where, why), names in self.samples.items():
+            path = place(where)
             if len(names) == 1:
                 out.append(f"{path}: {names[0]}: image not shown ({why})")
                 continue
@@ -407,8 +409,8 @@ def _reply_text(reply: Any) -> str | None:
     return json.dumps(reply, ensure_ascii=False)
 
 
-def setting_json(record: dict[str, Any], path: Path, questions: Questions) -> dict[str, Any]:
-    """Return what the page shows of one chain in one setting."""
+def setting_json(record: dict[str, Any], path: Path, questions: Questions, runs: Sequence[Path] = ()) -> dict[str, Any]:
+    """Return what the page shows of one chain in one setting (its samples file named from the run folders)."""
     replies = [_reply_text(r) for r in record["replies"]]
     return {
         "questions": [questions.add(q) for q in record["questions"]],
@@ -422,14 +424,27 @@ def setting_json(record: dict[str, Any], path: Path, questions: Questions) -> di
         "first": first_wrong_level(record["correct"]),
         "first_official": first_wrong_level(record["correct_official"]),
         "full": record["chain_correct"],
-        "source": f"{path}:{','.join(map(str, record['lines']))}",
+        "source": f"{published_path(path, runs)}:{','.join(map(str, record['lines']))}",
     }
 
 
+def published_path(path: Path | str, runs: Sequence[Path]) -> str:
+    """Return a file's path as the page shows it: from the run folder holding it, nothing else of the machine."""
+    return shown_path(os.path.abspath(path), runs) if runs else str(path)
+
+
 def page_data(
-    cards: list[Card], site: Path, warnings: Warnings, workers: int, data: Sequence[str] = ()
+    cards: list[Card],
+    site: Path,
+    warnings: Warnings,
+    workers: int,
+    data: Sequence[str] = (),
+    runs: Sequence[Path] = (),
 ) -> dict[str, Any]:
-    """Return the JSON the page embeds (models, families, aspects, interned questions, one entry per card)."""
+    """Return the JSON the page embeds (models, families, aspects, interned questions, one entry per card).
+
+    `runs`: the run folders; the paths the page shows are shown from them (results.run_record.shown_path).
+    """
     models = sorted({c.model for c in cards})
     sources = DataSources(data)
     located = [locate_image(card, sources) for card in cards]
@@ -443,11 +458,11 @@ def page_data(
             "aspect": card.aspect,
             "id": card.sample_id,
             "image": image,
-            "note": None if image else warnings.unshown(where, why),
+            "note": None if image else shown_paths(warnings.unshown(where, why), runs),
         }
         for setting in SETTINGS:
             record = card.records.get(setting)
-            entry[setting] = setting_json(record, card.files[setting], questions) if record else None
+            entry[setting] = setting_json(record, card.files[setting], questions, runs) if record else None
         entries.append(entry)
     families = [f for f in FAMILIES if any(c.family == f for c in cards)]
     aspects = list(dict.fromkeys((c.family, c.aspect) for c in cards if c.aspect))
@@ -505,10 +520,10 @@ def write_browser(runs: Sequence[Path], site: Path, data: Sequence[str] = ()) ->
     (site / THUMBS).mkdir(exist_ok=True)
     (site / VIEWS).mkdir(exist_ok=True)
     warnings = Warnings()
-    embedded = page_data(cards, site, warnings, workers=min(8, os.cpu_count() or 1), data=data)
-    notes = warnings.lines()
-    for line in notes:
+    embedded = page_data(cards, site, warnings, workers=min(8, os.cpu_count() or 1), data=data, runs=runs)
+    for line in warnings.lines():
         print(f"warning: {line}", file=sys.stderr)
+    notes = [shown_paths(line, runs) for line in warnings.lines(lambda where: published_path(where, runs))]
     page = site / PAGE
     write_atomic(page, render_page(embedded, notes))
     return page

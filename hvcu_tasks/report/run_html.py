@@ -118,13 +118,14 @@ def _arguments(record: RunRecord) -> str:
 
 def run_block(record: RunRecord) -> str:
     """Return one results file's block: its settings and file, then what its run recorded."""
-    title = f"{', '.join(settings_of(record.tasks))}: {record.file}"
+    title = f"{', '.join(settings_of(record.tasks))}: {record.shown_file()}"
     command = (
         f"<pre class='command'><code>{html.escape(record.command)}</code></pre>" if record.command else NOT_RECORDED
     )
+    release = "release not recorded" if record.lmms_eval_release is None else _shown(record.lmms_eval_release)
     versions = (
-        f"lmms-eval {_shown(record.lmms_eval_version)} (git {_shown(record.git_hash)}) · "
-        f"HVCU toolkit {_shown(record.toolkit_version)}"
+        f"lmms-eval {release} (recorded by lmms-eval: {_shown(record.lmms_eval_version)}, "
+        f"git {_shown(record.git_hash)}) · HVCU toolkit {_shown(record.toolkit_version)}"
     )
     items = [
         ("Model", _model_text(record)),

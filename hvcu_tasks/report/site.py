@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,9 +28,24 @@ from hvcu_tasks.report.tables import (
     interval_table,
     setting_table,
 )
+from hvcu_tasks.results.run_record import shown_paths
 from hvcu_tasks.results.runs import SMOKE, ModelResult
 
 MODELS_DIR = "models"
+MODEL_COLUMNS = ("Model", "A", "B", "Run")
+"""The columns whose cells name a model (kept as they are: pages are found and linked by the model's name)."""
+
+
+def placed_table(table: Table, runs: Sequence[Path]) -> Table:
+    """Return a table with the absolute paths in its title, notes and text cells (a custom data folder) shown as the
+    model pages show them: from the runs folders, else by base name (results.run_record.shown_path)."""
+    keep = {i for i, column in enumerate(table.columns) if column in MODEL_COLUMNS}
+    rows = [
+        [shown_paths(c, runs) if isinstance(c, str) and i not in keep else c for i, c in enumerate(row)]
+        for row in table.rows
+    ]
+    notes = [shown_paths(n, runs) for n in table.notes]
+    return dataclasses.replace(table, title=shown_paths(table.title, runs), rows=rows, notes=notes)
 
 
 def _board_row(board: Table | None, model: str) -> Table | None:
@@ -93,6 +109,34 @@ def _chains_page(runs: Sequence[Path], out: Path, data: Sequence[str] = ()) -> s
     return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
 
 
+def _share(part: int, whole: int) -> str:
+    """Return part/whole in percent for a page: 0% and 100% only when exactly so, else one decimal (n/a of none)."""
+    if whole <= 0:
+        return "n/a" if part else "0%"
+    if part == 0 or part == whole:
+        return "0%" if part == 0 else "100%"
+    share = 100 * part / whole
+    return "<0.1%" if share < 0.1 else ">99.9%" if share > 99.9 else f"{share:.1f}%"
+
+
+def failed_requests_note(model: ModelResult) -> str | None:
+    """Return the model page's line on failed requests: per setting the count and share of its requests."""
+    parts = []
+    for setting in (s for s in ("base", "context") if s in model.settings):
+        found = model.failed_requests(setting)
+        if found is None:
+            parts.append(f"{setting} not recorded")
+            continue
+        failed, requests, exact = found
+        if exact:
+            parts.append(f"{setting} {failed:,} of {requests:,} ({_share(failed, requests)})")
+        else:
+            parts.append(f"{setting} {failed:,} of at most {requests:,} (at least {_share(failed, requests)})")
+    if not parts:
+        return None
+    return f"Failed requests: {' · '.join(parts)} (requests that got no usable reply: scored as wrong answers)"
+
+
 def existing_pages(folder: Path) -> dict[str, str]:
     """Return model -> file name of the model pages already in `folder` (read from each page's title).
 
@@ -143,13 +187,14 @@ def write_site(
     data sources the chain browser may take images from (`hvcu report --data`).
     """
     chains = _chains_page(runs, out, data)
+    tables = [placed_table(t, runs) for t in tables]
     shown = [m for m in models if m.settings or m.general]
     current = {m.model for m in shown}
     existing = existing_pages(out / MODELS_DIR)
     kept = {model: name for model, name in existing.items() if model in current or model in published}
     names = kept | page_names(sorted(current - set(kept)), taken=existing.values())
     links = {model: f"{MODELS_DIR}/{name}" for model, name in names.items()}
-    svgs = [(p, caption(p.stem, models, reference)) for p in figures if p.suffix == ".svg"]
+    svgs = [(p, shown_paths(caption(p.stem, models, reference), runs)) for p in figures if p.suffix == ".svg"]
     board = next((t for t in tables if t.name == "leaderboard"), None)
     comparisons = [t for t in tables if t.name in COMPARISON_COLUMNS]
     written = [out / "index.html"]
@@ -161,14 +206,16 @@ def write_site(
             written.append(path)
     for model in shown:
         pair = compare if compare is not None and any(model is m for m in compare) else None
-        tables_of = model_tables(model, board, pair, comparisons)
+        tables_of = [placed_table(t, runs) for t in model_tables(model, board, pair, comparisons)]
         page = ModelPage(model.model, names[model.model], tables_of, records=model.records)
         data = f"Data: {model.data_label()}" + (
             " (a handful of items shipped for checking the pipeline): its numbers say nothing about the model"
             if model.dataset == {SMOKE}
             else ""
         )
-        page.notes = [data, *[f"{s}: {n}" for s, notes in model.notes.items() for n in notes], *model.data_notes]
+        failed = failed_requests_note(model)
+        partial = [f"{s}: {n}" for s, notes in model.notes.items() for n in notes]
+        page.notes = [shown_paths(n, runs) for n in [data, *([failed] if failed else []), *partial, *model.data_notes]]
         path = inside(out, MODELS_DIR, page.file)
         write_atomic(path, render_model_page(page, chains))
         written.append(path)

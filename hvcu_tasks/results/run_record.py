@@ -3,29 +3,35 @@
 Everything comes from the results file itself (`config`, `config.resolved_cli_args`, `lmms_eval_version`,
 `git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`: data identity, toolkit version and, for a
 run through hvcu_context, the model identity); a field an older file lacks is None.
-Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument or identity field and
-the user part of a URL are redacted here too.
+Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument or identity field is
+redacted here too, and every URL loses its user, password, query and fragment (core/names.public_urls, the rule the
+model identity is recorded under). Given the runs folders of `hvcu report`, a path the file recorded is shown from
+the folder holding it (`runs/model-a/...`), a path outside them by its base name only (shown_path).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.names import is_secret_name, name_problem
+from hvcu_tasks.core.names import is_secret_name, name_problem, public_urls
 from hvcu_tasks.data import provenance
-from hvcu_tasks.data.provenance import CONFIG_KEY, MODEL_KEY, VERSION_KEY, location_text
+from hvcu_tasks.data.provenance import CONFIG_KEY, LMMS_EVAL_KEY, MODEL_KEY, VERSION_KEY, location_text
 from hvcu_tasks.results.errors import ReportError, checked_text
 
 REDACTED = "[REDACTED]"
-URL_USER = re.compile(r"(?<=://)[^/@\s]+@")
-"""The user (and password) part of a URL."""
+OUTSIDE = "<outside the runs folder>"
+"""How a path that has no base name of its own (`/`) or is the home folder is shown."""
+ABSOLUTE_PATH = re.compile(r"(?<![^\s=,:'\"(\[])/(?!/)[^\s,:'\"()\[\]<>]+")
+"""An absolute path inside a text: a `/` at the start or after a space, `=`, `,`, `:`, a quote or a bracket (so
+never the `//` of a URL), up to a space, comma, colon, quote or bracket."""
 NOISE_PREFIXES = ("wandb_", "swanlab_", "hf_hub_")
 """Recorded arguments of logging integrations: they do not change what is asked or scored, so they are not shown."""
 COMMAND_OPTIONS = (
@@ -46,7 +52,7 @@ DEFAULT_SEED = [0, 1234, 1234, 1234]
 """lmms-eval's default --seed: the rebuilt command names another one only."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class TaskData:
     """One HVCU task's data as its results file recorded it (None: not recorded, an older file)."""
 
@@ -60,7 +66,7 @@ class TaskData:
     samples: int | None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RunRecord:
     """How one results file's run was made; None where the file does not record it."""
 
@@ -84,17 +90,72 @@ class RunRecord:
     model_identity: dict[str, Any] | None = None
     """The identity of the model hvcu_context served the tasks with (backend, arguments, resolved attributes,
     endpoint, request cache run), secrets redacted; None for a run without the wrapper or an older file."""
+    lmms_eval_release: str | None = None
+    """The installed lmms-eval distribution the toolkit recorded at run time (lmms_eval_version is lmms-eval's own
+    `branch@commit` of its folder); None in files written before it was recorded."""
+    roots: tuple[Path, ...] = ()
+    """The runs folders given to `hvcu report`: the paths above are shown from them (shown_path)."""
+
+    def shown_file(self) -> str:
+        """Return the results file's path as a published page shows it (from the runs folder)."""
+        return shown_path(os.path.abspath(self.file), self.roots) if self.roots else str(self.file)
 
 
 def redacted(text: str) -> str:
-    """Return `key=value,...` text with secret-named values and URL users replaced by [REDACTED]."""
+    """Return `key=value,...` text with secret-named values replaced by [REDACTED] and every URL made public."""
     parts = []
     for part in text.split(","):
         name, eq, value = part.partition("=")
         if eq and is_secret_name(name) and value:
             part = f"{name}={REDACTED}"
-        parts.append(URL_USER.sub(f"{REDACTED}@", part))
+        parts.append(public_urls(part))
     return ",".join(parts)
+
+
+def runs_base(root: Path) -> Path:
+    """Return the absolute runs folder of a RUNS argument of `hvcu report` (a results file given: its folder)."""
+    base = Path(os.path.abspath(root))
+    return base.parent if base.is_file() else base
+
+
+def shown_path(path: str, roots: Sequence[Path]) -> str:
+    """Return an absolute path as a published page shows it: from the runs folder holding it, else its base name.
+
+    The runs folder is named by its own name (`runs/model-a/x.json`; the innermost one when they nest); a path
+    outside every runs folder shows its base name only, `<outside the runs folder>` when that would be nothing (`/`)
+    or the name of the home folder. Without runs folders, or for a relative path, the path is shown as it is.
+    """
+    if not roots or not path.startswith("/"):
+        return path
+    normal = PurePosixPath(os.path.normpath(path))
+    holders = []
+    for root in roots:
+        base = runs_base(root)
+        for folder in {PurePosixPath(base), PurePosixPath(os.path.realpath(base))}:
+            if normal == folder or folder in normal.parents:
+                holders.append((len(folder.parts), base.name or OUTSIDE, normal.relative_to(folder).as_posix()))
+    if holders:
+        _depth, name, rest = max(holders)
+        return name if rest == "." else f"{name}/{rest}"
+    if not normal.name or normal == PurePosixPath(os.path.expanduser("~")):
+        return OUTSIDE
+    return normal.name
+
+
+def shown_paths(text: str, roots: Sequence[Path]) -> str:
+    """Return a text with every absolute path in it shown as shown_path shows it (unchanged without runs folders)."""
+    return ABSOLUTE_PATH.sub(lambda found: shown_path(found.group(), roots), text) if roots else text
+
+
+def _placed(value: Any, roots: Sequence[Path]) -> Any:
+    """Return a JSON value with the absolute paths in its texts shown as shown_path shows them."""
+    if isinstance(value, str):
+        return shown_paths(value, roots)
+    if isinstance(value, Mapping):
+        return {k: _placed(v, roots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placed(v, roots) for v in value]
+    return value
 
 
 def _text(value: Any, where: str, field: str) -> str | None:
@@ -194,6 +255,11 @@ def task_data(task: str, config: Any, where: str) -> TaskData:
     )
 
 
+def placed_data(data: TaskData, roots: Sequence[Path]) -> TaskData:
+    """Return a task's recorded data with its source (a local copy's path) shown from the runs folder."""
+    return data if data.source is None else dataclasses.replace(data, source=shown_paths(data.source, roots))
+
+
 def recorded_toolkit_version(configs: Mapping[str, Any], where: str) -> str | None:
     """Return the toolkit version the tasks' configs recorded (None in files written before it was recorded)."""
     versions = {
@@ -205,9 +271,9 @@ def recorded_toolkit_version(configs: Mapping[str, Any], where: str) -> str | No
 
 
 def _json_value(value: Any, where: str, field: str) -> Any:
-    """Return a recorded JSON value with secret-named fields and URL users redacted; refuse text over lines."""
+    """Return a recorded JSON value with secret-named fields redacted and URLs made public; refuse text over lines."""
     if isinstance(value, str):
-        return URL_USER.sub(f"{REDACTED}@", checked_text(value, f"{where}: field {field}", "recorded value"))
+        return public_urls(checked_text(value, f"{where}: field {field}", "recorded value"))
     if isinstance(value, Mapping):
         return {
             checked_text(str(k), f"{where}: field {field}", "recorded name"): (
@@ -243,8 +309,21 @@ def recorded_model_identity(configs: Mapping[str, Any], where: str) -> dict[str,
     return identity
 
 
-def run_record(results: Mapping[str, Any], file: Path) -> RunRecord:
-    """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it."""
+def recorded_lmms_eval_release(configs: Mapping[str, Any], where: str) -> str | None:
+    """Return the installed lmms-eval release the tasks' configs recorded (None in files written before it was)."""
+    releases = {
+        _text(config["metadata"].get(LMMS_EVAL_KEY), where, f"configs.{task}.metadata.{LMMS_EVAL_KEY}")
+        for task, config in configs.items()
+        if isinstance(config, Mapping) and isinstance(config.get("metadata"), Mapping)
+    } - {None}
+    return ", ".join(sorted(releases)) or None  # type: ignore[arg-type]
+
+
+def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = ()) -> RunRecord:
+    """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it.
+
+    `roots`: the runs folders given to `hvcu report`; the paths the file recorded are then shown from them.
+    """
     where = str(file)
     config = _object(results.get("config"), where, "config")
     cli = _object(config.get("resolved_cli_args"), where, "config.resolved_cli_args")
@@ -262,19 +341,26 @@ def run_record(results: Mapping[str, Any], file: Path) -> RunRecord:
     }
     if cli_model_args is not None:
         options["model_args"] = cli_model_args
+    identity = recorded_model_identity(configs, where)
     return RunRecord(
         file=file,
         model=_text(config.get("model"), where, "config.model"),
-        model_args=None if model_args is None else redacted(model_args),
+        model_args=None if model_args is None else shown_paths(redacted(model_args), roots),
         model_name=_text(results.get("model_name"), where, "model_name"),
         model_backend=_text(config.get("model_backend"), where, "config.model_backend"),
         tasks=tuple(_text(t, where, "configs") or "" for t in tasks),
-        cli_args=shown_args(cli, where),
-        command=command_line(options),
+        cli_args=tuple((name, shown_paths(text, roots)) for name, text in shown_args(cli, where)),
+        command=command_line(_placed(options, roots)),
         lmms_eval_version=_text(results.get("lmms_eval_version"), where, "lmms_eval_version"),
         git_hash=_text(results.get("git_hash"), where, "git_hash"),
         date=_text(_number_as_text(results.get("date")), where, "date"),
         toolkit_version=recorded_toolkit_version(configs, where),
-        data=tuple(task_data(t, configs[t], where) for t in tasks if t.startswith("hvcu_bench") and t in configs),
-        model_identity=recorded_model_identity(configs, where),
+        data=tuple(
+            placed_data(task_data(t, configs[t], where), roots)
+            for t in tasks
+            if t.startswith("hvcu_bench") and t in configs
+        ),
+        model_identity=None if identity is None else _placed(identity, roots),
+        lmms_eval_release=recorded_lmms_eval_release(configs, where),
+        roots=tuple(roots),
     )

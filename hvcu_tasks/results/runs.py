@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import ASPECTS, FAMILIES
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS
 from hvcu_tasks.core.metrics import (
     ACCURACY_METRICS,
     COUNT_PREFIXES,
@@ -114,6 +114,21 @@ class ModelResult:
     def official_score(self, setting: str) -> float | None:
         """Return the paper-comparable Overall Score (authors' parser); None when the results files lack it."""
         return self.score(setting, OFFICIAL_FULL_METRIC)
+
+    def failed_requests(self, setting: str) -> tuple[int, int, bool] | None:
+        """Return a setting's (failed requests, requests, exact) from its results files; None if one lacks the count.
+
+        A sample asks one request per level: complete chains count all three; a sample missing a level (a --limit
+        run) counts three too, so the requests are then an upper bound (exact False).
+        """
+        fams = self.settings.get(setting, {})
+        counts = [(r.get("n_failed_requests"), r.get("n_chains"), r.get("n_incomplete")) for r in fams.values()]
+        if not counts or any(failed is None or chains is None for failed, chains, _incomplete in counts):
+            return None
+        failed = sum(int(f or 0) for f, _c, _i in counts)
+        incomplete = sum(int(i or 0) for _f, _c, i in counts)
+        requests = len(LEVELS) * (sum(int(c or 0) for _f, c, _i in counts) + incomplete)
+        return failed, requests, incomplete == 0
 
     def partial(self, setting: str) -> bool:
         """Whether the setting lacks a family or was run on a subset."""
@@ -280,7 +295,7 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             if not isinstance(per_task, dict):
                 raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
             configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
-            model.records.append(run_record(results, f))
+            model.records.append(run_record(results, f, paths))
             for task, values in per_task.items():
                 if not isinstance(values, dict):
                     raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")

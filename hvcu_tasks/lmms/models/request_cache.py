@@ -47,9 +47,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
-from hvcu_tasks.core.names import is_secret_name
+from hvcu_tasks.core.names import is_secret_name, public_url
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import write_atomic
 from hvcu_tasks.lmms.models import cache_runs as runs
@@ -240,18 +239,6 @@ def digest(value: Any) -> str:
     """Return the SHA-256 (hex) of a value's canonical JSON (sorted keys, exact text)."""
     text = json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate keeps its own key
-
-
-def public_url(text: str) -> str:
-    """Return a URL without its user, password, query and fragment (where keys hide); other text unchanged."""
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    if not (parts.scheme and parts.netloc):
-        return text
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def model_identity(
