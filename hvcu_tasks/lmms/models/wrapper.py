@@ -293,7 +293,7 @@ class ContextWrapper(lmms):
         if self.endpoint:
             attrs = resolved_attributes(self.inner)
             model = next((attrs[k] for k in ("model_version", "model", "model_name") if k in attrs), None)
-            given = bool(model_args.get("base_url"))
+            given = bool(model_args.get("base_url")) or client is None  # else the client chose it
             self._say(endpoint_line(self.inner_name, model, self.endpoint, given))
         identity = built_model_identity(self.inner_name, model_args, self.inner, client)
         self.model_identity = copy.deepcopy(identity)
