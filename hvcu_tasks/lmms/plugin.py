@@ -18,6 +18,10 @@ model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is r
 chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
 lmms-eval (`route_record`), so an exported task folder's bundled copy of this module reads the same record.
 
+When every request of an `hvcu_context` run failed, `end_after_results` wraps lmms-eval's EvaluationTracker so the
+command exits with status 1 and one line right after lmms-eval has written the run's results files (lmms-eval itself
+exits 0 then); see docs/evaluation.md, "a run whose every request failed".
+
 Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
 method whose signature changed, is logged as an error that names the supported range and the installed release; a
 release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.

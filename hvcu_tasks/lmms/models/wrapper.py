@@ -30,6 +30,11 @@ a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]
 replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
 model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
 
+An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
+start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
+ranks together; when every request failed, lmms-eval's command line exits 1 with one line after it wrote the results
+files (plugin.end_after_results).
+
 Cache on or off, the served model's identity (the request cache's model identity, and the cache's identity folder
 and run when it is on) is written into the results file as `configs.<task>.metadata.hvcu_model_identity` of each
 HVCU task the wrapper served (plugin.py's dump_config hook).
@@ -418,7 +423,7 @@ class ContextWrapper(lmms):
             end_after_results(None)
             return
         line = all_failed_line(total, self.endpoint, self.inner_name, first)
-        if not end_after_results(line) and len(everyone) == 1:  # the hook is missing: end now, before the results
+        if not end_after_results(line):  # the hook is missing: end now (every rank: they share the verdict)
             raise SystemExit(all_failed_line(total, self.endpoint, self.inner_name, first, results_written=False))
 
     def generate_until(self, requests: list[Instance]) -> list[Any]:
