@@ -572,7 +572,14 @@ def test_an_unusable_default_cache_folder_runs_uncached_with_one_line(monkeypatc
             assert [r.text for r in api_wrapper(server).generate_until(base_requests(2))] == ["Answer: A"] * 2
         assert len(server.requests) == 4
     lines = [line for line in capsys.readouterr().err.splitlines() if "hvcu_context" in line]
-    assert lines == ["hvcu_context: request cache off (cannot create /dev/null/x/requests-v2: Not a directory)"] * 2
+    assert (
+        lines
+        == [
+            f"hvcu_context: inner openai, model m, endpoint {server.base_url.rstrip('/')}",
+            "hvcu_context: request cache off (cannot create /dev/null/x/requests-v2: Not a directory)",
+        ]
+        * 2
+    )
 
 
 @pytest.mark.parametrize("cache", ["on", "/dev/null/x"])

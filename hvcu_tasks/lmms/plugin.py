@@ -18,6 +18,10 @@ model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is r
 chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
 lmms-eval (`route_record`), so an exported task folder's bundled copy of this module reads the same record.
 
+When every request of an `hvcu_context` run failed, `end_after_results` wraps lmms-eval's EvaluationTracker so the
+command exits with status 1 and one line right after lmms-eval has written the run's results files (lmms-eval itself
+exits 0 then); see docs/evaluation.md, "a run whose every request failed".
+
 Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
 method whose signature changed, is logged as an error that names the supported range and the installed release; a
 release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.
@@ -29,6 +33,7 @@ import copy
 import functools
 import inspect
 import logging
+import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -253,6 +258,117 @@ def install_identity_hook() -> None:
     dump_config._hvcu_hook = True  # type: ignore[attr-defined]
     dump_config.__wrapped__ = original  # type: ignore[attr-defined]
     ConfigurableTask.dump_config = dump_config
+
+
+RESULTS_METHODS: dict[str, tuple[str, ...]] = {
+    "save_results_aggregated": ("self", "results", "samples", "datetime_str"),
+    "save_results_samples": ("self", "task_name", "samples"),
+    "recreate_metadata_card": ("self",),
+}
+"""lmms-eval's EvaluationTracker methods that write a run's files, with their parameters (the end-of-run hook)."""
+
+_END_LINE: list[str] = []
+"""The line this lmms-eval command ends with, exit status 1, once its results files are written (empty: none)."""
+
+
+def end_after_results(line: str | None) -> bool:
+    """Make this lmms-eval command exit with status 1 and `line` once it has written its results files (None: don't).
+
+    False when lmms-eval's EvaluationTracker no longer has the methods the hook wraps (the caller decides then).
+    Rank 0 writes the files, so only rank 0 exits there: it first waits at the barrier lmms-eval's command line would
+    have waited at after writing them, so the other ranks, waiting there, go on and end normally (exit 0) while the
+    launcher (accelerate launch, torchrun) reports rank 0's status.
+    """
+    _END_LINE.clear()
+    if line is None:
+        return True
+    try:
+        install_results_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
+        return False
+    _END_LINE.append(line)
+    return True
+
+
+def _end_now() -> None:
+    """Raise the SystemExit that ends the command with the pending line (after the barrier of a data-parallel run)."""
+    line = _END_LINE.pop()
+    _END_LINE.clear()
+    for wrapper in list(SERVING):  # their request caches' end lines (else printed at exit) come before the line
+        end = getattr(wrapper, "end_run", None)
+        if callable(end):
+            end()
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+    for stream in (sys.stdout, sys.stderr):  # what lmms-eval printed stays above the line, even piped
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    raise SystemExit(line)
+
+
+def install_results_hook() -> None:
+    """Wrap lmms-eval's EvaluationTracker so a pending end line (end_after_results) ends the command after its files.
+
+    The files: the results file, then with --log_samples one samples file per task, then with a hub push the
+    metadata card; the command ends after the last of them that this run writes. Idempotent.
+    """
+    from lmms_eval.loggers.evaluation_tracker import EvaluationTracker
+
+    todo = {}
+    for name, expected in RESULTS_METHODS.items():
+        original = getattr(EvaluationTracker, name, None)
+        if getattr(original, "_hvcu_hook", False):
+            continue
+        check_signature(
+            original,
+            expected,
+            f"EvaluationTracker.{name}",
+            "a run of hvcu_context whose every request failed ends before lmms-eval writes its results until "
+            "hvcu_tasks/lmms/plugin.py is updated",
+        )
+        todo[name] = original
+
+    def pushes(tracker: Any) -> bool:
+        return bool(getattr(tracker, "push_results_to_hub", False) or getattr(tracker, "push_samples_to_hub", False))
+
+    def written(tracker: Any) -> None:
+        if _END_LINE and not tracker._hvcu_pending and not pushes(tracker):
+            _end_now()
+
+    def hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            got = original(self, *args, **kwargs)
+            if name == "save_results_aggregated":
+                bound = inspect.signature(original).bind(self, *args, **kwargs)
+                results, samples = bound.arguments.get("results"), bound.arguments.get("samples")
+                configs = results.get("configs", {}) if isinstance(results, dict) else {}
+                self._hvcu_pending = set(configs) if samples is not None else set()
+                written(self)
+            elif name == "save_results_samples" and hasattr(self, "_hvcu_pending"):
+                bound = inspect.signature(original).bind(self, *args, **kwargs)
+                self._hvcu_pending.discard(bound.arguments.get("task_name"))
+                written(self)
+            return got
+
+        @functools.wraps(original)
+        def last(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if _END_LINE:
+                    _end_now()
+
+        chosen = last if name == "recreate_metadata_card" else method
+        chosen._hvcu_hook = True  # type: ignore[attr-defined]
+        return chosen
+
+    for name, original in todo.items():
+        setattr(EvaluationTracker, name, hooked(name, original))
 
 
 def _sending_own_bytes(original: Callable[..., Any]) -> Callable[..., Any]:

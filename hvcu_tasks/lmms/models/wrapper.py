@@ -30,6 +30,11 @@ a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]
 replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
 model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
 
+An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
+start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
+ranks together; when every request failed, lmms-eval's command line exits 1 with one line after it wrote the results
+files (plugin.end_after_results).
+
 Cache on or off, the served model's identity (the request cache's model identity, and the cache's identity folder
 and run when it is on) is written into the results file as `configs.<task>.metadata.hvcu_model_identity` of each
 HVCU task the wrapper served (plugin.py's dump_config hook).
@@ -61,16 +66,93 @@ from hvcu_tasks.lmms.models.request_cache import (
     is_api,
     keepable,
     openai_client,
+    public_url,
+    resolved_attributes,
     reuse_setting,
     run_name,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
 from hvcu_tasks.lmms.models.routing import CHAIN_ROUNDS, hint_once
-from hvcu_tasks.lmms.plugin import serve
+from hvcu_tasks.lmms.plugin import end_after_results, serve
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
+
+
+REQUEST_FAILED = "[LMMS_EVAL_REQUEST_FAILED"
+"""How lmms-eval's API backends begin the text they return for a request that failed every retry."""
+BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
+"""What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+"""Where the openai client sends requests when neither base_url nor the environment names an endpoint."""
+
+
+def failure_of(reply: Any) -> str | None:
+    """Return why a reply is no answer (the backend's error, an empty reply, no reply), or None for a real reply."""
+    text = _text(reply)
+    if text is None:
+        return "no reply"
+    if text.startswith(REQUEST_FAILED):
+        return " ".join(text.partition("]")[2].split()) or text
+    if text.startswith(BUDGET_EXCEEDED):
+        return None
+    return None if text.strip() else "an empty reply"
+
+
+def endpoint_of(inner: Any, model_args: Mapping[str, Any], client: Any = None) -> str | None:
+    """Return the URL an inner model sends its requests to, without user, password or query; None for a local one."""
+    url = getattr(client, "base_url", None) if client is not None else None
+    if url is None:
+        url = model_args.get("base_url") or getattr(inner, "base_url", None)
+    if not isinstance(url, str) and url is not None:
+        url = str(url)
+    return public_url(url).rstrip("/") if url else None
+
+
+def endpoint_line(backend: str, model: Any, endpoint: str, base_url_given: bool) -> str:
+    """Return the start line that names the inner backend, its model and the endpoint every request goes to."""
+    if base_url_given:
+        where = endpoint
+    elif endpoint == OPENAI_DEFAULT_URL:
+        where = f"{endpoint} (the OpenAI API, the client's default: no base_url given)"
+    else:
+        where = f"{endpoint} (no base_url given: the client's environment names it)"
+    named = model if model not in (None, "") else "(not given)"
+    return f"hvcu_context: inner {backend}, model {named}, endpoint {where}"
+
+
+def failure_line(failed: int, total: int, where: str, first_error: str | None) -> str:
+    """Return the end-of-run summary of the requests that got no reply."""
+    return f"hvcu_context: {failed} of {total} requests failed ({where}); first error: {first_error}"
+
+
+def all_failed_line(
+    total: int, endpoint: str | None, inner: str, first_error: str | None, results_written: bool = True
+) -> str:
+    """Return the one line a run whose every request failed ends with: where they went and what to check."""
+    files = (
+        "lmms-eval wrote the results (n_failed_requests counts them)" if results_written else "no results were written"
+    )
+    if endpoint:
+        return (
+            f"hvcu_context: error: all {total} requests failed (endpoint {endpoint}; first error: {first_error}); "
+            f"check base_url, the API key and that the server is up and serves this model; {files}"
+        )
+    return (
+        f"hvcu_context: error: all {total} requests of the inner model {inner} failed (first error: {first_error}); "
+        f"see its messages above; {files}"
+    )
+
+
+def across_ranks(value: Any) -> list[Any]:
+    """Return every rank's `value` (rank order) when torch.distributed runs a group of several, else [value]."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return [value]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def _is_async(client: Any) -> bool:
@@ -195,6 +277,11 @@ class ContextWrapper(lmms):
         """What the results file records as the served model (plugin.py's dump_config hook reads it)."""
         self._client_cached = False
         self._inner_calls = 0
+        self.endpoint: str | None = None
+        """Where the inner model sends its requests (without user, password or query); None for a local model."""
+        self._asked = 0
+        self._failed = 0
+        self._first_error: str | None = None
         serve(self)
 
     def _open_cache(
@@ -207,6 +294,12 @@ class ContextWrapper(lmms):
         cache off with one line; asked for explicitly, either is an error.
         """
         client = chat_client(self.inner)
+        self.endpoint = endpoint_of(self.inner, model_args, client)
+        if self.endpoint:
+            attrs = resolved_attributes(self.inner)
+            model = next((attrs[k] for k in ("model_version", "model", "model_name") if k in attrs), None)
+            given = bool(model_args.get("base_url")) or client is None  # else the client chose it
+            self._say(endpoint_line(self.inner_name, model, self.endpoint, given))
         identity = built_model_identity(self.inner_name, model_args, self.inner, client)
         self.model_identity = copy.deepcopy(identity)
         api = is_api(self.inner_name, model_args, client)
@@ -291,8 +384,47 @@ class ContextWrapper(lmms):
         self.inner.set_cache_hook(cache_hook)
 
     def clean(self) -> None:
-        """Free the inner model's memory."""
+        """Free the inner model's memory; lmms-eval calls this once every rank's requests are done, so judge the run.
+
+        The judgement (_judge): how many requests of the run got no reply, all ranks together.
+        """
         self.inner.clean()
+        self._judge()
+
+    def _count(self, replies: list[Any]) -> None:
+        """Count the requests answered and those without a reply, keeping the first one's reason."""
+        self._asked += len(replies)
+        for reply in replies:
+            why = failure_of(reply)
+            if why is not None:
+                self._failed += 1
+                if self._first_error is None:
+                    self._first_error = why
+
+    def _judge(self) -> None:
+        """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero.
+
+        Under lmms-eval's command line such a run ends with exit status 1 and one line once lmms-eval has written
+        its results files (plugin.end_after_results); called from code, nothing is raised.
+        """
+        mine = (self._failed, self._asked, self._first_error)
+        self._failed = self._asked = 0
+        self._first_error = None
+        everyone = across_ranks(mine)
+        failed = sum(f for f, _t, _e in everyone)
+        total = sum(t for _f, t, _e in everyone)
+        first = next((e for _f, _t, e in everyone if e), None)
+        if not failed:
+            end_after_results(None)
+            return
+        where = f"endpoint {self.endpoint}" if self.endpoint else f"inner model {self.inner_name}"
+        self._say(failure_line(failed, total, where, first))
+        if failed < total or not is_lmms_eval(sys.argv[0] if sys.argv else ""):
+            end_after_results(None)
+            return
+        line = all_failed_line(total, self.endpoint, self.inner_name, first)
+        if not end_after_results(line):  # the hook is missing: end now (every rank: they share the verdict)
+            raise SystemExit(all_failed_line(total, self.endpoint, self.inner_name, first, results_written=False))
 
     def generate_until(self, requests: list[Instance]) -> list[Any]:
         """Single-round requests go straight to the inner model (through the request cache when it is on)."""
@@ -349,7 +481,9 @@ class ContextWrapper(lmms):
         """
         cache = self.request_cache
         if cache is None:
-            return self._call_inner(requests)
+            replies = self._call_inner(requests)
+            self._count(replies)
+            return replies
         if self._client_cached:
             cache.sample = sample
             try:
@@ -359,6 +493,7 @@ class ContextWrapper(lmms):
         else:
             replies = self._generate_cached(cache, requests, sample)
         cache.tally([_text(reply) for reply in replies])
+        self._count(replies)
         return replies
 
     def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
