@@ -52,6 +52,7 @@ from typing import Any
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from hvcu_tasks.core.names import public_url
 from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, is_lmms_eval
 from hvcu_tasks.lmms.models.request_cache import (
     IDENTITY_ATTRS,
@@ -66,7 +67,6 @@ from hvcu_tasks.lmms.models.request_cache import (
     is_api,
     keepable,
     openai_client,
-    public_url,
     resolved_attributes,
     reuse_setting,
     run_name,
