@@ -6,7 +6,8 @@ The expected SHA-256 values were recorded from the pages as the code wrote them 
 diagnostics a results file without sample logs lacks, recorded from the same code with the inline strings
 restored; chains.html: the two-model view; the model pages: "How this run was made"; index.html and the model
 pages: the leaderboard's intervals, rank ranges and groups; the model pages: the Model identity row; the model
-pages: the failed requests and the installed lmms-eval release, chains.html: paths from the runs folder). index.html
+pages: the failed requests and the installed lmms-eval release, chains.html: paths from the runs folder; index.html
+and the model pages: exact intervals, letter groups and the Failed column). index.html
 inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
 """
 
@@ -25,10 +26,10 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.report.browser import write_browser
 
 PAGES = {
-    "site/index.html": "ea88318053367cfcf9c9dc9eb91d12921fa675a184e495bd9697a68f9d0ae27a",
-    "site/models/Qwen-X.html": "d7843b8522d40e5fb06a0248c8fcf8d428075ca9ccce417b73191e5eaa2b72d1",
-    "site/models/Strong-Y.html": "ad765313afac871fcb1ac9cbcbed419aa7c28dd0b9fce16233bff3d56625b6d0",
-    "site/models/Tiny-Z.html": "e4c4bdc05c48d1e93f65f8c0f150659c1f273dfd126501f7167efa5a5d63b06b",
+    "site/index.html": "d007f8e662be1ff347e3cd100c26a31e02d5940543a6d39d9140872ae5e54fbc",
+    "site/models/Qwen-X.html": "86886f57b4540fbccf3a4f56bd79a8c720820551e3c7a69e49765e93b836d1ab",
+    "site/models/Strong-Y.html": "50e1591a835db21c15939a4d1dd6098aaf3b286ab8a49cfccfb8c9e3ebf5b839",
+    "site/models/Tiny-Z.html": "73b845b3e3b0852fde888bf7155952164f1d7a52d5adbcae29a405d1a0ff20c2",
     "browser/chains.html": "20c328e2551d53d3575641b18b10ad1ef0c12615839215f3156106423824472a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
