@@ -28,6 +28,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+ACCELERATE_TWO_CPU_RANKS = [
+    *(str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1"),
+    *("--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lmms_eval"),
+]
+"""`accelerate launch` of lmms-eval on two CPU ranks (data parallelism), before lmms-eval's own arguments."""
 
 # Property tests: the same examples on every run (derandomize), no per-example time limit (a loaded 2-core machine
 # made one example exceed hypothesis' 200 ms default once); the failing example is printed to reproduce it.

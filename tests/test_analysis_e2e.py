@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import BIN, report_metrics, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, report_metrics, run_lmms_eval
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
@@ -270,19 +270,7 @@ def test_circular_under_data_parallelism_scores_after_gathering(tmp_path: Path) 
     predictions = write_predictions(tmp_path / "mix.jsonl")
     out = tmp_path / "out"
     cmd = [
-        str(BIN / "accelerate"),
-        "launch",
-        "--cpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "-m",
-        "lmms_eval",
+        *ACCELERATE_TWO_CPU_RANKS,
         "--model",
         "hvcu_replay",
         "--model_args",

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SMOKE_EXPECTED, SMOKE_SCORE, report_metrics, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, SMOKE_EXPECTED, SMOKE_SCORE, report_metrics, run_lmms_eval
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
@@ -169,19 +169,7 @@ def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -
 def test_data_parallel_run_gathers_before_scoring(authors_results: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     cmd = [
-        str(BIN / "accelerate"),
-        "launch",
-        "--cpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "-m",
-        "lmms_eval",
+        *ACCELERATE_TWO_CPU_RANKS,
         "--model",
         "hvcu_replay",
         "--model_args",

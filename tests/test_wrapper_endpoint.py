@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, run_lmms_eval
 from fake_openai import FakeOpenAI
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
@@ -110,19 +110,7 @@ def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_wi
     args = f"inner=openai,model_version=fake-vlm,base_url={endpoint},api_key=x,max_retries=1,retry_backoff_s=0"
     out = tmp_path / "out"
     cmd = [
-        str(BIN / "accelerate"),
-        "launch",
-        "--cpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "-m",
-        "lmms_eval",
+        *ACCELERATE_TWO_CPU_RANKS,
         "--model",
         "hvcu_context",
         "--model_args",
