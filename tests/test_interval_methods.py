@@ -308,3 +308,53 @@ def test_the_letters_agree_with_the_adjusted_comparisons_on_every_pair() -> None
         letters = {c.key: set(board.assessments[c.key].letters or "") for c in runs}
         for a, b in itertools.combinations(letters, 2):
             assert bool(letters[a] & letters[b]) == (frozenset((a, b)) not in significant)
+
+
+# --- edges ------------------------------------------------------------------------------------------------------------
+
+
+def test_two_scores_over_different_families_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"^two Scores are compared over the same families$"):
+        stats.unpaired_difference({"x": 1}, {"x": 2}, {"y": 1}, {"y": 2})
+
+
+def test_letters_past_z_go_on_with_two_letter_names_set_apart_by_spaces() -> None:
+    found = stats.letters(28, lambda i, j: True)
+    assert found[:2] == ["a", "b"] and found[25:] == ["z", "aa", "ab"]
+    assert stats.letters(28, lambda i, j: {i, j} != {26, 27})[26:] == ["aa", "aa"]
+
+
+def test_p_values_are_printed_to_three_significant_digits_down_to_one_in_ten_thousand() -> None:
+    assert [stats.p_text(p) for p in (0.6491, 0.0123, 1e-4, 9.9e-5)] == ["0.649", "0.0123", "0.0001", "< 0.0001"]
+    assert (stats.p_phrase(0.0123), stats.p_phrase(1e-9)) == ("p = 0.0123", "p < 0.0001")
+
+
+def test_a_rankable_row_with_nothing_to_count_is_named_and_the_rest_still_assessed() -> None:
+    nothing = Contender("x", True)
+    counted = Contender("y", True, acc_full=dict.fromkeys(SIZES, 40.0), sizes=SIZES)
+    board = assess([nothing, counted], FAMILIES, SIZES)
+    assert board.unranked == ["x"] and board.assessments["x"].score is None
+    assert board.assessments["y"].score is not None and board.assessments["y"].rank_range == (1, 1)
+
+
+def test_a_logged_run_gets_its_context_interval_and_gain() -> None:
+    base = {f: {f"{f}{i}": i < n // 2 for i in range(n)} for f, n in SIZES.items()}
+    context = {f: {f"{f}{i}": i < n // 2 + 10 for i in range(n)} for f, n in SIZES.items()}
+    (a,) = assess([Contender("r", True, Verdicts(base), Verdicts(context))], FAMILIES, SIZES).assessments.values()
+    right = {f: n // 2 + 10 for f, n in SIZES.items()}
+    assert a.context == stats.score_interval(right, SIZES)
+    assert a.gain == stats.paired_difference(base, context).interval and a.gain[0] > 0
+
+
+def test_a_context_setting_logged_without_base_chains_gets_its_interval_but_no_gain() -> None:
+    context = {f: {f"{f}{i}": i < 10 for i in range(n)} for f, n in SIZES.items()}
+    row = Contender("r", True, None, Verdicts(context), acc_full=dict.fromkeys(SIZES, 40.0), sizes=SIZES)
+    (a,) = assess([row], FAMILIES, SIZES).assessments.values()
+    assert a.context == stats.score_interval(dict.fromkeys(SIZES, 10), SIZES) and a.gain is None
+
+
+def test_a_context_gain_needs_both_settings_on_the_same_samples() -> None:
+    base = {f: {f"{f}{i}": i < 10 for i in range(n)} for f, n in SIZES.items()}
+    other = {f: {f"{f}-{i}": i < 10 for i in range(n)} for f, n in SIZES.items()}  # other sample ids
+    (a,) = assess([Contender("r", True, Verdicts(base), Verdicts(other))], FAMILIES, SIZES).assessments.values()
+    assert a.context is not None and a.gain is None

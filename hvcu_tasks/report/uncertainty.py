@@ -149,9 +149,9 @@ def assess(contenders: Sequence[Contender], families: Sequence[str], benchmark_s
         known[c.key] = k
         a.method = CHAINS if k.verdicts is not None else COUNTS
         a.score = stats.score_interval(k.right, k.sizes)
-        if k.verdicts is not None and _complete(c.context, families) and c.context is not None:
+        if _complete(c.context, families) and c.context is not None:
             a.context = stats.score_interval(c.context.right(), c.context.sizes())
-            if c.context.frame() == k.verdicts.frame():
+            if k.verdicts is not None and c.context.frame() == k.verdicts.frame():
                 a.gain = stats.paired_difference(k.verdicts.chains, c.context.chains).interval
     ranked = [c.key for c in contenders if c.rankable and c.key in known]
     out.unranked = [c.key for c in contenders if c.rankable and c.key not in known]
