@@ -358,3 +358,54 @@ def test_a_context_gain_needs_both_settings_on_the_same_samples() -> None:
     other = {f: {f"{f}-{i}": i < 10 for i in range(n)} for f, n in SIZES.items()}  # other sample ids
     (a,) = assess([Contender("r", True, Verdicts(base), Verdicts(other))], FAMILIES, SIZES).assessments.values()
     assert a.context is not None and a.gain is None
+
+
+def _logged(key: str, right: int, ids: str = "s", rankable: bool = False) -> Contender:
+    """A run logged on 50 samples per family (ids prefixed `ids`), the first `right` of each family right."""
+    chains = {f: {f"{ids}{i:02d}": i < right for i in range(50)} for f in FAMILIES}
+    return Contender(key, rankable, Verdicts(chains))
+
+
+def test_unranked_runs_on_one_sample_set_are_compared_among_themselves() -> None:
+    board = assess([_logged("x", 40), _logged("y", 10), _logged("z", 30, ids="t")], FAMILIES, SIZES)
+    (pair,) = board.pairs  # z is alone on its samples: compared with nobody
+    assert (pair.a, pair.b, pair.paired, pair.family, pair.family_size) == (
+        "y", "x", True, "unranked runs on sample set 1", 1
+    )  # fmt: skip
+    assert pair.delta == 60.0 and pair.significant
+
+
+def test_each_set_of_unranked_samples_is_its_own_family_numbered_from_one() -> None:
+    runs = [_logged("x", 40), _logged("y", 10), _logged("u", 30, ids="t"), _logged("v", 20, ids="t")]
+    board = assess(runs, FAMILIES, SIZES)
+    assert [(p.a, p.b, p.family) for p in board.pairs] == [
+        ("y", "x", "unranked runs on sample set 1"),
+        ("v", "u", "unranked runs on sample set 2"),
+    ]
+
+
+def test_ranked_and_unranked_comparisons_stand_side_by_side() -> None:
+    runs = [_logged("r1", 40, ids="b", rankable=True), _logged("r2", 20, ids="b", rankable=True)]
+    board = assess([*runs, _logged("x", 40), _logged("y", 10)], FAMILIES, SIZES)
+    assert [(p.a, p.b, p.family) for p in board.pairs] == [
+        ("r2", "r1", "ranked rows"),
+        ("y", "x", "unranked runs on sample set 1"),
+    ]
+
+
+def test_rank_ranges_follow_the_comparisons_whatever_order_the_rows_come_in() -> None:
+    weak, strong = _logged("weak", 10, rankable=True), _logged("strong", 40, rankable=True)
+    for order in ([strong, weak], [weak, strong]):
+        board = assess(order, FAMILIES, SIZES)
+        assert board.assessments["strong"].rank_range == (1, 1) and board.assessments["weak"].rank_range == (2, 2)
+
+
+def test_the_paired_detectable_difference_is_set_by_the_share_of_disagreeing_chains() -> None:
+    # x and y disagree on 30 of 50 samples per family: (1.959964 + 0.841621) * sqrt(3 * 0.6 / 50 / 9) * 100
+    board = assess([_logged("x", 40), _logged("y", 10)], FAMILIES, SIZES)
+    assert board.detectable_paired == pytest.approx(2.801585 * (3 * 0.6 / 50 / 9) ** 0.5 * 100, abs=1e-4)
+    assert assess([_logged("x", 40)], FAMILIES, SIZES).detectable_paired is None
+    unpaired = [_logged("r1", 40, ids="b", rankable=True), _logged("r2", 20, ids="c", rankable=True)]
+    board = assess([*unpaired, _logged("x", 40), _logged("y", 10)], FAMILIES, SIZES)
+    assert [p.paired for p in board.pairs] == [False, True]  # only the paired comparison sets it
+    assert board.detectable_paired == pytest.approx(2.801585 * (3 * 0.6 / 50 / 9) ** 0.5 * 100, abs=1e-4)

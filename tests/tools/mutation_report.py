@@ -94,38 +94,7 @@ EQUIVALENT: dict[str, str] = {
         )
         for n in (68, 70)
     },
-    "hvcu_tasks.report.stats.x_stream__mutmut_5": "int.from_bytes's byte order defaults to 'big'",
-    "hvcu_tasks.report.stats.x_stream__mutmut_9": "'UTF-8' and 'utf-8' name the same codec",
-    "hvcu_tasks.report.stats.x_frame_key__mutmut_1": (
-        "another default fingerprint: every frame key without one changes alike, so the same runs still share"
-        " resamples and other data still does not"
-    ),
-    "hvcu_tasks.report.stats.x_frame_key__mutmut_4": (
-        "another separator between families: the key still differs exactly when the ids or the fingerprint do"
-    ),
-    "hvcu_tasks.report.stats.x_score_ci__mutmut_1": (
-        "another default fingerprint: the callers that pair (board, intervals tables) pass theirs"
-    ),
-    "hvcu_tasks.report.stats.x_resample_indices__mutmut_9": "rng.integers(n) draws from [0, n) as integers(0, n)",
-    **{
-        f"hvcu_tasks.report.stats.x_score_draws__mutmut_{n}": (
-            "no dtype: the mean of a bool array is the share of True, as of the same array as floats"
-        )
-        for n in (10, 12)
-    },
-    "hvcu_tasks.report.stats.x_rank_ranges__mutmut_29": (
-        "the lower quantile without method='lower': the linear one lies between two ranks >= 1, and int() truncates"
-        " it to the lower of them"
-    ),
-    **{f"hvcu_tasks.report.stats.x_rank_ranges__mutmut_{n}": _STRICT for n in (51, 54, 55)},
     "hvcu_tasks.report.stats.x_mcnemar__mutmut_32": "scipy's binomtest tests p = 0.5 by default",
-    **{f"hvcu_tasks.report.uncertainty.x__rank__mutmut_{n}": _STRICT for n in (16, 19, 21, 33, 36, 41)},
-    "hvcu_tasks.report.uncertainty.xǁ_Drawsǁbinomial__mutmut_1": (
-        "an assert for the type checker: assess calls it only when acc_full and sizes are both set"
-    ),
-    "hvcu_tasks.report.uncertainty.x__pairs__mutmut_9": (
-        "an assert for the type checker: only contenders with base verdicts are compared"
-    ),
 }
 """Mutant name -> why it cannot be told apart from the original (names are stable while the function is unchanged)."""
 
