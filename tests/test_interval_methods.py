@@ -98,6 +98,19 @@ def test_a_paired_comparison_needs_the_same_samples() -> None:
         stats.paired_difference({"x": {"s1": True}}, {"x": {"s2": True}})
 
 
+def test_a_paired_comparison_needs_the_same_families() -> None:
+    for b in ({"y": {"s1": True}}, {"x": {"s1": True}, "y": {"s1": True}}):
+        with pytest.raises(ValueError, match="share no sample of a family"):
+            stats.paired_difference({"x": {"s1": True}}, b)
+
+
+def test_a_difference_interval_stays_within_100_points() -> None:
+    # one sample, B alone right: p~ = 2/3 and 1/3, SE = sqrt((1 - 1/9) / 3) = 0.544: 33.3 ± 106.7 is clipped
+    up = stats.paired_difference({"x": {"s": False}}, {"x": {"s": True}})
+    down = stats.paired_difference({"x": {"s": True}}, {"x": {"s": False}})
+    assert up.interval[1] == 100.0 and down.interval[0] == -100.0
+
+
 def test_identical_runs_differ_by_nothing_with_p_one_and_an_interval_of_width() -> None:
     chains = {"x": {f"s{i}": i % 3 == 0 for i in range(30)}}
     d = stats.paired_difference(chains, chains)
@@ -132,7 +145,7 @@ def test_holm_adjusts_step_down_in_the_order_given() -> None:
 
 
 def test_holm_never_exceeds_one() -> None:
-    assert stats.holm([0.5, 0.9]) == [1.0, 1.0]
+    assert stats.holm([0.6, 0.9]) == [1.0, 1.0]
 
 
 def test_rank_ranges_count_the_rows_significantly_above_and_below() -> None:
@@ -316,6 +329,24 @@ def test_the_letters_agree_with_the_adjusted_comparisons_on_every_pair() -> None
 def test_two_scores_over_different_families_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^two Scores are compared over the same families$"):
         stats.unpaired_difference({"x": 1}, {"x": 2}, {"y": 1}, {"y": 2})
+
+
+def _overlap_chain(count: int):
+    """Rows 0 ~ 1 ~ 2 not significantly different (0 and 2 are), every other pair significant: count - 1 letters."""
+    return lambda i, j: {i, j} not in ({0, 1}, {1, 2})
+
+
+def test_letters_are_joined_without_a_space_up_to_26() -> None:
+    assert stats.letters(27, _overlap_chain(27))[:3] == ["a", "ab", "b"]
+
+
+def test_letters_are_set_apart_by_spaces_past_26() -> None:
+    found = stats.letters(28, _overlap_chain(28))
+    assert found[:3] == ["a", "a b", "b"] and found[-1] == "aa"
+
+
+def test_no_rows_have_no_letters() -> None:
+    assert stats.letters(0, lambda i, j: True) == []
 
 
 def test_letters_past_z_go_on_with_two_letter_names_set_apart_by_spaces() -> None:

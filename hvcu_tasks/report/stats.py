@@ -87,11 +87,13 @@ class Difference:
 
 
 def _z_difference(delta: float, centre: float, se: float, level: float) -> Difference:
-    """Return the difference with the interval centre ± z * se (clipped to ±100) and the z-test's p-value."""
+    """Return the difference with the interval centre ± z * se (clipped to ±100) and the z-test's p-value.
+
+    `se` is never 0: the adjusted counts keep every share strictly between 0 and 1.
+    """
     z = z_value(level)
     interval = (max(-100.0, centre - z * se), min(100.0, centre + z * se))
-    p = 2 * NormalDist().cdf(-abs(centre) / se) if se > 0 else 1.0
-    return Difference(delta, interval, max(P_FLOOR, min(1.0, p)))
+    return Difference(delta, interval, max(P_FLOOR, 2 * NormalDist().cdf(-abs(centre) / se)))
 
 
 def unpaired_difference(
@@ -142,12 +144,12 @@ def paired_difference(
 def holm(p_values: Sequence[float]) -> list[float]:
     """Return Holm's step-down adjusted p-values (familywise error control), in the order given."""
     m = len(p_values)
-    adjusted = [1.0] * m
+    adjusted: dict[int, float] = {}
     running = 0.0
     for step, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
         running = max(running, min(1.0, (m - step) * p_values[i]))
         adjusted[i] = running
-    return adjusted
+    return [adjusted[i] for i in range(m)]
 
 
 def rank_ranges(count: int, above: Callable[[int, int], bool]) -> list[tuple[int, int]]:
@@ -164,14 +166,13 @@ def rank_ranges(count: int, above: Callable[[int, int], bool]) -> list[tuple[int
 def letters(count: int, differs: Callable[[int, int], bool]) -> list[str]:
     """Return a compact letter display of rows 0..count-1 (best first): two rows share a letter exactly when
     `differs` says their difference is not significant (insert-and-absorb)."""
-    columns: list[frozenset[int]] = [frozenset(range(count))] if count else []
+    columns = [frozenset(range(count))]
     for i in range(count):
         for j in range(i + 1, count):
             if not differs(i, j):
                 continue
-            split: list[frozenset[int]] = []
-            for column in columns:
-                split += [column - {i}, column - {j}] if i in column and j in column else [column]
+            # a column holding both splits in two; one without both gives itself and a subset, absorbed below
+            split = [part for column in columns for part in (column - {i}, column - {j})]
             unique = list(dict.fromkeys(split))
             columns = [c for c in unique if not any(c < other for other in unique)]
     columns.sort(key=lambda c: sorted(c))
