@@ -326,6 +326,27 @@ def test_the_letters_agree_with_the_adjusted_comparisons_on_every_pair() -> None
 # --- edges ------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("right", "n"), [(6, 5), (-1, 5), (0, 0)])
+def test_an_exact_interval_of_an_impossible_count_is_refused(right: int, n: int) -> None:
+    with pytest.raises(ValueError, match=rf"^an exact interval needs 0 <= right <= n and n >= 1, got {right} of {n}$"):
+        stats.exact_interval(right, n)
+
+
+@pytest.mark.parametrize(("right", "sizes"), [({}, {}), ({"x": 1}, {"y": 2}), ({"x": 1}, {"x": 2, "y": 2})])
+def test_a_score_of_no_or_mismatched_families_is_refused(right: dict, sizes: dict) -> None:
+    with pytest.raises(ValueError, match=r"^a Score needs the same non-empty set of families in its counts and sizes$"):
+        stats.score_interval(right, sizes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 400), st.floats(0, 1)), min_size=1, max_size=3))
+def test_a_score_interval_stays_within_0_and_100_and_holds_the_score(families) -> None:
+    sizes = {str(f): n for f, (n, _share) in enumerate(families)}
+    right = {str(f): round(n * share) for f, (n, share) in enumerate(families)}
+    low, high = stats.score_interval(right, sizes)
+    assert 0 <= low <= stats.score_of(right, sizes) <= high <= 100 and high > low
+
+
 def test_two_scores_over_different_families_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^two Scores are compared over the same families$"):
         stats.unpaired_difference({"x": 1}, {"x": 2}, {"y": 1}, {"y": 2})

@@ -49,7 +49,8 @@ def install(version: str, cache: Path) -> Path:
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def release(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    cache = request.config.cache.mkdir("lmms-eval-releases") if request.config.cache else tmp_path_factory.mktemp("rel")
+    stored = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = stored.mkdir("lmms-eval-releases") if stored else tmp_path_factory.mktemp("rel")
     return request.param, install(request.param, Path(cache))
 
 

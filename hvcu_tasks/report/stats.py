@@ -69,7 +69,8 @@ def score_interval(right: Mapping[str, int], sizes: Mapping[str, int], level: fl
         low, high = exact_interval(right[f], sizes[f], level)
         below += (share - low) ** 2
         above += (high - share) ** 2
-    return max(0.0, score - math.sqrt(below) / k), min(100.0, score + math.sqrt(above) / k)
+    # within 0-100 by construction: sqrt(sum (p_f - l_f)^2) <= sum (p_f - l_f) <= sum p_f, and likewise above
+    return score - math.sqrt(below) / k, score + math.sqrt(above) / k
 
 
 @dataclass(frozen=True)
