@@ -47,6 +47,12 @@ def test_the_exact_interval_of_half_right_is_the_textbook_one() -> None:
 
 def test_a_score_of_one_family_has_that_familys_exact_interval() -> None:
     assert stats.score_interval({"x": 50}, {"x": 100}) == pytest.approx(stats.exact_interval(50, 100))
+    assert stats.score_interval({"x": 50}, {"x": 100}, 0.8) == pytest.approx(stats.exact_interval(50, 100, 0.8))
+
+
+def test_one_sample_has_an_exact_interval() -> None:
+    # 0 of 1: [0, 1 - 0.025] = [0, 97.5]
+    assert stats.exact_interval(0, 1) == pytest.approx((0.0, 97.5))
 
 
 def test_the_score_interval_combines_the_families_bounds_by_mover() -> None:
@@ -94,7 +100,7 @@ def test_the_paired_difference_is_bonett_price() -> None:
 
 
 def test_a_paired_comparison_needs_the_same_samples() -> None:
-    with pytest.raises(ValueError, match="share no sample"):
+    with pytest.raises(ValueError, match=r"^the two runs share no sample of a family: a paired comparison needs the"):
         stats.paired_difference({"x": {"s1": True}}, {"x": {"s2": True}})
 
 
@@ -403,6 +409,13 @@ def test_a_context_setting_logged_without_base_chains_gets_its_interval_but_no_g
     row = Contender("r", True, None, Verdicts(context), acc_full=dict.fromkeys(SIZES, 40.0), sizes=SIZES)
     (a,) = assess([row], FAMILIES, SIZES).assessments.values()
     assert a.context == stats.score_interval(dict.fromkeys(SIZES, 10), SIZES) and a.gain is None
+
+
+def test_a_context_setting_missing_a_family_gets_no_interval() -> None:
+    base = {f: {f"{f}{i}": i < 10 for i in range(n)} for f, n in SIZES.items()}
+    context = {f: base[f] for f in FAMILIES[:2]}
+    (a,) = assess([Contender("r", True, Verdicts(base), Verdicts(context))], FAMILIES, SIZES).assessments.values()
+    assert a.score is not None and a.context is None and a.gain is None
 
 
 def test_a_context_gain_needs_both_settings_on_the_same_samples() -> None:

@@ -155,14 +155,14 @@ def assess(contenders: Sequence[Contender], families: Sequence[str], benchmark_s
                 a.gain = stats.paired_difference(k.verdicts.chains, c.context.chains).interval
     ranked = [c.key for c in contenders if c.rankable and c.key in known]
     out.unranked = [c.key for c in contenders if c.rankable and c.key not in known]
-    out.pairs += _family(ranked, known, BOARD_FAMILY)
+    out.pairs = _family(ranked, known, BOARD_FAMILY)
     frames: dict[object, list[str]] = {}
     for c in contenders:
         k = known.get(c.key)
         if not c.rankable and k is not None and k.verdicts is not None:
             frames.setdefault(k.verdicts.frame(), []).append(c.key)
     for n, keys in enumerate(frames.values(), start=1):
-        out.pairs += _family(keys, known, f"unranked runs on sample set {n}") if len(keys) > 1 else []
+        out.pairs += _family(keys, known, f"unranked runs on sample set {n}")  # one run alone: no pair
     _ranks(ranked, out)
     half = {f: 2 * 0.5 * 0.5 for f in benchmark_sizes}
     out.detectable_independent = stats.detectable_difference(benchmark_sizes, half)

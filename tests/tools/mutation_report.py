@@ -95,6 +95,18 @@ EQUIVALENT: dict[str, str] = {
         for n in (68, 70)
     },
     "hvcu_tasks.report.stats.x_mcnemar__mutmut_32": "scipy's binomtest tests p = 0.5 by default",
+    **{f"hvcu_tasks.report.stats.x_letters__mutmut_{n}": _STRICT for n in (43, 46, 47)},
+    **{f"hvcu_tasks.report.uncertainty.x__family__mutmut_{n}": _STRICT for n in (33, 36, 37)},
+    **{f"hvcu_tasks.report.uncertainty.x__ranks__mutmut_{n}": _STRICT for n in (28, 32, 37)},
+    **{
+        f"hvcu_tasks.report.uncertainty.x__ranks__mutmut_{n}": (
+            "a significant pair's interval excludes 0: both its bounds have one sign, and neither is 0"
+        )
+        for n in (13, 14)
+    },
+    "hvcu_tasks.report.uncertainty.x__detectable_paired__mutmut_5": (
+        "an assert for the type checker: only two runs with verdicts are compared paired"
+    ),
 }
 """Mutant name -> why it cannot be told apart from the original (names are stable while the function is unchanged)."""
 
