@@ -235,13 +235,14 @@ def _answers(rng: np.random.Generator, items: dict[str, np.ndarray], scale: floa
 
 def test_the_paired_interval_covers_the_true_difference_at_the_benchmarks_size() -> None:
     # A right with each sample's chance p, B with 0.9 p: true Score(B) - Score(A) = -0.1 * 0.5 = -5 points.
-    # Samples are drawn afresh each time (the population the interval speaks of); R = 1,000: >= 93.5% (SE 0.69)
+    # Samples are drawn afresh each time (the population the interval speaks of); R = 1,000: >= 94% (SE 0.69;
+    # measured 95.3%)
     rng = np.random.default_rng(3)
     hits = []
     for _ in range(1000):
         items = _items(rng)
         hits.append(_covers(stats.paired_difference(_answers(rng, items), _answers(rng, items, 0.9)).interval, -5.0))
-    assert np.mean(hits) >= 0.935
+    assert np.mean(hits) >= 0.94
 
 
 def test_the_unpaired_interval_covers_the_true_difference_at_the_benchmarks_size() -> None:
