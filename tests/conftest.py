@@ -360,8 +360,7 @@ def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
     from hvcu_tasks.data import hub as hub_loads
 
-    for memory in ("_RESOLVED", "_LAYOUTS", "_LOADS", "_ANNOUNCED", "_WARNED"):  # a fresh process for each test
-        monkeypatch.setattr(hub_loads, memory, type(getattr(hub_loads, memory))())
+    hub_loads.reset()  # a fresh process for each test
     hub = StandInHub().start()
     hub.home = tmp_path_factory.mktemp("hf-home")
     point_clients(monkeypatch, hub, hub.home)
@@ -370,6 +369,7 @@ def stand_in_hub(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         yield hub
     finally:
         hub.stop()
+        hub_loads.reset()
         _http.close_session()
 
 

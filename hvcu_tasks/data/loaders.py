@@ -239,47 +239,32 @@ def load_parquet(path: Path, family: str | None = None) -> LoadResult:
 
 def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) -> LoadResult:
     """Load one family of a hub dataset at one revision, from a layout known for certain (see `hvcu_tasks.data.hub`)."""
-    from hvcu_tasks.data import hub, hub_files
+    import pyarrow.parquet as pq
+
+    from hvcu_tasks.data import hub
 
     rev = hub.resolve(repo, revision)
     chosen = hub.layout(rev, family)
-    if chosen.kind == hub.PARQUET:
-        result = _load_hub_parquet(rev, family, chosen)
-    else:
-        json_file, image_dir = hub_files.json_files(rev, family, chosen)
-        result = _relabel(load_official_json(json_file, family, image_dir), json_file.parent, rev.where)
-    hub.announce(rev, family, chosen)
-    return result
-
-
-def _relabel(result: LoadResult, folder: Path, where: str) -> LoadResult:
-    """Name the hub files of a load by repo@commit/<path> instead of their place in the local cache."""
-    local = str(folder)
-
-    def label(text: str) -> str:
-        return text.replace(local, where)
-
-    result.samples = [replace(s, source=label(s.source)) for s in result.samples]
-    result.problems = [replace(p, source=label(p.source), message=label(p.message)) for p in result.problems]
-    return result
-
-
-def _load_hub_parquet(rev: Any, family: str, chosen: Any) -> LoadResult:
-    """Load one family split of the parquet config: only that split's files of the resolved commit."""
-    import pyarrow.parquet as pq
-
-    from hvcu_tasks.data import hub, hub_files
-
-    split = FAMILIES[family][0]
+    if chosen.kind == hub.JSON:  # named by repo@commit/<path>, not by their place in the cache
+        json_file, image_dir = hub.json_files(rev, family, chosen)
+        result = load_official_json(json_file, family, image_dir)
+        result.samples = [replace(s, source=s.source.replace(str(rev.folder), rev.where)) for s in result.samples]
+        result.problems = [_relabel(p, str(rev.folder), rev.where) for p in result.problems]
+        return result
     rows: list[dict[str, Any]] = []
-    for shard, path in zip(chosen.shards, hub_files.parquet_shards(rev, chosen.shards), strict=True):
+    for shard, path in zip(chosen.shards, hub.fetch(rev, chosen.shards), strict=True):
         try:
             rows.extend(pq.read_table(path, columns=list(hub.AUTHORS_COLUMNS)).to_pylist())
         except Exception as exc:  # pyarrow raises many types for a bad file
             raise DataError(
                 [Problem(f"{rev.where}/{shard}", "-", "file", f"cannot read parquet: {hub.cause_text(exc)}")]
             ) from exc
-    return authors_rows_to_samples(rows, family, f"{rev.repo}[{split}]@{rev.commit}")
+    return authors_rows_to_samples(rows, family, f"{repo}[{FAMILIES[family][0]}]@{rev.commit}")
+
+
+def _relabel(problem: Problem, local: str, where: str) -> Problem:
+    """Name a hub file of a problem by repo@commit/<path> instead of its place in the local cache."""
+    return replace(problem, source=problem.source.replace(local, where), message=problem.message.replace(local, where))
 
 
 def authors_rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:

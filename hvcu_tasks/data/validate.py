@@ -41,7 +41,8 @@ from hvcu_tasks.core.records import ASPECT_COLUMNS
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
-from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
+from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record, offline
+from hvcu_tasks.data.hub import OFFLINE_FLAGS as OFFLINE_FLAGS  # where the offline flags are named
 from hvcu_tasks.data.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
 
 HUB_PROBE_TIMEOUT_S = 3.0
@@ -307,19 +308,6 @@ def check_samples(samples: list[Sample], decode_images: bool = True, use_cache: 
     return duplicate_problems(samples) + (image_problems(samples, use_cache) if decode_images else [])
 
 
-OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-"""Environment variables that put `huggingface_hub` or `datasets` in offline mode (read the cache, no network)."""
-
-
-def _offline() -> bool:
-    """Whether Hugging Face offline mode is on (then `datasets` reads its cache and fails fast by itself).
-
-    Read from the environment at call time, as `datasets.config` and `huggingface_hub.constants` read it at
-    import: any of the flags set to 1/true/yes/on, case-insensitive.
-    """
-    return any(os.environ.get(flag, "").strip().upper() in {"1", "TRUE", "YES", "ON"} for flag in OFFLINE_FLAGS)
-
-
 def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
     """Return why a TCP connection to the hub endpoint (or its proxy) fails, or None when it opens."""
     url = urllib.parse.urlsplit(endpoint)
@@ -337,7 +325,7 @@ def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str 
 
 def check_hub(source: str) -> None:
     """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
-    if _offline():
+    if offline():
         return
     endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
     why = hub_unreachable(endpoint)
