@@ -202,6 +202,26 @@ def test_offline_with_a_cold_cache_is_one_clear_error(stand_in_hub) -> None:
     assert stand_in_hub.requests == []
 
 
+def test_offline_a_file_the_cache_lost_is_one_error_naming_it(stand_in_hub) -> None:
+    from huggingface_hub import try_to_load_from_cache
+
+    from hvcu_tasks.data import hub
+
+    commit = publish(stand_in_hub, parquet="unknown")
+    identity("affective")
+    lost = "Image/Affective-Reasoning/joy_001.png"
+    Path(try_to_load_from_cache(REPO, lost, revision=commit, repo_type="dataset")).unlink()
+    stand_in_hub.clear()
+    stand_in_hub.go_offline()
+    hub.reset()  # a new process
+    with pytest.raises(DataError) as err:
+        load_source("hub", "affective")
+    (problem,) = err.value.problems
+    assert problem.source == f"{REPO}@{commit}/{lost}" and "\n" not in str(problem)
+    assert f"offline mode is on and {lost} of '{REPO}' is not in the Hugging Face cache" in problem.message
+    assert stand_in_hub.requests == []
+
+
 # ---------------------------------------------------------------- what goes wrong, in one line
 
 

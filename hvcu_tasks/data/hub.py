@@ -114,6 +114,8 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
     """Return (field, message) saying what a hub client error means for the user, on one line."""
     from huggingface_hub import constants, errors
 
+    unasked = (errors.LocalEntryNotFoundError, errors.RevisionResolutionError)  # online: the hub could not be asked
+    exc = exc.__cause__ if isinstance(exc, unasked) and exc.__cause__ and not offline() else exc
     status = getattr(getattr(exc, "response", None), "status_code", None)
     login = "log in with `hf auth login` (or set HF_TOKEN) and accept the dataset's terms at "
     access = f"{login}{constants.ENDPOINT}/datasets/{repo}"
@@ -130,8 +132,9 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
         thing, cache = what or f"revision {requested or 'main'!r}", f"the Hugging Face cache ({constants.HF_HUB_CACHE})"
         why = f"offline mode is on and {thing} of {repo!r} is not in {cache}; run once online, or {OFFLINE_HINT}"
         return ("files" if what else "revision"), why
-    cause = exc.__cause__ if isinstance(exc, (errors.LocalEntryNotFoundError, errors.RevisionResolutionError)) else None
-    exc = cause or exc  # online: the client could not ask the hub
+    if isinstance(exc, errors.HfHubHTTPError) and status:  # the hub answered, with an error
+        hint = f"; {OFFLINE_HINT}" if status >= 500 else ""
+        return "dataset", f"the hub answered {status} ({type(exc).__name__}: {str(exc).splitlines()[0]}){hint}"
     if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore"):
         return "dataset", f"cannot reach the dataset: {cause_text(exc)}; {OFFLINE_HINT}"
     return "dataset", cause_text(exc)
@@ -225,7 +228,9 @@ def fetch(rev: HubRevision, paths: Sequence[str]) -> list[Path]:
         have = [try_to_load_from_cache(rev.repo, p, revision=rev.commit, repo_type=DATASET) for p in paths]
         path = next((p for p, got in zip(paths, have, strict=True) if not isinstance(got, str)), paths[0])
         field, why = hub_problem(exc, rev.repo, what=path)
-        raise fail(f"{rev.where}/{path}", field, why if rev.local else f"cannot download {path}: {why}") from exc
+        if not rev.local:
+            field, why = "download", f"cannot download {path}: {why}"
+        raise fail(f"{rev.where}/{path}", field, why) from exc
     return [rev.folder / p for p in paths]
 
 
@@ -257,32 +262,34 @@ def layout(rev: HubRevision, family: str) -> Layout:
 def _decide(rev: HubRevision, split: str) -> Layout:
     """Decide the layout of one split: parquet only when every shard's footer is the authors' records."""
     import pyarrow.parquet as pq
-    from huggingface_hub import HfFileSystem
 
     if rev.card_problem:
         return Layout(JSON, f"{rev.card_problem}, so it declares no parquet config")
     patterns = split_patterns(rev.card, split)
-    shards = tuple(p for p in rev.files if any(fnmatch.fnmatchcase(p, pattern) for pattern in patterns))
     if not patterns:
         return Layout(JSON, f"the card declares no parquet split {split!r} in config {CONFIG!r}")
+    shards = tuple(p for p in rev.files if any(fnmatch.fnmatchcase(p, pattern) for pattern in patterns))
     if not shards:
         return Layout(JSON, f"no file of the repository matches the card's {split} paths {list(patterns)}")
     for shard in shards:
         if rev.local and not (rev.folder / shard).is_file():
             return Layout(JSON, f"the {split} parquet file is not in the cache (offline)")
-        try:  # the cached file offline; online only its end, in range requests (retried by the client)
-            with (
-                open(rev.folder / shard, "rb")
-                if rev.local
-                else HfFileSystem().open(f"datasets/{rev.where}/{shard}") as f
-            ):
-                metadata = pq.read_metadata(f)
+        try:
+            with _open(rev, shard) as file:
+                metadata = pq.read_metadata(file)
         except Exception as exc:  # a footer that cannot be read: the JSON layout, saying why
             return Layout(JSON, f"the parquet footer of {shard} cannot be read ({cause_text(exc)})")
         why = footer_problem(metadata, shard)
         if why:
             return Layout(JSON, why)
     return Layout(PARQUET, f"its footer names the authors' fields {list(AUTHORS_COLUMNS)} with image bytes", shards)
+
+
+def _open(rev: HubRevision, path: str) -> Any:
+    """Return a file of the commit open for reading: the cached copy offline, else the hub's (range requests)."""
+    from huggingface_hub import HfFileSystem
+
+    return open(rev.folder / path, "rb") if rev.local else HfFileSystem().open(f"datasets/{rev.where}/{path}")
 
 
 def _bytes_path(kind: Any) -> str | None:
@@ -302,15 +309,19 @@ def footer_problem(metadata: Any, shard: str) -> str | None:
     t = pa.types
     schema = metadata.schema.to_arrow_schema()
     kinds = {name: schema.field(name).type for name in schema.names}
+
+    def text(kind: Any) -> bool:
+        return t.is_string(kind) or t.is_large_string(kind)
+
     rules = {
-        "id": (lambda k: t.is_string(k) or t.is_large_string(k) or t.is_integer(k), "text or an integer"),
-        "qa_levels": (lambda k: t.is_string(k) or t.is_large_string(k) or t.is_list(k) or t.is_large_list(k), ""),
-        "image": (lambda k: _bytes_path(k) is not None, "encoded image bytes (binary or a struct with binary bytes)"),
+        "id": ("text or an integer", lambda k: text(k) or t.is_integer(k)),
+        "qa_levels": ("a list or its JSON text", lambda k: text(k) or t.is_list(k) or t.is_large_list(k)),
+        "image": ("encoded image bytes (binary or a struct with binary bytes)", lambda k: _bytes_path(k) is not None),
     }
     missing = [c for c in AUTHORS_COLUMNS if c not in kinds]
     wrong = [
-        f"column {c} holds {' '.join(str(kinds[c]).split())}, not {text or 'a list or its JSON text'}"
-        for c, (usable, text) in rules.items()
+        f"column {c} holds {' '.join(str(kinds[c]).split())}, not {wanted}"
+        for c, (wanted, usable) in rules.items()
         if not missing and not usable(kinds[c])
     ]
     if missing or wrong:
