@@ -108,6 +108,7 @@ def test_unknown_parquet_columns_read_the_json_of_the_same_commit_and_say_so_onc
     assert sorted(p for p in fetched if p != "README.md") == sorted(
         [f"{STEM[f]}.json" for f in ITEMS] + [f"Image/{STEM[f]}/{r['id']}.png" for f in ITEMS for r in ITEMS[f]]
     )
+    assert {r.status for r in stand_in_hub.requests} <= {200, 206, 302}  # every endpoint asked is one it serves
     assert stand_in_hub.foreign() == []
 
 

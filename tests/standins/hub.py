@@ -18,7 +18,8 @@ Endpoints (read from huggingface_hub 1.x and datasets 4.x; what they call to loa
   `X-Linked-Size` and `X-Linked-Etag` (the sha256 of the content), as the hub answers for LFS files
   (`hub.lfs_redirect = False` serves them directly);
 - `tree` listings paged with a `Link: <...&cursor=N>; rel="next"` header past `hub.page_size` entries (the hub pages
-  at 1,000);
+  at 1,000), an LFS file's entry with its `lfs` object (sha256, size), as `snapshot_download` caches it;
+- `GET /api/agent-harnesses`: the registry the client fetches once per process for its user agent (empty here);
 - 404 with the hub's `X-Error-Code` (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`) where the hub answers so;
   a gated repository (`Repo.gated`) answers its files with 401 `GatedRepo` without a token and 403 `GatedRepo` with
   a token not in `Repo.readers`; a private one (`Repo.private`) answers everything with 401 `RepoNotFound`
@@ -199,6 +200,8 @@ def _entries(files: dict[str, bytes], folder: str, recursive: bool) -> list[dict
                 out.setdefault(sub, {"type": "directory", "oid": git_blob_sha(sub.encode()), "size": 0, "path": sub})
         if recursive or len(parts) == 1:
             out[path] = {"type": "file", "oid": git_blob_sha(data), "size": len(data), "path": path}
+            if path.endswith(LFS_SUFFIXES):  # the hub names an LFS file's content: sha256, size, pointer size
+                out[path]["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
     return list(out.values())
 
 
@@ -282,6 +285,8 @@ def _handler(hub: StandInHub) -> type[BaseHTTPRequestHandler]:
                 self._send(502, b"the stand-in hub refuses requests to other hosts")
             elif match := RESOLVE.match(url.path):
                 self._resolve(match["repo"], urllib.parse.unquote(match["rev"]), urllib.parse.unquote(match["path"]))
+            elif url.path == "/api/agent-harnesses":  # the registry the client reads for its user agent: none here
+                self._json({"standardEnvVars": [], "harnesses": {}})
             elif match := API.match(url.path):
                 self._api(match["repo"], match["kind"], match["rest"] or "", query, body)
             else:
