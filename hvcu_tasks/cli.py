@@ -144,16 +144,9 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print the leaderboard and paper-layout tables for the given lmms-eval run folders."""
     from hvcu_tasks.report.analysis import analysis_tables
-    from hvcu_tasks.report.leaderboard import (
-        board_entries,
-        leaderboard_json,
-        make_board,
-        merge,
-        read_leaderboard,
-        run_entry,
-        summary_table,
-        with_reference,
-    )
+    from hvcu_tasks.report.board import board_entries, make_board, merge, run_entry, with_reference
+    from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
+    from hvcu_tasks.report.board_tables import summary_table
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
     from hvcu_tasks.report.tables import compare_table
     from hvcu_tasks.results.runs import CUSTOM, ReportError, read_runs

@@ -13,8 +13,8 @@ import pytest
 from test_report import families, write_results
 
 from hvcu_tasks.cli import main
+from hvcu_tasks.report.board import Entry, ranked
 from hvcu_tasks.report.html import page_names
-from hvcu_tasks.report.leaderboard import Entry, ranked
 from hvcu_tasks.report.tables import base_vs_context_table, setting_table
 from hvcu_tasks.results.runs import read_runs
 

@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks.report.leaderboard import (
-    board_entries,
-    leaderboard_json,
-    leaderboard_table,
-    make_board,
-    pairs_table,
-    read_leaderboard,
-)
+from hvcu_tasks.report.board import board_entries, make_board
+from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
+from hvcu_tasks.report.board_tables import leaderboard_table, pairs_table
 from hvcu_tasks.results.runs import FamilyResult, ModelResult, ReportError
 
 SIZES = {"implication": 400, "aesthetic": 350, "affective": 300}
@@ -311,7 +306,7 @@ def test_the_intervals_table_uses_the_boards_method() -> None:
 
 
 def test_a_ranked_run_is_compared_with_each_paper_row_unpaired() -> None:
-    from hvcu_tasks.report.leaderboard import versus_table
+    from hvcu_tasks.report.board_tables import versus_table
 
     board = make_board(board_entries([_run("a", A)]))
     rows = {r[0]: dict(zip(versus_table(board).columns, r, strict=True)) for r in versus_table(board).rows}
@@ -330,7 +325,7 @@ def test_a_ranked_run_is_compared_with_each_paper_row_unpaired() -> None:
 
 
 def test_a_run_that_does_not_rank_is_not_compared_with_the_paper() -> None:
-    from hvcu_tasks.report.leaderboard import versus_pairs
+    from hvcu_tasks.report.board_tables import versus_pairs
 
     smoke = _run("s", A)
     smoke.dataset = {"smoke sample"}
