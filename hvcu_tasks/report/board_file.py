@@ -320,7 +320,7 @@ def _verdicts(stored: dict[str, dict[str, Chains]]) -> dict[str, dict[str, dict[
 
 
 def _problem(error: Any) -> str:
-    """Return one pydantic error as `entries[N].field: why` (a reason starting `.part: ` or `[N]: ` names a part of it)."""
+    """Return one pydantic error as `entries[N].field: why` (a why starting `.part: ` or `[N]: ` names a part)."""
     where = "entries" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
     if error["type"] == "missing":
         return f"{where}: missing"
