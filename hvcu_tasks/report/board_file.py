@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
+    Field,
     StrictBool,
     StrictStr,
     TypeAdapter,
@@ -34,14 +34,13 @@ from hvcu_tasks.report.board import (
     BENCHMARK_SIZES,
     FAILED_LIMIT,
     RANKED_SOURCES,
-    SOURCES,
     Board,
     Entry,
     entry_key,
     ranked,
     verdicts_problem,
 )
-from hvcu_tasks.report.uncertainty import CHAINS, COUNTS, Pair
+from hvcu_tasks.report.uncertainty import Pair
 from hvcu_tasks.results.runs import ReportError, finite, number_text
 
 SCHEMA = "hvcu-leaderboard"
@@ -63,153 +62,86 @@ METHODS = {
 }
 
 
-# ---- the checks of one value ---------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> int | float:
-    """Return a finite JSON number (a bool is not one); refuse anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
-        raise ValueError(f"{number_text(value)} is not a number or null")
-    return value
+# ---- the reader's models ------------------------------------------------------------------------------------
 
 
 def _percent(value: Any) -> float | None:
-    """Return a percentage or None (null: n/a or not measured)."""
+    """Return a percentage or None (null: n/a or not measured); refuse NaN, infinity and a huge integer too."""
     if value is None:
         return None
-    if not 0 <= _number(value) <= 100:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
+        raise ValueError(f"{number_text(value)} is not a number or null")
+    if not 0 <= value <= 100:
         raise ValueError(f"{number_text(value)} is outside 0-100 (a percentage)")
     return float(value)
 
 
-def _count(value: Any, low: int) -> int:
-    """Return an integer from `low` to 10^9 (a bool is not one)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= LARGEST:
-        raise ValueError(f"{number_text(value)} is not an integer {low} to 10^9")
-    return value
+def _bound(value: Any) -> float:
+    """Return one bound of an interval: a percentage, not null."""
+    if value is None:
+        raise ValueError("a bound is not null")
+    return _percent(value)  # type: ignore[return-value]
 
 
-def _text(value: Any, what: str = "text", empty: bool = False) -> str:
-    """Return one line of printable text (non-empty unless `empty`)."""
-    if not isinstance(value, str) or not (value or empty):
-        raise ValueError(f"expected {'a' if empty else 'a non-empty'} string, got {value!r:.60}")
+def _one_line(value: str) -> str:
+    """Return a text that is one line of printable text."""
     problem = name_problem(value) if value else None
     if problem:
-        raise ValueError(f"{what} {problem}; a {what} is one line of text: fix the file")
+        raise ValueError(f"text {problem}; a text is one line of text: fix the file")
     return value
 
 
-def _keys(allowed: tuple[str, ...], exact: bool) -> Callable[[Any], Any]:
-    """Return a check that a value is an object whose keys are `allowed` (or among them)."""
+def _keys(allowed: tuple[str, ...], exact: bool = True, null: bool = False) -> BeforeValidator:
+    """Return a check that a value is an object whose keys are `allowed` (or among them), or null when `null`."""
 
     def check(value: Any) -> Any:
-        if not isinstance(value, dict) or (set(value) != set(allowed) if exact else not set(value) <= set(allowed)):
-            raise ValueError(f"expected an object with keys {'' if exact else 'among '}{', '.join(allowed)}")
+        bad = not isinstance(value, dict) or (set(value) != set(allowed) if exact else not set(value) <= set(allowed))
+        if bad and not (null and value is None):
+            among = "" if exact else "among "
+            raise ValueError(f"expected {'null or ' * null}an object with keys {among}{', '.join(allowed)}")
         return value
 
-    return check
+    return BeforeValidator(check)
 
 
-def _pair(bound: Callable[[Any], Any], ranks: bool = False) -> Callable[[Any], list | None]:
-    """Return a check of null or [low, high], each bound checked by `bound` (percentages, or `ranks`), low first."""
-
-    def check(value: Any) -> list | None:
-        if value is None:
-            return None
-        if not isinstance(value, list) or len(value) != 2:
-            raise ValueError(f"expected [low, high] or null, got {value!r:.60}")
-        bounds = []
-        for i, v in enumerate(value):
-            try:
-                bounds.append(bound(v))
-            except ValueError as exc:
-                shown = ", ".join(map(number_text, value))
-                why = f"expected two ranks (integers 1 to 10^9), got {shown}" if ranks else f"[{i}]: {exc}"
-                raise ValueError(why) from None
-        if bounds[0] > bounds[1]:
-            raise ValueError(f"low {bounds[0]} is above high {bounds[1]}")
-        return bounds
-
-    return check
+def _ordered(bounds: list | None) -> list | None:
+    """Return [low, high] when low is not above high."""
+    if bounds is not None and bounds[0] > bounds[1]:
+        raise ValueError(f"low {bounds[0]} is above high {bounds[1]}")
+    return bounds
 
 
-def _gain(value: Any) -> list[float] | None:
-    """Return null or a context-gain interval: [low, high] within -100 and 100 points, low first."""
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) != 2:
-        raise ValueError(f"expected [low, high] or null, got {value!r:.60}")
-    if not all(-100 <= _number(v) <= 100 for v in value) or value[0] > value[1]:
-        raise ValueError(f"{value!r} is not an interval of points between -100 and 100, low first")
-    return [float(v) for v in value]
-
-
-def _one_of(options: tuple[str, ...], null: bool = False) -> Callable[[Any], Any]:
-    """Return a check that a value is one of `options` (or null)."""
-
-    def check(value: Any) -> Any:
-        if value not in options and not (null and value is None):
-            raise ValueError(f"{value!r:.60} is not {'one of ' * (not null)}{', '.join(options)}{' or null' * null}")
-        return value
-
-    return check
-
-
-def _sizes(value: Any) -> dict[str, int] | None:
-    """Return null or the samples per family (integers 1 to 10^9)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or set(value) != set(FAMILIES):
-        raise ValueError(f"expected null or an object with keys {', '.join(FAMILIES)}")
-    return {f: _count(n, 1) for f, n in value.items()}
-
-
-def _request_counts(value: Any) -> list[int]:
-    """Return [failed, requests] with failed <= requests."""
-    ok = (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(not isinstance(c, bool) and isinstance(c, int) for c in value)
-    )
-    if not ok or not 0 <= value[0] <= value[1] <= LARGEST:
+def _failed(counts: list[int]) -> list[int]:
+    """Return [failed, requests] when failed is not above requests."""
+    if len(counts) != 2 or counts[0] > counts[1]:
         raise ValueError("expected [failed, requests] with failed <= requests")
-    return list(value)
+    return counts
 
 
-def _letters(value: Any) -> str | None:
-    """Return null or a board's letter group (ASCII letters and spaces)."""
-    if value is not None and (not isinstance(value, str) or not value or len(value) > 200):
-        raise ValueError(f"expected null or a non-empty string of letters, got {value!r:.60}")
-    if value is not None and not all(c.isascii() and (c.isalpha() or c == " ") for c in value):
-        raise ValueError(f"{value!r} is not letters")
-    return value
+def _pair(bound: Any) -> Any:
+    """Return the type of null or [low, high], both of type `bound`, low first."""
+    return Annotated[list[bound] | None, Field(min_length=2, max_length=2), AfterValidator(_ordered)]
 
 
-ENTRY_FIELDS = {f.name for f in fields(Entry)}
 Percent = Annotated[float | None, BeforeValidator(_percent)]
-Text = Annotated[str, BeforeValidator(_text)]
-PerFamily = BeforeValidator(_keys(tuple(FAMILIES), exact=True))
-PerSetting = BeforeValidator(_keys(("base", "context"), exact=False))
-Interval = Annotated[list[float] | None, BeforeValidator(_pair(lambda v: _percent(_number(v))))]
+Text = Annotated[StrictStr, Field(min_length=1), AfterValidator(_one_line)]
+AnyText = Annotated[StrictStr, AfterValidator(_one_line)]
+Count = Annotated[int, Field(strict=True, ge=0, le=LARGEST)]
+Size = Annotated[int, Field(strict=True, ge=1, le=LARGEST)]
+FAMILY_KEYS = _keys(tuple(FAMILIES))
+SETTING_KEYS = _keys(("base", "context"), exact=False)
+ENTRY_FIELDS = {f.name for f in fields(Entry)}
 
 
-class _Checked(BaseModel):
-    """A part of leaderboard.json: fields the reader does not know are left out."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
-class Chains(_Checked):
+class Chains(BaseModel):
     """One family's chain verdicts: the sorted sample ids and a string of 0 and 1, one per id."""
 
-    ids: list[Annotated[str, BeforeValidator(lambda v: _text(v, "sample id"))]]
+    ids: Annotated[list[Text], Field(min_length=1)]
     chains: StrictStr
 
     @field_validator("ids")
     @classmethod
     def _unique(cls, ids: list[str]) -> list[str]:
-        if not ids:
-            raise ValueError("expected a non-empty list of sample ids")
         if len(set(ids)) != len(ids):
             raise ValueError("a sample id appears twice")
         return ids
@@ -223,21 +155,21 @@ class Chains(_Checked):
         return chains
 
 
-class EntryV1(_Checked):
-    """An entry of version 1: the scores, the model and where its row comes from."""
+class EntryV1(BaseModel):
+    """An entry of version 1: the scores, the model and where its row comes from (unknown fields left out)."""
 
     model: Text
     label: Text
     data: Text
-    source: Annotated[str, BeforeValidator(_one_of(SOURCES))]
+    source: Literal["paper", "human", "chance", "run"]
     score_base: Percent
     score_context: Percent
     score_base_hvcu: Percent
     score_context_hvcu: Percent
     rankable: StrictBool
-    acc_full: Annotated[dict[str, Percent], PerFamily]
-    interval_base: Interval
-    notes: list[Annotated[str, BeforeValidator(lambda v: _text(v, "note", empty=True))]]
+    acc_full: Annotated[dict[str, Percent], FAMILY_KEYS]
+    interval_base: _pair(Annotated[float, BeforeValidator(_bound)])
+    notes: list[AnyText]
 
     @field_validator("rankable")
     @classmethod
@@ -257,13 +189,13 @@ class EntryV1(_Checked):
 class EntryV2(EntryV1):
     """An entry of version 2: chain verdicts, family sizes, the intervals of context and gain, a rank range."""
 
-    family_sizes: Annotated[dict[str, int] | None, BeforeValidator(_sizes)]
-    fingerprint: Annotated[str, BeforeValidator(lambda v: _text(v, "fingerprint", empty=True))]
-    verdicts: Annotated[dict[str, Annotated[dict[str, Chains], PerFamily]], PerSetting]
-    interval_context: Interval
-    interval_gain: Annotated[list[float] | None, BeforeValidator(_gain)]
-    interval_method: Annotated[str | None, BeforeValidator(_one_of(("paired bootstrap", "binomial"), null=True))]
-    rank_range: Annotated[list[int] | None, BeforeValidator(_pair(lambda v: _count(v, 1), ranks=True))]
+    family_sizes: Annotated[dict[str, Size] | None, _keys(tuple(FAMILIES), null=True)]
+    fingerprint: AnyText
+    verdicts: Annotated[dict[str, Annotated[dict[str, Chains], FAMILY_KEYS]], SETTING_KEYS]
+    interval_context: _pair(Annotated[float, BeforeValidator(_bound)])
+    interval_gain: _pair(Annotated[float, Field(strict=True, ge=-100, le=100, allow_inf_nan=False)])
+    interval_method: Literal["paired bootstrap", "binomial"] | None
+    rank_range: _pair(Size)
     rank_group: Any
     """Read and dropped: the letters are recomputed."""
 
@@ -273,11 +205,7 @@ class EntryV2(EntryV1):
         if verdicts and info.data.get("source") != "run":
             raise ValueError(f"only a run has chain verdicts (source is {info.data.get('source')!r})")
         for setting, key in (("base", "score_base"), ("context", "score_context")):
-            problem = (
-                verdicts_problem(_verdicts(verdicts)[setting], score=info.data.get(key))
-                if setting in verdicts
-                else None
-            )
+            problem = setting in verdicts and verdicts_problem(_verdicts(verdicts)[setting], score=info.data.get(key))
             if problem:
                 raise ValueError(f".{setting}: {problem} ({key})")
         return verdicts
@@ -290,11 +218,11 @@ class EntryV2(EntryV1):
 class EntryV3(EntryV2):
     """An entry of version 3: the letters, the failed requests and why a run is not ranked."""
 
-    interval_method: Annotated[str | None, BeforeValidator(_one_of((CHAINS, COUNTS), null=True))]
+    interval_method: Literal["chains", "counts"] | None
     rank_group: Any = None
-    letters: Annotated[str | None, BeforeValidator(_letters)]
-    failed_requests: Annotated[dict[str, Annotated[list[int], BeforeValidator(_request_counts)]], PerSetting]
-    unranked_because: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _text(v))]
+    letters: Annotated[StrictStr, Field(pattern=r"^[A-Za-z ]{1,200}$")] | None
+    failed_requests: Annotated[dict[str, Annotated[list[Count], AfterValidator(_failed)]], SETTING_KEYS]
+    unranked_because: Text | None
 
     @field_validator("unranked_because")
     @classmethod
