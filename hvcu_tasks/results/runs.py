@@ -16,11 +16,12 @@ from hvcu_tasks.core.metrics import (
     FULL_METRIC,
     OFFICIAL_FULL_METRIC,
     PERCENT_PREFIXES,
+    Outcome,
     overall_score,
 )
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
-from hvcu_tasks.results.chains import chains_of_file, samples_files
+from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
 from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
 from hvcu_tasks.results.diagnostics import SamplesFileError, samples_file, with_diagnostics
 from hvcu_tasks.results.errors import ReportError, checked_text
@@ -240,13 +241,14 @@ def _general_metrics(task: str, values: dict[str, Any], where: str) -> dict[str,
     return metrics
 
 
-def completed_metrics(task: str, metrics: dict[str, Any], results_file: Path) -> tuple[dict[str, Any], list[str]]:
-    """Return a task's metrics, the diagnostics its file lacks computed from its sample log, and those still missing.
-
-    A damaged sample log is refused in one line naming the file and line.
+def completed_metrics(
+    task: str, metrics: dict[str, Any], results_file: Path, outcomes: Sequence[Outcome] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Return a task's metrics, the diagnostics its file lacks computed from its sample log (or its `outcomes`, read
+    already), and those still missing. A damaged sample log is refused in one line naming the file and line.
     """
     try:
-        return with_diagnostics(task, metrics, results_file)
+        return with_diagnostics(task, metrics, results_file, outcomes)
     except (OSError, SamplesFileError) as exc:
         raise ReportError(str(exc)) from exc
 
@@ -329,14 +331,19 @@ def _model_beside(samples: Path) -> str:
     return run_model_name(data, str(results))
 
 
-def sample_logs(paths: Sequence[Path], named: Mapping[Path, str] | None = None) -> list[SampleLog]:
-    """Read the base and context samples files under the paths; `named`: results file -> model, already read."""
+def sample_logs(
+    paths: Sequence[Path], named: Mapping[Path, str] | None = None, read: Mapping[Path, SampleLog] | None = None
+) -> list[SampleLog]:
+    """Read the base and context samples files under the paths; `named` (results file -> model) and `read`
+    (samples file -> its log): what read_folders has read already."""
     logs = []
     for root in map(Path, paths):
         stamp = root.name.removesuffix("_results.json")
         beside = sorted(root.parent.glob(f"{stamp}_samples_*.jsonl")) if stamp != root.name else [root]
         for task, path in samples_files(beside):
-            if TASK_NAME.match(task):
+            if path in (read or {}):
+                logs.append(read[path])  # type: ignore[index]
+            elif TASK_NAME.match(task):
                 results = path.with_name(f"{path.name.split('_samples_')[0]}_results.json")
                 model = (named or {}).get(results) or _model_beside(path)
                 base = root if root.is_dir() else root.parent
@@ -367,6 +374,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
     models: dict[str, ModelResult] = {}
     analysis: dict[tuple[str, str], AnalysisRun] = {}
     named: dict[Path, str] = {}
+    read: dict[Path, SampleLog] = {}
     beside: dict[Path, tuple[ModelResult, str, str]] = {}
     """Samples file -> the model, setting and family of the results file beside it."""
     for root in map(Path, paths):
@@ -395,7 +403,14 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     continue
                 found_any = True
                 setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
-                metrics, missing = completed_metrics(task, _hvcu_metrics(values, f"{f}: {task}"), f)
+                checked = _hvcu_metrics(values, f"{f}: {task}")
+                logged = samples_file(f, task) if setting in ("base", "context") else None
+                outcomes = None
+                if logged is not None:  # read once: chains for the board and the browser, outcomes for diagnostics
+                    chains, outcomes = logged_chains(task, logged)
+                    read[logged] = SampleLog(root if root.is_dir() else root.parent, task, logged, name, chains)
+                    beside[logged] = (model, setting, family)
+                metrics, missing = completed_metrics(task, checked, f, outcomes)
                 identity = recorded_identity(configs.get(task), f"{f}: {task}")
                 kind = data_kind(identity, bool(m.group("sample")))
                 run = analysis.setdefault((name, kind), AnalysisRun(name, kind))
@@ -419,8 +434,6 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
                     )
                 model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
-                if (logged := samples_file(f, task)) is not None:
-                    beside[logged] = (model, setting, family)
                 if identity is not None:
                     model.identities.setdefault(setting, {})[family] = identity
                 elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:
@@ -430,7 +443,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
-    logs = sample_logs(paths, named)
+    logs = sample_logs(paths, named, read)
     for log in (log for log in logs if log.path in beside):  # a log without its results file: browser only
         model, setting, family = beside[log.path]
         for chains, rule in ((model.chains, "chain_correct"), (model.chains_official, "chain_correct_official")):
