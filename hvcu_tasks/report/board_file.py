@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -180,9 +180,12 @@ class EntryV1(BaseModel):
             raise ValueError(f"true, but source is {info.data['source']!r} (only {' and '.join(RANKED_SOURCES)} rank)")
         return rankable
 
+    recomputed: ClassVar[frozenset[str]] = frozenset()
+    """The board's fields this version stores otherwise: left at their defaults, recomputed."""
+
     def entry(self) -> Entry:
-        """Return the board's entry (the fields of later versions at their defaults)."""
-        found = {k: getattr(self, k) for k in type(self).model_fields if k in ENTRY_FIELDS}
+        """Return the board's entry (the fields of later versions, and those recomputed, at their defaults)."""
+        found = {k: getattr(self, k) for k in type(self).model_fields if k in ENTRY_FIELDS - self.recomputed}
         return Entry(**found | ({"verdicts": _verdicts(found["verdicts"])} if "verdicts" in found else {}))
 
 
@@ -198,6 +201,7 @@ class EntryV2(EntryV1):
     rank_range: _pair(Size)
     rank_group: Any
     """Read and dropped: the letters are recomputed."""
+    recomputed: ClassVar[frozenset[str]] = frozenset({"interval_method"})
 
     @field_validator("verdicts")
     @classmethod
@@ -210,16 +214,13 @@ class EntryV2(EntryV1):
                 raise ValueError(f".{setting}: {problem} ({key})")
         return verdicts
 
-    def entry(self) -> Entry:
-        """Return the board's entry (version 2's interval method and groups are recomputed)."""
-        return replace(EntryV1.entry(self), interval_method=None)
-
 
 class EntryV3(EntryV2):
     """An entry of version 3: the letters, the failed requests and why a run is not ranked."""
 
     interval_method: Literal["chains", "counts"] | None
     rank_group: Any = None
+    recomputed: ClassVar[frozenset[str]] = frozenset()
     letters: Annotated[StrictStr, Field(pattern=r"^[A-Za-z ]{1,200}$")] | None
     failed_requests: Annotated[dict[str, Annotated[list[Count], AfterValidator(_failed)]], SETTING_KEYS]
     unranked_because: Text | None
@@ -230,10 +231,6 @@ class EntryV3(EntryV2):
         if because is not None and info.data.get("rankable"):
             raise ValueError("set, but rankable is true")
         return because
-
-    def entry(self) -> Entry:
-        """Return the board's entry, as it was written."""
-        return EntryV1.entry(self)
 
 
 ENTRIES = {1: TypeAdapter(list[EntryV1]), 2: TypeAdapter(list[EntryV2]), 3: TypeAdapter(list[EntryV3])}
