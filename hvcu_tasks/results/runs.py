@@ -331,11 +331,8 @@ def _model_beside(samples: Path) -> str:
     return run_model_name(data, str(results))
 
 
-def sample_logs(
-    paths: Sequence[Path], named: Mapping[Path, str] | None = None, read: Mapping[Path, SampleLog] | None = None
-) -> list[SampleLog]:
-    """Read the base and context samples files under the paths; `named` (results file -> model) and `read`
-    (samples file -> its log): what read_folders has read already."""
+def sample_logs(paths: Sequence[Path], read: Mapping[Path, SampleLog] | None = None) -> list[SampleLog]:
+    """Read the base and context samples files under the paths (`read`: samples file -> its log, read already)."""
     logs = []
     for root in map(Path, paths):
         stamp = root.name.removesuffix("_results.json")
@@ -343,11 +340,9 @@ def sample_logs(
         for task, path in samples_files(beside):
             if path in (read or {}):
                 logs.append(read[path])  # type: ignore[index]
-            elif TASK_NAME.match(task):
-                results = path.with_name(f"{path.name.split('_samples_')[0]}_results.json")
-                model = (named or {}).get(results) or _model_beside(path)
+            elif TASK_NAME.match(task):  # a log whose results file does not list it, or without one
                 base = root if root.is_dir() else root.parent
-                logs.append(SampleLog(base, task, path, model, chains_of_file(task, path, details=True)))
+                logs.append(SampleLog(base, task, path, _model_beside(path), chains_of_file(task, path, details=True)))
     return logs
 
 
@@ -373,7 +368,6 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
     """Read run folders once: the models, the analysis runs and the sample logs, every file checked."""
     models: dict[str, ModelResult] = {}
     analysis: dict[tuple[str, str], AnalysisRun] = {}
-    named: dict[Path, str] = {}
     read: dict[Path, SampleLog] = {}
     beside: dict[Path, tuple[ModelResult, str, str]] = {}
     """Samples file -> the model, setting and family of the results file beside it."""
@@ -386,7 +380,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
         found_any = False
         for f in files:
             results, per_task, configs = _read_results(f)
-            name = named[f] = run_model_name(results, str(f))
+            name = run_model_name(results, str(f))
             model = models.setdefault(name, ModelResult(model=name))
             limit = (results.get("config") or {}).get("limit")
             model.records.append(run_record(results, f, paths))
@@ -443,7 +437,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
-    logs = sample_logs(paths, named, read)
+    logs = sample_logs(paths, read)
     for log in (log for log in logs if log.path in beside):  # a log without its results file: browser only
         model, setting, family = beside[log.path]
         for chains, rule in ((model.chains, "chain_correct"), (model.chains_official, "chain_correct_official")):
