@@ -221,28 +221,26 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     return table
 
 
+def _family_rows(runs: list[AnalysisRun], settings: tuple[str, ...], names: list[str]) -> list[list[Any]]:
+    """Return one row per run, setting (of `settings`) and family: its label, the setting, the family, the metrics."""
+    return [
+        [_label(run, s), SETTING_LABEL[s], FAMILY_LABEL[f], *[run.settings[s][f].get(n) for n in names]]
+        for run in runs
+        for s in settings
+        if s in run.settings
+        for f in FAMILIES
+        if f in run.settings[s]
+    ]
+
+
 def position_table(runs: list[AnalysisRun]) -> Table:
     """Answer-position bias of every run: predicted vs gold letter shares per setting and family."""
     columns = ["Model", "Setting", "Family"]
     columns += [f"Pred {k}" for k in OPTION_KEYS] + [f"Gold {k}" for k in OPTION_KEYS] + ["Bias"]
     table = Table("analysis_position", "Answer-position bias: shares of predicted vs gold letters (%)", columns)
     table.rows.append([CHANCE_ROW, None, None, *[CHANCE_LEVEL] * len(OPTION_KEYS), *[None] * len(OPTION_KEYS), None])
-    for run in runs:
-        for setting in (s for s in SETTING_LABEL if s in run.settings):
-            for family in (f for f in FAMILIES if f in run.settings[setting]):
-                m = run.settings[setting][family]
-                cells = [m.get(pred_share_metric(k)) for k in OPTION_KEYS] + [
-                    m.get(gold_share_metric(k)) for k in OPTION_KEYS
-                ]
-                table.rows.append(
-                    [
-                        _label(run, setting),
-                        SETTING_LABEL[setting],
-                        FAMILY_LABEL[family],
-                        *cells,
-                        m.get(POSITION_BIAS_METRIC),
-                    ]
-                )
+    names = [*map(pred_share_metric, OPTION_KEYS), *map(gold_share_metric, OPTION_KEYS), POSITION_BIAS_METRIC]
+    table.rows += _family_rows(runs, tuple(SETTING_LABEL), names)
     table.notes += [
         "Over the replies with a parsed letter: Pred, the share choosing each key; Gold, the share of those same "
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
@@ -269,18 +267,7 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
             columns.append(f"L{k} wrong after L{k - 1} {cond}")
     table = Table("analysis_propagation", "Error propagation between consecutive levels (%)", columns)
     table.rows.append([CHANCE_ROW, None, None, *[CHANCE_WRONG] * len(metric_names)])
-    for run in runs:
-        for setting in (s for s in PROPAGATION_SETTINGS if s in run.settings):
-            for family in (f for f in FAMILIES if f in run.settings[setting]):
-                m = run.settings[setting][family]
-                table.rows.append(
-                    [
-                        _label(run, setting),
-                        SETTING_LABEL[setting],
-                        FAMILY_LABEL[family],
-                        *[m.get(n) for n in metric_names],
-                    ]
-                )
+    table.rows += _family_rows(runs, PROPAGATION_SETTINGS, metric_names)
     table.notes += [
         "Over complete chains. Gold context shows the gold answers before each level, own-answer context the model's "
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
