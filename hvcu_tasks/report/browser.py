@@ -95,8 +95,6 @@ class Card:
     aspect: str | None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
-    runs: dict[str, Path] = field(default_factory=dict)
-    """Per setting, the run folder (as given) its samples file lies in."""
 
 
 def read_cards(logs: Sequence[SampleLog]) -> list[Card]:
@@ -113,7 +111,6 @@ def read_cards(logs: Sequence[SampleLog]) -> list[Card]:
                 )
             card.records[log.setting] = record
             card.files[log.setting] = log.path
-            card.runs[log.setting] = log.root
     return sorted(cards.values(), key=_card_order)
 
 
