@@ -369,8 +369,6 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
     models: dict[str, ModelResult] = {}
     analysis: dict[tuple[str, str], AnalysisRun] = {}
     read: dict[Path, SampleLog] = {}
-    beside: dict[Path, tuple[ModelResult, str, str]] = {}
-    """Samples file -> the model, setting and family of the results file beside it."""
     for root in map(Path, paths):
         if not root.exists():
             raise ReportError(f"{root}: no such file or folder")
@@ -403,7 +401,12 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                 if logged is not None:  # read once: chains for the board and the browser, outcomes for diagnostics
                     chains, outcomes = logged_chains(task, logged)
                     read[logged] = SampleLog(root if root.is_dir() else root.parent, task, logged, name, chains)
-                    beside[logged] = (model, setting, family)
+                    for verdicts, rule in (
+                        (model.chains, "chain_correct"),
+                        (model.chains_official, "chain_correct_official"),
+                    ):
+                        if found := {c["sample_id"]: bool(c[rule]) for c in chains if c[rule] is not None}:
+                            verdicts.setdefault(setting, {})[family] = found
                 metrics, missing = completed_metrics(task, checked, f, outcomes)
                 identity = recorded_identity(configs.get(task), f"{f}: {task}")
                 kind = data_kind(identity, bool(m.group("sample")))
@@ -437,13 +440,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
-    logs = sample_logs(paths, read)
-    for log in (log for log in logs if log.path in beside):  # a log without its results file: browser only
-        model, setting, family = beside[log.path]
-        for chains, rule in ((model.chains, "chain_correct"), (model.chains_official, "chain_correct_official")):
-            verdicts = {c["sample_id"]: bool(c[rule]) for c in log.chains if c[rule] is not None}
-            if verdicts:
-                chains.setdefault(setting, {})[family] = verdicts
+    logs = sample_logs(paths, read)  # with the logs no results file lists: the chain browser shows them too
     for model in models.values():
         if model.dataset == {SMOKE, BENCHMARK}:
             raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
