@@ -22,14 +22,13 @@ from hvcu_tasks.core.metrics import (
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
 from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
+from hvcu_tasks.results.diagnostics import SHORT_TO_FAMILY, SamplesFileError, samples_file, with_diagnostics
 from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
-from hvcu_tasks.results.diagnostics import SamplesFileError, samples_file, with_diagnostics
 from hvcu_tasks.results.errors import ReportError, checked_text
 from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 from hvcu_tasks.results.run_record import RunRecord, run_record
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
-SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = list(ACCURACY_METRICS)
 BENCHMARK = "HVCU-Bench"
 SMOKE = "smoke sample"
