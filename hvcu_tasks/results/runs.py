@@ -1,4 +1,5 @@
-"""Read lmms-eval output folders into per-model HVCU-Bench results, flagging anything partial."""
+"""Read lmms-eval output folders once (`read_folders`): per-model results, flagging anything partial, the analysis
+runs and the sample logs, the records every table, page and the chain browser of `hvcu report` are made from."""
 
 from __future__ import annotations
 
