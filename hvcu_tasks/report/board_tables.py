@@ -8,7 +8,15 @@ from typing import Any
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.report import stats
 from hvcu_tasks.report.board import BENCHMARK_SIZES, FAILED_LIMIT, Board, Entry, entry_key, ranked
-from hvcu_tasks.report.tables import DISAGREE_MARK, FAMILY_LABEL, PAPER_MARK, PARTIAL_MARK, SMOKE_MARK, Table
+from hvcu_tasks.report.tables import (
+    DISAGREE_MARK,
+    FAMILY_LABEL,
+    PAPER_MARK,
+    PARTIAL_MARK,
+    SMOKE_MARK,
+    Table,
+    interval_text,
+)
 from hvcu_tasks.report.uncertainty import BOARD_FAMILY, Pair
 from hvcu_tasks.results.runs import SMOKE
 
@@ -68,13 +76,6 @@ def _source_text(entry: Entry) -> str:
     return f"run ({', '.join(what)})" if what else "run"
 
 
-def _interval_text(interval: list[float] | tuple[float, float] | None) -> str | None:
-    """Format a 95% interval, None when absent."""
-    if interval is None:
-        return None
-    return f"[{interval[0]:.2f}, {interval[1]:.2f}]"
-
-
 def failed_text(entry: Entry) -> str | None:
     """Format the Failed cell: '0', or each setting's failed count and share ('base 3150 (100%)'), None unknown."""
     if not entry.failed_requests:
@@ -129,13 +130,13 @@ def leaderboard_table(board: Board, name: str = "leaderboard") -> Table:
                 "–" if rank is None else rank,
                 e.label,
                 e.score_base,
-                _interval_text(e.interval_base),
+                interval_text(e.interval_base),
                 _range_text(e.rank_range),
                 e.letters,
                 failed_text(e),
                 e.score_context,
                 e.delta(),
-                _interval_text(e.interval_gain),
+                interval_text(e.interval_gain),
                 e.score_base_hvcu,
                 *[e.acc_full.get(f) for f in FAMILIES],
                 _source_text(e),
@@ -188,7 +189,7 @@ def _comparison_rows(board: Board, pairs: list[Pair], b_first: bool = False) -> 
             [
                 *names,
                 round(pair.delta, 2),
-                _interval_text(pair.interval),
+                interval_text(pair.interval),
                 stats.p_text(pair.p_value),
                 stats.p_text(pair.p_adjusted),
                 "yes" if pair.significant else "no",
@@ -276,7 +277,7 @@ def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
             _range_text(e.rank_range),
             e.label,
             e.score_base,
-            _interval_text(e.interval_base),
+            interval_text(e.interval_base),
             failed_text(e),
             e.score_context,
             e.score_base_hvcu,
