@@ -18,14 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
-from hvcu_tasks.report.leaderboard import (
-    board_entries,
-    leaderboard_json,
-    leaderboard_table,
-    make_board,
-    pairs_table,
-    read_leaderboard,
-)
+from hvcu_tasks.report.board import board_entries, make_board
+from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
+from hvcu_tasks.report.board_tables import leaderboard_table, pairs_table
 from hvcu_tasks.results.runs import FamilyResult, ModelResult
 
 SIZES = {family: sum(aspects.values()) for family, aspects in ASPECTS.items()}

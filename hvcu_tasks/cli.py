@@ -144,26 +144,20 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print the leaderboard and paper-layout tables for the given lmms-eval run folders."""
     from hvcu_tasks.report.analysis import analysis_tables
-    from hvcu_tasks.report.leaderboard import (
-        board_entries,
-        leaderboard_json,
-        make_board,
-        merge,
-        read_leaderboard,
-        run_entry,
-        summary_table,
-        with_reference,
-    )
+    from hvcu_tasks.report.board import board_entries, make_board, merge, run_entry, with_reference
+    from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
+    from hvcu_tasks.report.board_tables import summary_table
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
     from hvcu_tasks.report.tables import compare_table
-    from hvcu_tasks.results.runs import CUSTOM, ReportError, read_runs
+    from hvcu_tasks.results.runs import CUSTOM, ReportError, read_folders
 
     if args.format == "html" and args.out is None:
         raise ReportError("--format html writes a site (index.html, models/, figures/): give --out DIR")
     if args.summary and args.out is None and args.format != "md":
         raise ReportError(f"--summary prints a Markdown table; --format {args.format} needs --out DIR (or drop it)")
     published = read_leaderboard(args.base) if args.base is not None else None
-    models = read_runs(args.runs)
+    folders = read_folders(args.runs)
+    models = folders.models
     reference = not args.no_reference
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if published is None:
@@ -171,7 +165,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:  # the published board as it is (its [paper] rows included, or today's when it has none), plus the new runs
         entries = merge(with_reference(published, reference), [run_entry(m) for m in ranked if m.settings], args.base)
     board = make_board(entries)
-    tables = report_tables(models, reference, board) + analysis_tables(args.runs)
+    tables = report_tables(models, reference, board) + analysis_tables(folders.analysis)
     pair = None
     if args.compare:
         if len(models) != 2:
@@ -209,7 +203,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from hvcu_tasks.report.site import write_site
 
         runs_on_board = [e.model for e in entries if e.source == "run"]
-        pages = write_site(args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data)
+        pages = write_site(
+            args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, folders.logs
+        )
     if args.summary:
         print(RENDERERS["md"](summary_table(board)))
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")

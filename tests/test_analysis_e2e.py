@@ -228,8 +228,9 @@ def test_ordinary_runs_log_the_position_bias(mix_results: dict, setting: str) ->
 
 def test_the_report_tables_read_the_real_run(mix_run: tuple[dict, Path]) -> None:
     from hvcu_tasks.report.analysis import analysis_tables
+    from hvcu_tasks.results.runs import read_folders
 
-    tables = {t.name: t for t in analysis_tables([mix_run[1]])}
+    tables = {t.name: t for t in analysis_tables(read_folders([mix_run[1]]).analysis)}
     assert sorted(tables) == [
         "analysis_blind", "analysis_circular", "analysis_circular_questions", "analysis_position",
         "analysis_propagation",

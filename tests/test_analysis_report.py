@@ -11,7 +11,7 @@ import pytest
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.report.analysis import analysis_tables
 from hvcu_tasks.report.render import to_markdown
-from hvcu_tasks.results.runs import ReportError
+from hvcu_tasks.results.runs import ReportError, read_folders
 
 SHORTS = ("impl", "aesth", "affect")
 
@@ -69,7 +69,7 @@ def by_name(tables) -> dict:
 
 def test_no_analysis_run_gives_no_table(tmp_path: Path) -> None:
     write_run(tmp_path / "m1", "m1", {f"hvcu_bench_{s}": family_values(50, 50, 50, 30) for s in SHORTS})
-    assert analysis_tables([tmp_path]) == []
+    assert analysis_tables(read_folders([tmp_path]).analysis) == []
 
 
 def test_multi_modal_gain_is_score_with_image_minus_score_blind(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_multi_modal_gain_is_score_with_image_minus_score_blind(tmp_path: Path) 
     }
     write_run(tmp_path / "a", "m1", base, "20260101_000000")
     write_run(tmp_path / "b", "m1", blind, "20260101_000001")
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     row = next(r for r in table.rows if r[0] == "m1")
     assert row[1:5] == [26, 30, 40, 10]  # Impl. perc, bridge, conn, full (blind)
     assert row[-3:] == [22.0, 40.0, 18.0]
@@ -88,13 +88,13 @@ def test_multi_modal_gain_is_score_with_image_minus_score_blind(tmp_path: Path) 
 
 def test_blind_without_the_image_run_has_no_gain(tmp_path: Path) -> None:
     write_run(tmp_path, "m1", {f"hvcu_bench_blind_{s}": family_values(25, 25, 25, 2) for s in SHORTS})
-    row = by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[-1]
+    row = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"].rows[-1]
     assert row[0] == "m1" and row[-3] == 2.0 and row[-2] is None and row[-1] is None
 
 
 def test_the_blind_table_has_the_chance_row(tmp_path: Path) -> None:
     write_run(tmp_path, "m1", {f"hvcu_bench_blind_{s}": family_values(25, 25, 25, 2) for s in SHORTS})
-    chance = by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[0]
+    chance = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"].rows[0]
     assert chance[0].startswith("chance")
     assert chance[1:5] == [25.0, 25.0, 25.0, 1.5625] and chance[-3:] == [1.5625, 1.5625, None]
 
@@ -105,7 +105,7 @@ def test_circular_table_shows_score_bias_and_its_chance(tmp_path: Path) -> None:
         for s, full, bias in zip(SHORTS, (20, 25, 50), (10, 12.5, 8), strict=True)
     }
     write_run(tmp_path, "m1", tasks)
-    table = by_name(analysis_tables([tmp_path]))["analysis_circular"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_circular"]
     _chance, row = table.rows
     assert row[0] == "m1" and row[-2] == round((20 + 25 + 50) / 3, 2) and row[-1] == pytest.approx(30.5 / 3)
 
@@ -113,7 +113,7 @@ def test_circular_table_shows_score_bias_and_its_chance(tmp_path: Path) -> None:
 def test_circular_chance_values_stay_readable_at_two_decimals(tmp_path: Path) -> None:
     # 100/256 = 0.390625 -> "0.39"; 100/256^3 = 5.96e-06 would round to 0.00, so it is written as "6.0e-06"
     write_run(tmp_path, "m1", {f"hvcu_bench_circular_{s}": family_values(60, 50, 40, 20) for s in SHORTS})
-    table = by_name(analysis_tables([tmp_path]))["analysis_circular"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_circular"]
     chance = table.rows[0]
     assert chance[1:5] == ["0.39", "0.39", "0.39", "6.0e-06"] and chance[-2:] == ["6.0e-06", None]
     assert "| 0.39 | 0.39 | 0.39 | 6.0e-06 |" in to_markdown(table)
@@ -125,7 +125,7 @@ def test_position_bias_is_listed_for_every_run_setting_and_family(tmp_path: Path
     tasks = {f"hvcu_bench_{s}": family_values(50, 50, 50, 30, **shares, **golds) for s in SHORTS}
     tasks |= {f"hvcu_bench_circular_{s}": family_values(50, 50, 50, 30) for s in SHORTS}
     write_run(tmp_path, "m1", tasks)
-    table = by_name(analysis_tables([tmp_path]))["analysis_position"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_position"]
     assert [r[1:3] for r in table.rows[1:]] == [["base", f] for f in ("Impl.", "Aesth.", "Affect.")] + [
         ["circular", f] for f in ("Impl.", "Aesth.", "Affect.")
     ]
@@ -144,7 +144,7 @@ def test_error_propagation_rows_keep_nan_as_not_available(tmp_path: Path) -> Non
     write_run(
         tmp_path / "a", "m1", {f"hvcu_bench_context_gold_{s}": family_values(50, 50, 50, 30, **prop) for s in SHORTS}
     )
-    table = by_name(analysis_tables([tmp_path]))["analysis_propagation"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_propagation"]
     assert table.columns[3:] == [
         "L2 wrong after L1 wrong",
         "L2 wrong after L1 right",
@@ -159,26 +159,26 @@ def test_error_propagation_rows_keep_nan_as_not_available(tmp_path: Path) -> Non
 
 def test_a_partial_run_is_marked(tmp_path: Path) -> None:
     write_run(tmp_path, "m1", {"hvcu_bench_blind_impl": family_values(25, 25, 25, 2)}, limit=4)
-    row = by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[-1]
+    row = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"].rows[-1]
     assert row[0] == "m1*" and row[-3] is None
 
 
 def test_a_smoke_sample_run_is_marked(tmp_path: Path) -> None:
     write_run(tmp_path, "m1", {f"hvcu_bench_blind_sample_{s}": family_values(25, 25, 25, 2) for s in SHORTS})
-    assert by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[-1][0] == "m1†"
+    assert by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"].rows[-1][0] == "m1†"
 
 
 def test_a_percentage_out_of_range_names_the_file_task_and_metric(tmp_path: Path) -> None:
     path = write_run(tmp_path, "m1", {"hvcu_bench_circular_impl": family_values(120, 50, 50, 30)})
     with pytest.raises(ReportError, match=f"{path}: hvcu_bench_circular_impl: acc_perc: 120 is outside 0-100"):
-        analysis_tables([tmp_path])
+        analysis_tables(read_folders([tmp_path]).analysis)
 
 
 def test_the_same_task_twice_for_one_model_is_refused(tmp_path: Path) -> None:
     write_run(tmp_path / "a", "m1", {"hvcu_bench_blind_impl": family_values(25, 25, 25, 2)})
     write_run(tmp_path / "b", "m1", {"hvcu_bench_blind_impl": family_values(25, 25, 25, 2)})
     with pytest.raises(ReportError, match="m1 has blind implication results twice"):
-        analysis_tables([tmp_path])
+        analysis_tables(read_folders([tmp_path]).analysis)
 
 
 def test_hvcu_report_on_an_analysis_only_run_prints_the_analysis_tables(tmp_path: Path, capsys) -> None:
@@ -212,7 +212,7 @@ def test_hvcu_report_puts_the_multi_modal_gain_beside_the_paper_tables(tmp_path:
 def test_base_on_the_hub_and_blind_on_the_smoke_sample_give_no_gain(tmp_path: Path) -> None:
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000")
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind_sample", (10, 20, 36)), "20260101_000001")
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     row = table.rows[-1]
     assert row[0] == "m1†" and row[-3:] == [22.0, None, None]  # Score (image) of other data is not shown either
     assert any(
@@ -223,14 +223,14 @@ def test_base_on_the_hub_and_blind_on_the_smoke_sample_give_no_gain(tmp_path: Pa
 def test_smoke_and_partial_marks_follow_each_setting(tmp_path: Path) -> None:
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", limit=4)
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind_sample", (10, 20, 36)), "20260101_000001")
-    rows = by_name(analysis_tables([tmp_path]))["analysis_position"].rows[1:]
+    rows = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_position"].rows[1:]
     assert [r[:2] for r in rows] == [["m1*", "base"]] * 3 + [["m1†", "blind"]] * 3
 
 
 def test_a_partial_base_run_gives_no_gain(tmp_path: Path) -> None:
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", limit=4)
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001")
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     row = table.rows[-1]
     assert row[0] == "m1" and row[-1] is None
     assert "m1: no multi-modal gain: base is partial (a family missing, --limit or incomplete chains)" in table.notes
@@ -241,7 +241,7 @@ def test_a_partial_blind_run_gives_no_gain(tmp_path: Path) -> None:
     blind = scored("hvcu_bench_blind", (10, 20, 36))
     blind["hvcu_bench_blind_aesth"]["n_incomplete,none"] = 2
     write_run(tmp_path / "b", "m1", blind, "20260101_000001")
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     assert table.rows[-1][0] == "m1*" and table.rows[-1][-1] is None
     assert "m1*: no multi-modal gain: blind is partial (a family missing, --limit or incomplete chains)" in table.notes
 
@@ -252,7 +252,7 @@ def test_base_and_blind_on_different_data_give_no_gain(tmp_path: Path) -> None:
     blind_ids["hvcu_bench_blind_aesth"] = hub_identity("aesthetic", "sha256:new")  # e.g. a later hub revision
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", identities=base_ids)
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=blind_ids)
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     assert table.rows[-1][-1] is None
     assert "m1: no multi-modal gain: base and blind read different aesthetic data (fingerprints differ)" in table.notes
 
@@ -263,7 +263,7 @@ def test_base_and_blind_on_the_same_recorded_data_give_the_gain(tmp_path: Path) 
     blind_ids = {f"hvcu_bench_blind_{s}": hub_identity(f, f"sha256:{f}") for s, f in zip(SHORTS, ASPECTS, strict=True)}
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000", identities=base_ids)
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=blind_ids)
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     assert table.rows[-1][0] == "m1" and table.rows[-1][-3:] == [22.0, 40.0, 18.0]
     assert not any("no multi-modal gain" in n for n in table.notes)
 
@@ -272,7 +272,7 @@ def test_a_setting_mixing_the_smoke_sample_and_the_benchmark_is_split_into_parti
     tasks = scored("hvcu_bench_blind", (10, 20, 36))
     tasks["hvcu_bench_blind_sample_aesth"] = tasks.pop("hvcu_bench_blind_aesth")
     write_run(tmp_path, "m1", tasks)
-    rows = by_name(analysis_tables([tmp_path]))["analysis_blind"].rows[1:]
+    rows = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"].rows[1:]
     assert [(r[0], r[-3]) for r in rows] == [("m1*", None), ("m1†*", None)]  # no Score from mixed data
 
 
@@ -289,7 +289,7 @@ def test_blind_on_custom_data_is_its_own_row_without_a_gain(tmp_path: Path) -> N
     }
     write_run(tmp_path / "a", "m1", scored("hvcu_bench", (30, 40, 50)), "20260101_000000")
     write_run(tmp_path / "b", "m1", scored("hvcu_bench_blind", (10, 20, 36)), "20260101_000001", identities=local)
-    table = by_name(analysis_tables([tmp_path]))["analysis_blind"]
+    table = by_name(analysis_tables(read_folders([tmp_path]).analysis))["analysis_blind"]
     assert table.rows[-1][0] == "m1 (custom data)" and table.rows[-1][-3:] == [22.0, None, None]
     assert "m1 (custom data): no multi-modal gain: blind ran on custom data, base on HVCU-Bench" in table.notes
 
@@ -302,4 +302,4 @@ def test_a_damaged_data_identity_names_the_file_and_task(tmp_path: Path) -> None
         identities={"hvcu_bench_blind_impl": {"kind": "hub"}},
     )
     with pytest.raises(ReportError, match=f"{path}: hvcu_bench_blind_impl: configs metadata hvcu_data_identity"):
-        analysis_tables([tmp_path])
+        analysis_tables(read_folders([tmp_path]).analysis)

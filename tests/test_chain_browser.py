@@ -18,7 +18,15 @@ from conftest import item, run_lmms_eval
 from PIL import Image
 from test_report_page import CHROMIUM_FLAGS
 
-from hvcu_tasks.report.browser import embed_json, first_wrong_level, split_question, write_browser
+from hvcu_tasks.report import browser
+from hvcu_tasks.report.browser import embed_json, first_wrong_level, split_question
+from hvcu_tasks.results.runs import sample_logs
+
+
+def write_browser(runs, site, **options):
+    """The chain browser of the run folders, read as `hvcu report` reads them."""
+    return browser.write_browser(sample_logs(runs), site, runs=runs, **options)
+
 
 HOSTILE = "</script><img src=x onerror=\"document.title='pwned'\"><b>bold</b> & more"
 
@@ -581,7 +589,7 @@ def test_the_pure_pairing_of_the_real_runs(runs: list[Path]) -> None:
     from hvcu_tasks.report.browser import read_cards
     from hvcu_tasks.report.pairs import chain_pairs
 
-    found = chain_pairs(read_cards(runs), "model-a", "model-b", "base")
+    found = chain_pairs(read_cards(sample_logs(runs)), "model-a", "model-b", "base")
     assert {key: {sid for _f, sid in samples} for key, samples in found.items() if samples} == PAIRS_BASE
 
 
@@ -595,7 +603,7 @@ def test_the_two_model_summary_and_list_match_the_pure_function(runs: list[Path]
     listed = pair_list(dom)
     expected = {(level, sid) for level in ("L1", "L2", "L3") for sid in PAIRS_BASE[f"b-holds-{level}"]}
     assert {(level, sid) for _family, sid, level in listed} == expected and len(listed) == 8
-    python = chain_pairs(read_cards(runs), "model-a", "model-b", "base", official=True)
+    python = chain_pairs(read_cards(sample_logs(runs)), "model-a", "model-b", "base", official=True)
     assert listed == python_list(python, ["b-holds-L1", "b-holds-L2", "b-holds-L3"])
     assert count_line(dom).startswith("8 samples where model-b's chain holds and model-a's breaks (base setting")
 

@@ -11,13 +11,9 @@ from conftest import run_lmms_eval
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
-from hvcu_tasks.report.leaderboard import (
-    board_entries,
-    leaderboard_json,
-    leaderboard_table,
-    make_board,
-    summary_table,
-)
+from hvcu_tasks.report.board import board_entries, make_board
+from hvcu_tasks.report.board_file import leaderboard_json
+from hvcu_tasks.report.board_tables import leaderboard_table, summary_table
 from hvcu_tasks.report.render import to_markdown
 from hvcu_tasks.results.runs import FamilyResult, ModelResult
 

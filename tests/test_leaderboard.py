@@ -6,6 +6,7 @@ import csv
 import html
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -13,8 +14,8 @@ import pytest
 from test_report import families, write_results
 
 from hvcu_tasks.cli import main
+from hvcu_tasks.report.board import Entry, ranked
 from hvcu_tasks.report.html import page_names
-from hvcu_tasks.report.leaderboard import Entry, ranked
 from hvcu_tasks.report.tables import base_vs_context_table, setting_table
 from hvcu_tasks.results.runs import read_runs
 
@@ -248,7 +249,7 @@ def _entry() -> dict:
         ),
         (
             json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "source": "blog"}]}),
-            "entries[0].source: 'blog' is not one of",
+            "entries[0].source: Input should be 'paper', 'human', 'chance' or 'run' (got 'blog')",
         ),
         (
             json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [_entry(), {"model": "N"}]}),
@@ -277,6 +278,16 @@ def _entry() -> dict:
                 {"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "interval_base": [0, 10**400]}]}
             ),
             "entries[0].interval_base[1]: an integer of 401 digits is outside 0-100",
+        ),
+        (  # NaN and Infinity: JSON literals Python reads as floats, never a percentage
+            json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "score_base": math.nan}]}),
+            "entries[0].score_base: nan is not a number or null",
+        ),
+        (
+            json.dumps(
+                {"schema": "hvcu-leaderboard", "version": 1, "entries": [{**_entry(), "interval_base": [0, math.inf]}]}
+            ),
+            "entries[0].interval_base[1]: inf is not a number or null",
         ),
     ],
 )

@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks.report.leaderboard import (
-    board_entries,
-    leaderboard_json,
-    leaderboard_table,
-    make_board,
-    pairs_table,
-    read_leaderboard,
-)
+from hvcu_tasks.report.board import board_entries, make_board
+from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
+from hvcu_tasks.report.board_tables import leaderboard_table, pairs_table
 from hvcu_tasks.results.runs import FamilyResult, ModelResult, ReportError
 
 SIZES = {"implication": 400, "aesthetic": 350, "affective": 300}
@@ -248,13 +243,13 @@ def _v2(tmp_path: Path, **changes) -> Path:
         ),
         ({"verdicts": {"later": {}}}, "verdicts: expected an object with keys among base, context"),
         ({"rank_range": [3, 1]}, "rank_range: low 3 is above high 1"),
-        ({"rank_range": [0, 1]}, "rank_range: expected two ranks"),
-        ({"letters": "1"}, "letters: '1' is not letters"),
-        ({"interval_method": "guess"}, "interval_method: 'guess' is not chains, counts or null"),
+        ({"rank_range": [0, 1]}, "rank_range[0]: Input should be greater than or equal to 1 (got 0)"),
+        ({"letters": "1"}, "letters: String should match pattern '^[A-Za-z ]{1,200}$' (got '1')"),
+        ({"interval_method": "guess"}, "interval_method: Input should be 'chains' or 'counts' (got 'guess')"),
         ({"failed_requests": {"base": [5, 3]}}, "failed_requests.base: expected [failed, requests]"),
         ({"unranked_because": "too many failed"}, "unranked_because: set, but rankable is true"),
         ({"family_sizes": {"implication": 0}}, "family_sizes: expected null or an object"),
-        ({"interval_gain": [5, -5]}, "interval_gain: [5, -5] is not an interval"),
+        ({"interval_gain": [5, -5]}, "interval_gain: low 5.0 is above high -5.0"),
         ({"source": "paper", "rankable": True}, "verdicts: only a run has chain verdicts"),
         (
             {"score_base": 10.0},
@@ -311,7 +306,7 @@ def test_the_intervals_table_uses_the_boards_method() -> None:
 
 
 def test_a_ranked_run_is_compared_with_each_paper_row_unpaired() -> None:
-    from hvcu_tasks.report.leaderboard import versus_table
+    from hvcu_tasks.report.board_tables import versus_table
 
     board = make_board(board_entries([_run("a", A)]))
     rows = {r[0]: dict(zip(versus_table(board).columns, r, strict=True)) for r in versus_table(board).rows}
@@ -330,7 +325,7 @@ def test_a_ranked_run_is_compared_with_each_paper_row_unpaired() -> None:
 
 
 def test_a_run_that_does_not_rank_is_not_compared_with_the_paper() -> None:
-    from hvcu_tasks.report.leaderboard import versus_pairs
+    from hvcu_tasks.report.board_tables import versus_pairs
 
     smoke = _run("s", A)
     smoke.dataset = {"smoke sample"}

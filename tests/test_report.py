@@ -214,3 +214,21 @@ def test_a_markdown_footnote_starting_with_the_partial_mark_is_not_a_nested_list
 
     table = Table(name="t", title="T", columns=["Model", "Score"], rows=[["m*", 1.0]], notes=["* m (base): subset"])
     assert to_markdown(table).endswith("\n- \\* m (base): subset\n")
+
+
+def test_each_file_of_a_run_folder_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_chains import BASE_LINES, BASE_TASK, write_lines
+
+    from hvcu_tasks.results.runs import read_folders
+
+    folder = write_results(tmp_path / "run", {BASE_TASK: {**FULL, "n_chains": 2}})
+    samples = write_lines(folder / f"20260101_000000_samples_{BASE_TASK}.jsonl", BASE_LINES)
+    read: list[Path] = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self) or real(self, *a, **k))
+    found = read_folders([folder])
+    assert read == [samples]  # the results file is read through jsonio (open), the samples file once
+    (log,) = found.logs
+    assert log.path == samples and log.model == "Qwen/X"
+    complete = {c["sample_id"]: c["chain_correct"] for c in log.chains if c["chain_correct"] is not None}
+    assert found.models[0].chains["base"]["aesthetic"] == complete  # the board's verdicts: from that one read

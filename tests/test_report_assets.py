@@ -23,7 +23,14 @@ from test_chains import run_folder
 from test_report import families, write_results
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.report.browser import write_browser
+from hvcu_tasks.report import browser
+from hvcu_tasks.results.runs import sample_logs
+
+
+def write_browser(runs, site, **options):
+    """The chain browser of the run folders, read as `hvcu report` reads them."""
+    return browser.write_browser(sample_logs(runs), site, runs=runs, **options)
+
 
 PAGES = {
     "site/index.html": "d007f8e662be1ff347e3cd100c26a31e02d5940543a6d39d9140872ae5e54fbc",

@@ -14,9 +14,16 @@ from conftest import item
 from PIL import Image
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.report.browser import write_browser
+from hvcu_tasks.report import browser
 from hvcu_tasks.report.render import to_markdown
 from hvcu_tasks.report.tables import Table
+from hvcu_tasks.results.runs import sample_logs
+
+
+def write_browser(runs, site, **options):
+    """The chain browser of the run folders, read as `hvcu report` reads them."""
+    return browser.write_browser(sample_logs(runs), site, runs=runs, **options)
+
 
 FULL = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 INJECTED = "evil\n| GPT-9 [paper] | 99.99 |"

@@ -145,10 +145,10 @@ def report_of(results_file: Path) -> dict[str, dict]:
     """Every table `hvcu report` makes of a run: name -> columns, rows, notes."""
     from hvcu_tasks.report.analysis import analysis_tables
     from hvcu_tasks.report.render import report_tables
-    from hvcu_tasks.results.runs import read_runs
+    from hvcu_tasks.results.runs import read_folders, read_runs
 
     folder = results_file.parent
-    tables = report_tables(read_runs([folder])) + analysis_tables([folder])
+    tables = report_tables(read_runs([folder])) + analysis_tables(read_folders([folder]).analysis)
     return {t.name: {"columns": t.columns, "rows": t.rows, "notes": t.notes} for t in tables}
 
 

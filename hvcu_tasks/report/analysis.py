@@ -1,8 +1,8 @@
 """Report tables of the analyses beyond the paper: visual dependency, circular evaluation, position bias, propagation.
 
-Reads lmms-eval results files holding the blind, circular and gold-context tasks (hvcu_tasks/lmms/analysis_tasks.py)
-and, for the same models, the base and context tasks. A model's runs are kept apart by the data they read (the
-published benchmark, the smoke sample, custom data: `report.runs.data_kind`), so a row never mixes them; the
+From the blind, circular and gold-context tasks (hvcu_tasks/lmms/analysis_tasks.py) and, for the same models, the
+base and context tasks, as `results.runs.read_folders` read them. A model's runs are kept apart by the data they read
+(the published benchmark, the smoke sample, custom data: `results.runs.data_kind`), so a row never mixes them; the
 multi-modal gain compares two settings only when both are complete and read the same data (the same
 fingerprint per family where recorded). Every table has a chance row: what a uniform random guesser scores
 (hvcu_tasks.core.metrics: CHANCE_*).
@@ -10,8 +10,6 @@ fingerprint per family where recorded). Every table has a chance row: what a uni
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
@@ -21,33 +19,17 @@ from hvcu_tasks.core.metrics import (
     CHANCE_WRONG,
     CIRCULAR_CHANCE_FULL,
     CIRCULAR_CHANCE_LEVEL,
-    COUNT_PREFIXES,
     FULL_METRIC,
-    PERCENT_PREFIXES,
     PLAIN_PREFIX,
     POSITION_BIAS_METRIC,
     acc_metric,
     gold_share_metric,
     is_na,
-    overall_score,
     pred_share_metric,
     wrong_after_metric,
 )
-from hvcu_tasks.data import jsonio
 from hvcu_tasks.report.tables import FAMILY_LABEL, Table
-from hvcu_tasks.results.diagnostics import SHORT_TO_FAMILY, TASK
-from hvcu_tasks.results.runs import (
-    BENCHMARK,
-    CUSTOM,
-    SMOKE,
-    ReportError,
-    checked_value,
-    completed_metrics,
-    data_kind,
-    recorded_identity,
-    results_files,
-    run_model_name,
-)
+from hvcu_tasks.results.runs import BENCHMARK, CUSTOM, SMOKE, AnalysisRun
 
 ANALYSIS_SETTINGS = ("blind", "circular", "context_gold")
 """Settings whose presence makes a report have analysis tables."""
@@ -70,91 +52,11 @@ NA_NOTE = "n/a: nothing to measure (e.g. no chain with the earlier level wrong);
 DATA_TEXT = {BENCHMARK: "HVCU-Bench", SMOKE: "the smoke sample", CUSTOM: "custom data"}
 
 
-@dataclass
-class AnalysisRun:
-    """One model's HVCU-Bench results on one kind of data (`data`) across settings: setting -> family -> metrics."""
-
-    model: str
-    data: str = BENCHMARK
-    """What the tasks read: BENCHMARK, SMOKE or CUSTOM (`report.runs.data_kind`)."""
-    settings: dict[str, dict[str, dict[str, float | int]]] = field(default_factory=dict)
-    partial: set[str] = field(default_factory=set)
-    """Settings run on a subset (--limit) or with incomplete chains."""
-    fingerprints: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    """Per setting and family: the data fingerprint its results file recorded (None: not recorded)."""
-    no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
-    """Per setting: the families whose diagnostics are unknown (not in the results file, no sample log beside it)."""
-
-    def score(self, setting: str) -> float | None:
-        """Return a setting's Score (unweighted mean of the families' acc_full), None unless all three are there."""
-        fams = self.settings.get(setting, {})
-        values = [fams.get(f, {}).get(FULL_METRIC) for f in FAMILIES]
-        if any(v is None for v in values):
-            return None
-        return overall_score(values)  # type: ignore[arg-type]
-
-    def is_partial(self, setting: str) -> bool:
-        """Whether a setting lacks a family, ran under --limit or has incomplete chains."""
-        return setting in self.partial or set(self.settings.get(setting, {})) != set(FAMILIES)
-
-    def label(self, setting: str) -> str:
-        """Return the row label: † smoke sample, * partial (a family missing or a --limit run), (custom data)."""
-        smoke = SMOKE_MARK if self.data == SMOKE else ""
-        custom = CUSTOM_LABEL if self.data == CUSTOM else ""
-        return self.model + smoke + (PARTIAL_MARK if self.is_partial(setting) else "") + custom
-
-
-def _metrics(values: Any, where: str) -> dict[str, float | int]:
-    """Return one task's metrics (lmms-eval's 'name,none' keys), each checked like the main report's."""
-    if not isinstance(values, dict):
-        raise ReportError(f"{where}: expected an object of metrics, got {type(values).__name__}")
-    out: dict[str, float | int] = {}
-    for key, value in values.items():
-        if not key.endswith(",none") or "_stderr" in key or isinstance(value, dict):
-            continue
-        name = key.split(",")[0]
-        percent, count = name.startswith(PERCENT_PREFIXES), name.startswith(COUNT_PREFIXES)
-        out[name] = checked_value(value, f"{where}: {name}", percent, count=count)
-    return out
-
-
-def read_analysis_runs(run_paths: list[Path]) -> list[AnalysisRun]:
-    """Read every HVCU-Bench family task (all settings) under the paths, one entry per model and kind of data."""
-    runs: dict[tuple[str, str], AnalysisRun] = {}
-    for root in map(Path, run_paths):
-        if not root.exists():
-            raise ReportError(f"{root}: no such file or folder")
-        for path in results_files(root):
-            try:
-                results = jsonio.read_json(path)
-                per_task = results["results"]
-                config = results.get("config") or {}
-                configs = results.get("configs") or {}
-            except (OSError, jsonio.JsonReadError, KeyError, TypeError, AttributeError) as exc:
-                raise ReportError(f"{path}: not an lmms-eval results file ({exc})") from exc
-            if not all(isinstance(x, dict) for x in (per_task, config, configs)):
-                raise ReportError(
-                    f"{path}: not an lmms-eval results file ('results', 'config' or 'configs' is not an object)"
-                )
-            for task, values in per_task.items():
-                m = TASK.match(task)
-                if not m:
-                    continue
-                name = run_model_name(results, str(path))
-                identity = recorded_identity(configs.get(task), f"{path}: {task}")
-                data = data_kind(identity, bool(m.group("sample")))
-                run = runs.setdefault((name, data), AnalysisRun(name, data))
-                setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
-                if family in run.settings.get(setting, {}):
-                    raise ReportError(f"{path}: {name} has {setting} {family} results twice ({task}); pass one run")
-                metrics, missing = completed_metrics(task, _metrics(values, f"{path}: {task}"), path)
-                if missing:
-                    run.no_diagnostics.setdefault(setting, set()).add(family)
-                run.settings.setdefault(setting, {})[family] = metrics
-                run.fingerprints.setdefault(setting, {})[family] = None if identity is None else identity["fingerprint"]
-                if config.get("limit") is not None or metrics.get("n_incomplete", 0) != 0:
-                    run.partial.add(setting)
-    return list(runs.values())
+def _label(run: AnalysisRun, setting: str) -> str:
+    """Return the row label: † smoke sample, * partial (a family missing or a --limit run), (custom data)."""
+    smoke = SMOKE_MARK if run.data == SMOKE else ""
+    custom = CUSTOM_LABEL if run.data == CUSTOM else ""
+    return run.model + smoke + (PARTIAL_MARK if run.is_partial(setting) else "") + custom
 
 
 def _gain_gap(run: AnalysisRun, others: list[AnalysisRun]) -> str | None:
@@ -226,7 +128,7 @@ def _mean(values: list[Any]) -> float | None:
 def _diagnostic_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: str) -> list[str]:
     """Return one line per run and setting whose diagnostics (`what`) are unknown, saying how to get them."""
     return [
-        f"{run.label(s)} ({SETTING_LABEL[s]}): {what} of "
+        f"{_label(run, s)} ({SETTING_LABEL[s]}): {what} of "
         f"{', '.join(f for f in FAMILIES if f in run.no_diagnostics[s])} not available: its results file does not "
         "hold them and no sample log lies beside it; rerun the evaluation with --log_samples to get them."
         for run in runs
@@ -246,9 +148,15 @@ def blind_table(runs: list[AnalysisRun]) -> Table:
     for run in blind_runs:
         gap = _gain_gap(run, runs)
         if gap is not None:
-            gaps.append(f"{run.label('blind')}: no multi-modal gain: {gap}")
+            gaps.append(f"{_label(run, 'blind')}: no multi-modal gain: {gap}")
         table.rows.append(
-            [run.label("blind"), *_family_cells(run, "blind"), run.score("blind"), run.score("base"), _gain(run, runs)]
+            [
+                _label(run, "blind"),
+                *_family_cells(run, "blind"),
+                run.score("blind"),
+                run.score("base"),
+                _gain(run, runs),
+            ]
         )
     table.notes += [
         "Blind: the base setting's system prompt and text with no image. Acc_perc/bridge/conn (blind) is the share "
@@ -274,7 +182,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
     for run in circular_runs:
         fams = run.settings["circular"]
         bias = _mean([fams[f].get(POSITION_BIAS_METRIC) if f in fams else None for f in FAMILIES])
-        table.rows.append([run.label("circular"), *_family_cells(run, "circular"), run.score("circular"), bias])
+        table.rows.append([_label(run, "circular"), *_family_cells(run, "circular"), run.score("circular"), bias])
     table.notes += [
         "Each level is asked once per rotation of its option texts (keys A-D kept): 4x the base setting's requests.",
         "Chance, for a guesser picking uniformly and independently per request: (1/4)^4 = 1/256 = "
@@ -301,7 +209,7 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
         for family in (f for f in FAMILIES if f in run.settings["circular"]):
             m = run.settings["circular"][family]
             cells = [m.get(PLAIN_PREFIX + acc_metric(n)) for n in names] + [m.get(f"invalid_{n}") for n in names]
-            table.rows.append([run.label("circular"), FAMILY_LABEL[family], *cells])
+            table.rows.append([_label(run, "circular"), FAMILY_LABEL[family], *cells])
     table.notes += [
         "Plain Acc: rotated questions right / rotated questions asked, each counted on its own (no circular rule); "
         "invalid: the share of those replies that name no option.",
@@ -313,28 +221,26 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     return table
 
 
+def _family_rows(runs: list[AnalysisRun], settings: tuple[str, ...], names: list[str]) -> list[list[Any]]:
+    """Return one row per run, setting (of `settings`) and family: its label, the setting, the family, the metrics."""
+    return [
+        [_label(run, s), SETTING_LABEL[s], FAMILY_LABEL[f], *[run.settings[s][f].get(n) for n in names]]
+        for run in runs
+        for s in settings
+        if s in run.settings
+        for f in FAMILIES
+        if f in run.settings[s]
+    ]
+
+
 def position_table(runs: list[AnalysisRun]) -> Table:
     """Answer-position bias of every run: predicted vs gold letter shares per setting and family."""
     columns = ["Model", "Setting", "Family"]
     columns += [f"Pred {k}" for k in OPTION_KEYS] + [f"Gold {k}" for k in OPTION_KEYS] + ["Bias"]
     table = Table("analysis_position", "Answer-position bias: shares of predicted vs gold letters (%)", columns)
     table.rows.append([CHANCE_ROW, None, None, *[CHANCE_LEVEL] * len(OPTION_KEYS), *[None] * len(OPTION_KEYS), None])
-    for run in runs:
-        for setting in (s for s in SETTING_LABEL if s in run.settings):
-            for family in (f for f in FAMILIES if f in run.settings[setting]):
-                m = run.settings[setting][family]
-                cells = [m.get(pred_share_metric(k)) for k in OPTION_KEYS] + [
-                    m.get(gold_share_metric(k)) for k in OPTION_KEYS
-                ]
-                table.rows.append(
-                    [
-                        run.label(setting),
-                        SETTING_LABEL[setting],
-                        FAMILY_LABEL[family],
-                        *cells,
-                        m.get(POSITION_BIAS_METRIC),
-                    ]
-                )
+    names = [*map(pred_share_metric, OPTION_KEYS), *map(gold_share_metric, OPTION_KEYS), POSITION_BIAS_METRIC]
+    table.rows += _family_rows(runs, tuple(SETTING_LABEL), names)
     table.notes += [
         "Over the replies with a parsed letter: Pred, the share choosing each key; Gold, the share of those same "
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
@@ -361,18 +267,7 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
             columns.append(f"L{k} wrong after L{k - 1} {cond}")
     table = Table("analysis_propagation", "Error propagation between consecutive levels (%)", columns)
     table.rows.append([CHANCE_ROW, None, None, *[CHANCE_WRONG] * len(metric_names)])
-    for run in runs:
-        for setting in (s for s in PROPAGATION_SETTINGS if s in run.settings):
-            for family in (f for f in FAMILIES if f in run.settings[setting]):
-                m = run.settings[setting][family]
-                table.rows.append(
-                    [
-                        run.label(setting),
-                        SETTING_LABEL[setting],
-                        FAMILY_LABEL[family],
-                        *[m.get(n) for n in metric_names],
-                    ]
-                )
+    table.rows += _family_rows(runs, PROPAGATION_SETTINGS, metric_names)
     table.notes += [
         "Over complete chains. Gold context shows the gold answers before each level, own-answer context the model's "
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
@@ -386,9 +281,8 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
     return table
 
 
-def analysis_tables(run_paths: list[Path]) -> list[Table]:
-    """Return the analysis tables for the runs under the paths; [] when none holds a blind, circular or gold run."""
-    runs = read_analysis_runs(run_paths)
+def analysis_tables(runs: list[AnalysisRun]) -> list[Table]:
+    """Return the analysis tables of the runs (`RunFolders.analysis`); [] without a blind, circular or gold run."""
     if not any(s in r.settings for r in runs for s in ANALYSIS_SETTINGS):
         return []
     tables = []

@@ -1,6 +1,6 @@
 """The chain browser: every logged chain of every model, both settings side by side, filterable, one static page.
 
-`write_browser(runs, site)` reads the lmms-eval `--log_samples` files under the run folders (base and context
+`write_browser(logs, site)` takes the lmms-eval `--log_samples` files `results.runs` read (base and context
 tasks, any number of models) and writes `site/chains.html`: one card per sample and model with the image, the
 three questions with their options, the gold keys and, per setting, the raw reply and the letter each parsing
 rule read. Filters (model, family, aspect, first wrong level per setting, base right but context wrong and the
@@ -39,11 +39,10 @@ from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.names import LONE_SURROGATE
-from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import ImageError, make_folder, open_image, write_atomic
 from hvcu_tasks.report.page_assets import asset
-from hvcu_tasks.results.chains import chains_of_file, samples_files
 from hvcu_tasks.results.run_record import shown_path, shown_paths
+from hvcu_tasks.results.runs import SampleLog
 
 PAGE = "chains.html"
 THUMBS = "thumbs"
@@ -55,8 +54,6 @@ MAX_REPLY_CHARS = 10_000
 SHOWN_IN_WARNING = 5
 """How many sample names a warning line lists before it says how many more share its reason."""
 SETTINGS = ("base", "context")
-TASK = re.compile(r"^hvcu_bench(?P<context>_context)?(?:_sample)?_(?:impl|aesth|affect)$")
-"""The family tasks of the two settings the page shows (blind, circular or gold-context variants are left out)."""
 TITLE = "HVCU-Bench chain browser"
 
 
@@ -88,23 +85,6 @@ def embed_json(value: Any) -> str:
     return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
-def model_of(samples: Path) -> str:
-    """Return the model a samples file belongs to, named as `hvcu report` names it from the run's results file."""
-    from hvcu_tasks.results.runs import checked_text, run_model_name
-
-    stamp = samples.name.split("_samples_")[0]
-    results = samples.with_name(f"{stamp}_results.json")
-    if not results.is_file():  # lmms-eval's folder per model
-        return checked_text(samples.parent.name, f"{samples.parent}: folder name", "model name")
-    try:
-        data = jsonio.read_json(results)
-    except (OSError, jsonio.JsonReadError) as exc:
-        raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
-        raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")
-    return run_model_name(data, str(results))
-
-
 @dataclass
 class Card:
     """One sample as one model answered it: its chain record per setting and the samples file it came from."""
@@ -115,34 +95,22 @@ class Card:
     aspect: str | None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
-    runs: dict[str, Path] = field(default_factory=dict)
-    """Per setting, the run folder (as given) its samples file lies in."""
 
 
-def browsed_files(runs: Sequence[Path]) -> list[tuple[str, Path]]:
-    """Return (task, file) for the samples files of the base and context family tasks (not other HVCU variants)."""
-    return [(task, path) for task, path in samples_files(runs) if TASK.match(task)]
-
-
-def read_cards(runs: Sequence[Path]) -> list[Card]:
-    """Read every HVCU-Bench samples file under the run folders into one card per (model, family, sample)."""
+def read_cards(logs: Sequence[SampleLog]) -> list[Card]:
+    """Return one card per (model, family, sample) of the sample logs (`RunFolders.logs`), both settings on it."""
     cards: dict[tuple[str, str | None, str], Card] = {}
-    logs = [(Path(run), task, path) for run in runs for task, path in browsed_files([run])]
-    for run, task, path in logs:
-        found = TASK.match(task)
-        setting = "context" if found and found.group("context") else "base"
-        model = model_of(path)
-        for record in chains_of_file(task, path, details=True):
+    for log in logs:
+        for record in log.chains:
             family, sid = record["family"], record["sample_id"]
-            card = cards.setdefault((model, family, sid), Card(model, family, sid, record["aspect"]))
-            if setting in card.records:
+            card = cards.setdefault((log.model, family, sid), Card(log.model, family, sid, record["aspect"]))
+            if log.setting in card.records:
                 raise ValueError(
-                    f"{path}: {model} has {setting} {family}/{sid} also in {card.files[setting]}; "
+                    f"{log.path}: {log.model} has {log.setting} {family}/{sid} also in {card.files[log.setting]}; "
                     "pass one run per model and setting"
                 )
-            card.records[setting] = record
-            card.files[setting] = path
-            card.runs[setting] = run if run.is_dir() else run.parent
+            card.records[log.setting] = record
+            card.files[log.setting] = log.path
     return sorted(cards.values(), key=_card_order)
 
 
@@ -508,14 +476,18 @@ def render_page(data: dict[str, Any], notes: list[str]) -> str:
     )
 
 
-def write_browser(runs: Sequence[Path], site: Path, data: Sequence[str] = ()) -> Path | None:
-    """Write `site/chains.html` (+ thumbnails) for the sample logs under the run folders; None when there are none.
+def write_browser(
+    logs: Sequence[SampleLog], site: Path, data: Sequence[str] = (), runs: Sequence[Path] = ()
+) -> Path | None:
+    """Write `site/chains.html` (+ thumbnails) for the sample logs (`RunFolders.logs`); None when there are none.
 
-    `data`: the data sources (`hvcu report --data`: a folder, hub[:REPO[@REV]], smoke) images may come from.
+    `data`: the data sources (`hvcu report --data`: a folder, hub[:REPO[@REV]], smoke) images may come from; `runs`:
+    the run folders the page's paths are shown from (else the logs' own folders).
     """
-    if not browsed_files(runs):
+    if not logs:
         return None
-    cards = read_cards(runs)  # every file read first: a damaged line leaves the site as it was
+    runs = list(runs) or list(dict.fromkeys(log.root for log in logs))
+    cards = read_cards(logs)
     site = make_folder(site)
     (site / THUMBS).mkdir(exist_ok=True)
     (site / VIEWS).mkdir(exist_ok=True)

@@ -9,16 +9,8 @@ import re
 
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
-from hvcu_tasks.report.leaderboard import (
-    Board,
-    board_entries,
-    leaderboard_table,
-    make_board,
-    pairs_table,
-    run_pairs,
-    versus_pairs,
-    versus_table,
-)
+from hvcu_tasks.report.board import Board, board_entries, make_board
+from hvcu_tasks.report.board_tables import leaderboard_table, pairs_table, run_pairs, versus_pairs, versus_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 

@@ -7,8 +7,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
 from hvcu_tasks.results.run_record import RunRecord, TaskData
-from hvcu_tasks.results.runs import ANALYSIS_TASK_NAME, TASK_NAME
+from hvcu_tasks.results.runs import TASK_NAME
 
 NOT_RECORDED = "not recorded"
 WRAPPER = "hvcu_context"
@@ -34,7 +35,7 @@ def settings_of(tasks: Sequence[str]) -> list[str]:
         if m:
             name = "context setting" if m.group("context") else "base setting"
         else:
-            name = "analysis" if ANALYSIS_TASK_NAME.match(task) else "general benchmarks"
+            name = "analysis" if FAMILY_TASK.match(task) else "general benchmarks"
         if name not in found:
             found.append(name)
     return found

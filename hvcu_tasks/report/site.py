@@ -29,7 +29,7 @@ from hvcu_tasks.report.tables import (
     setting_table,
 )
 from hvcu_tasks.results.run_record import shown_paths
-from hvcu_tasks.results.runs import SMOKE, ModelResult
+from hvcu_tasks.results.runs import SMOKE, ModelResult, SampleLog
 
 MODELS_DIR = "models"
 MODEL_COLUMNS = ("Model", "A", "B", "Run")
@@ -103,9 +103,9 @@ def model_tables(
     return tables
 
 
-def _chains_page(runs: Sequence[Path], out: Path, data: Sequence[str] = ()) -> str | None:
+def _chains_page(logs: Sequence[SampleLog], runs: Sequence[Path], out: Path, data: Sequence[str] = ()) -> str | None:
     """Write the chain browser (images from `data` only) and return its path relative to `out`, None without logs."""
-    page = write_browser(list(runs), out, data)
+    page = write_browser(logs, out, data, runs)
     return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
 
 
@@ -178,15 +178,16 @@ def write_site(
     reference: bool = True,
     published: Sequence[str] = (),
     data: Sequence[str] = (),
+    logs: Sequence[SampleLog] = (),
 ) -> list[Path]:
     """Write index.html and one page per model into `out` (figures already under it); return the written pages.
 
     `published`: models of a published board (`--base`) not among the runs. A page an earlier report left under
     models/ keeps its file name (it is never handed to another model) and stays linked; on a published model's
     page only its leaderboard row is rewritten (from the merged board), the rest is as it was written. `data`: the
-    data sources the chain browser may take images from (`hvcu report --data`).
+    data sources the chain browser may take images from (`hvcu report --data`); `logs`: the sample logs it shows.
     """
-    chains = _chains_page(runs, out, data)
+    chains = _chains_page(logs, runs, out, data)
     tables = [placed_table(t, runs) for t in tables]
     shown = [m for m in models if m.settings or m.general]
     current = {m.model for m in shown}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
@@ -308,9 +309,9 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
     return tables
 
 
-def _interval(low_high: tuple[float, float]) -> str:
-    """Format a 95% interval like the paper's numbers."""
-    return f"[{low_high[0]:.2f}, {low_high[1]:.2f}]"
+def interval_text(low_high: Sequence[float] | None) -> str | None:
+    """Format a 95% interval like the paper's numbers, None when absent."""
+    return None if low_high is None else f"[{low_high[0]:.2f}, {low_high[1]:.2f}]"
 
 
 def interval_table(models: list[ModelResult], setting: str) -> Table:
@@ -325,8 +326,10 @@ def interval_table(models: list[ModelResult], setting: str) -> Table:
             continue
         right = {f: sum(c.values()) for f, c in chains.items() if c}
         sizes = {f: len(c) for f, c in chains.items() if c}
-        cells: list[Cell] = [_interval(exact_interval(right[f], sizes[f])) if f in right else None for f in FAMILIES]
-        score = _interval(score_interval(right, sizes)) if set(right) == set(FAMILIES) else None
+        cells: list[Cell] = [
+            interval_text(exact_interval(right[f], sizes[f])) if f in right else None for f in FAMILIES
+        ]
+        score = interval_text(score_interval(right, sizes)) if set(right) == set(FAMILIES) else None
         table.rows.append([_label(model, setting), *cells, score])
     table.notes.append(
         "This toolkit's parser. Acc_full: the exact (Clopper–Pearson) 95% interval of each family's share of chains "

@@ -116,6 +116,11 @@ def chains_of_file(task: str, path: Path, details: bool = False) -> list[dict[st
     `lines` (the file's line numbers, from 1), `input_media` (the image lmms-eval logged, or None) and
     `data_identity` (what the harness logged, or None).
     """
+    return logged_chains(task, path, details)[0]
+
+
+def logged_chains(task: str, path: Path, details: bool = True) -> tuple[list[dict[str, Any]], list[Outcome]]:
+    """Return a samples file's chain records (chains_of_file) and the outcome of every level it logged."""
     setting = "context" if task.startswith("hvcu_bench_context") else "base"
     read = _Read()
     for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -137,7 +142,7 @@ def chains_of_file(task: str, path: Path, details: bool = False) -> list[dict[st
     if details:
         for (key, _meta), record in zip(read.samples.items(), records, strict=True):
             _add_record_details(record, grouped.get(key, {}), read.details[key])
-    return records
+    return records, read.outcomes
 
 
 def _add_record_details(record: dict[str, Any], chain: dict[int, Outcome], details: dict[str, Any]) -> None:

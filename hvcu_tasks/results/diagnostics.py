@@ -10,7 +10,7 @@ the tasks stopped reporting them keeps its own values: only names missing from t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +98,13 @@ def _outcome(record: Mapping[str, Any], where: str) -> Outcome:
         raise SamplesFileError(f"{where}: outcome record {dict(record)!r:.80}: {type(exc).__name__}: {exc}") from None
 
 
-def logged_metrics(task: str, path: Path) -> dict[str, float | int]:
-    """Return every metric of a family task (reported and diagnostic) computed from its samples file."""
+def logged_metrics(task: str, path: Path, outcomes: Sequence[Outcome] | None = None) -> dict[str, float | int]:
+    """Return every metric of a family task (reported and diagnostic) computed from its samples file (or from the
+    `outcomes` already read from it: results.chains.logged_chains)."""
     family = family_of(task)
     if family is None:
         raise ValueError(f"{task}: not an HVCU-Bench family task")
-    records = logged_records(path)
+    records = logged_records(path) if outcomes is None or is_circular(task) else []
     if is_circular(task):
         rotated = []
         for record in records:
@@ -115,18 +116,21 @@ def logged_metrics(task: str, path: Path) -> dict[str, float | int]:
             return score_circular(rotated).as_metrics()
         except ValueError as exc:
             raise SamplesFileError(f"{path}: {exc} (the file is damaged)") from None
-    outcomes = [_outcome(r, str(path)) for r in records]
+    outcomes = [_outcome(r, str(path)) for r in records] if outcomes is None else outcomes
     try:
         return family_metrics(outcomes, ASPECTS[family])
     except ValueError as exc:
         raise SamplesFileError(f"{path}: {exc}; each level of a sample is logged once (the file is damaged)") from None
 
 
-def with_diagnostics(task: str, metrics: Mapping[str, Any], results_file: Path) -> tuple[dict[str, Any], list[str]]:
+def with_diagnostics(
+    task: str, metrics: Mapping[str, Any], results_file: Path, outcomes: Sequence[Outcome] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """Return a task's metrics completed with the diagnostics its results file lacks, and the names still missing.
 
     The file's own values win (an earlier run's file holds every metric); the missing ones come from the task's
-    samples file beside it. With no samples file the missing names are returned, for the report to say so.
+    samples file beside it (its `outcomes`, when already read). With no samples file the missing names are
+    returned, for the report to say so.
     """
     missing = [n for n in diagnostic_names(task) if n not in metrics]
     if not missing:
@@ -134,7 +138,7 @@ def with_diagnostics(task: str, metrics: Mapping[str, Any], results_file: Path) 
     path = samples_file(results_file, task)
     if path is None:
         return dict(metrics), missing
-    logged = logged_metrics(task, path)
+    logged = logged_metrics(task, path, outcomes)
     return {**metrics, **{n: logged[n] for n in missing}}, []
 
 

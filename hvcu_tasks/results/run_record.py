@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.names import is_secret_name, name_problem, public_urls
 from hvcu_tasks.data import provenance
 from hvcu_tasks.data.provenance import CONFIG_KEY, LMMS_EVAL_KEY, MODEL_KEY, VERSION_KEY, location_text
+from hvcu_tasks.results.diagnostics import family_of
 from hvcu_tasks.results.errors import ReportError, checked_text
 
 REDACTED = "[REDACTED]"
@@ -229,11 +229,6 @@ def command_line(options: Mapping[str, Any]) -> str | None:
     return shlex.join(argv)
 
 
-def family_of_task(task: str) -> str | None:
-    """Return the family an HVCU task's name ends on (impl, aesth, affect), None for another task."""
-    return next((family for family, (_s, _t, short) in FAMILIES.items() if task.endswith(f"_{short}")), None)
-
-
 def task_data(task: str, config: Any, where: str) -> TaskData:
     """Return one task's recorded data: fingerprint, source and revision (None where not recorded)."""
     try:
@@ -241,12 +236,12 @@ def task_data(task: str, config: Any, where: str) -> TaskData:
     except ValueError as exc:
         raise ReportError(f"{where}: {task}: {exc}") from exc
     if identity is None:
-        return TaskData(task, family_of_task(task), None, None, None, None, None)
+        return TaskData(task, family_of(task), None, None, None, None, None)
     field = f"configs.{task}.metadata.{CONFIG_KEY}"
     samples = identity.get("samples")
     return TaskData(
         task=task,
-        family=_text(identity.get("family"), where, f"{field}.family") or family_of_task(task),
+        family=_text(identity.get("family"), where, f"{field}.family") or family_of(task),
         kind=_text(identity.get("kind"), where, f"{field}.kind"),
         fingerprint=_text(identity["fingerprint"], where, f"{field}.fingerprint"),
         source=checked_text(location_text(identity), f"{where}: field {field}.location", "recorded value"),
@@ -260,14 +255,15 @@ def placed_data(data: TaskData, roots: Sequence[Path]) -> TaskData:
     return data if data.source is None else dataclasses.replace(data, source=shown_paths(data.source, roots))
 
 
-def recorded_toolkit_version(configs: Mapping[str, Any], where: str) -> str | None:
-    """Return the toolkit version the tasks' configs recorded (None in files written before it was recorded)."""
-    versions = {
-        _text(config["metadata"].get(VERSION_KEY), where, f"configs.{task}.metadata.{VERSION_KEY}")
+def recorded_metadata(configs: Mapping[str, Any], key: str, where: str) -> str | None:
+    """Return what the tasks' configs recorded under `metadata.<key>` (the toolkit version, the lmms-eval release),
+    the values of several tasks joined; None in files written before it was recorded."""
+    values = {
+        _text(config["metadata"].get(key), where, f"configs.{task}.metadata.{key}")
         for task, config in configs.items()
         if isinstance(config, Mapping) and isinstance(config.get("metadata"), Mapping)
     } - {None}
-    return ", ".join(sorted(versions)) or None  # type: ignore[arg-type]
+    return ", ".join(sorted(values)) or None  # type: ignore[arg-type]
 
 
 def _json_value(value: Any, where: str, field: str) -> Any:
@@ -309,16 +305,6 @@ def recorded_model_identity(configs: Mapping[str, Any], where: str) -> dict[str,
     return identity
 
 
-def recorded_lmms_eval_release(configs: Mapping[str, Any], where: str) -> str | None:
-    """Return the installed lmms-eval release the tasks' configs recorded (None in files written before it was)."""
-    releases = {
-        _text(config["metadata"].get(LMMS_EVAL_KEY), where, f"configs.{task}.metadata.{LMMS_EVAL_KEY}")
-        for task, config in configs.items()
-        if isinstance(config, Mapping) and isinstance(config.get("metadata"), Mapping)
-    } - {None}
-    return ", ".join(sorted(releases)) or None  # type: ignore[arg-type]
-
-
 def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = ()) -> RunRecord:
     """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it.
 
@@ -354,13 +340,13 @@ def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = (
         lmms_eval_version=_text(results.get("lmms_eval_version"), where, "lmms_eval_version"),
         git_hash=_text(results.get("git_hash"), where, "git_hash"),
         date=_text(_number_as_text(results.get("date")), where, "date"),
-        toolkit_version=recorded_toolkit_version(configs, where),
+        toolkit_version=recorded_metadata(configs, VERSION_KEY, where),
         data=tuple(
             placed_data(task_data(t, configs[t], where), roots)
             for t in tasks
             if t.startswith("hvcu_bench") and t in configs
         ),
         model_identity=None if identity is None else _placed(identity, roots),
-        lmms_eval_release=recorded_lmms_eval_release(configs, where),
+        lmms_eval_release=recorded_metadata(configs, LMMS_EVAL_KEY, where),
         roots=tuple(roots),
     )

@@ -1,9 +1,11 @@
-"""Read lmms-eval output folders into per-model HVCU-Bench results, flagging anything partial."""
+"""Read lmms-eval output folders once (`read_folders`): per-model results, flagging anything partial, the analysis
+runs and the sample logs, the records every table, page and the chain browser of `hvcu report` are made from."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,18 +17,19 @@ from hvcu_tasks.core.metrics import (
     FULL_METRIC,
     OFFICIAL_FULL_METRIC,
     PERCENT_PREFIXES,
+    Outcome,
     overall_score,
 )
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
+from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
+from hvcu_tasks.results.diagnostics import SHORT_TO_FAMILY, SamplesFileError, samples_file, with_diagnostics
+from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
 from hvcu_tasks.results.errors import ReportError, checked_text
 from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 from hvcu_tasks.results.run_record import RunRecord, run_record
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
-ANALYSIS_TASK_NAME = re.compile(r"^hvcu_bench_(?:blind|circular|context_gold)(?:_sample)?_(?:impl|aesth|affect)$")
-"""The `hvcu_analysis` tasks: read by hvcu_tasks.report.analysis, not into the paper's tables."""
-SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
 LEVEL_METRICS = list(ACCURACY_METRICS)
 BENCHMARK = "HVCU-Bench"
 SMOKE = "smoke sample"
@@ -155,25 +158,13 @@ def run_model_name(results: dict[str, Any], where: str = "results file") -> str:
     return "unknown"
 
 
-def _chain_verdicts(results_file: Path, task: str) -> tuple[dict[str, bool], dict[str, bool]]:
-    """Return sample id -> chain verdict (this toolkit's parser, the authors') from `task`'s samples file, if logged."""
-    from hvcu_tasks.results.chains import chains_of_file
-
-    stamp = results_file.name.removesuffix("_results.json")
-    samples = results_file.with_name(f"{stamp}_samples_{task}.jsonl")
-    if not samples.is_file():
-        return {}, {}
-    chains = chains_of_file(task, samples)
-    ours = {c["sample_id"]: bool(c["chain_correct"]) for c in chains if c["chain_correct"] is not None}
-    official = {
-        c["sample_id"]: bool(c["chain_correct_official"]) for c in chains if c["chain_correct_official"] is not None
-    }
-    return ours, official
-
-
 def _metric_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr dropped)."""
-    return {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+    """Return a task's metrics as {name: value} (lmms-eval's 'name,none' keys; stderr and objects dropped)."""
+    return {
+        k.split(",")[0]: v
+        for k, v in values.items()
+        if k.endswith(",none") and "_stderr" not in k and not isinstance(v, dict)
+    }
 
 
 def recorded_identity(config: Any, where: str) -> dict[str, Any] | None:
@@ -250,15 +241,14 @@ def _general_metrics(task: str, values: dict[str, Any], where: str) -> dict[str,
     return metrics
 
 
-def completed_metrics(task: str, metrics: dict[str, Any], results_file: Path) -> tuple[dict[str, Any], list[str]]:
-    """Return a task's metrics, the diagnostics its file lacks computed from its sample log, and those still missing.
-
-    A damaged sample log is refused in one line naming the file and line.
+def completed_metrics(
+    task: str, metrics: dict[str, Any], results_file: Path, outcomes: Sequence[Outcome] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Return a task's metrics, the diagnostics its file lacks computed from its sample log (or its `outcomes`, read
+    already), and those still missing. A damaged sample log is refused in one line naming the file and line.
     """
-    from hvcu_tasks.results.diagnostics import SamplesFileError, with_diagnostics
-
     try:
-        return with_diagnostics(task, metrics, results_file)
+        return with_diagnostics(task, metrics, results_file, outcomes)
     except (OSError, SamplesFileError) as exc:
         raise ReportError(str(exc)) from exc
 
@@ -271,9 +261,114 @@ def results_files(path: Path) -> list[Path]:
     return sorted(path.rglob("*_results.json"))
 
 
+@dataclass
+class AnalysisRun:
+    """One model's HVCU-Bench results on one kind of data (`data`) across settings: setting -> family -> metrics."""
+
+    model: str
+    data: str = BENCHMARK
+    """What the tasks read: BENCHMARK, SMOKE or CUSTOM (`data_kind`)."""
+    settings: dict[str, dict[str, dict[str, float | int]]] = field(default_factory=dict)
+    partial: set[str] = field(default_factory=set)
+    """Settings run on a subset (--limit) or with incomplete chains."""
+    fingerprints: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Per setting and family: the data fingerprint its results file recorded (None: not recorded)."""
+    no_diagnostics: dict[str, set[str]] = field(default_factory=dict)
+    """Per setting: the families whose diagnostics are unknown (not in the results file, no sample log beside it)."""
+
+    def score(self, setting: str) -> float | None:
+        """Return a setting's Score (unweighted mean of the families' acc_full), None unless all three are there."""
+        fams = self.settings.get(setting, {})
+        values = [fams.get(f, {}).get(FULL_METRIC) for f in FAMILIES]
+        return None if any(v is None for v in values) else overall_score(values)  # type: ignore[arg-type]
+
+    def is_partial(self, setting: str) -> bool:
+        """Whether a setting lacks a family, ran under --limit or has incomplete chains."""
+        return setting in self.partial or set(self.settings.get(setting, {})) != set(FAMILIES)
+
+
+@dataclass
+class SampleLog:
+    """One `--log_samples` file of the base or context setting: its run folder, task, model and chains (with
+    details: `results.chains.chains_of_file`)."""
+
+    root: Path
+    task: str
+    path: Path
+    model: str
+    chains: list[dict[str, Any]]
+
+    @property
+    def setting(self) -> str:
+        """Return the setting the file logged: base or context."""
+        return "context" if self.task.startswith("hvcu_bench_context") else "base"
+
+
+@dataclass
+class RunFolders:
+    """Everything `hvcu report` renders from its run folders, each file read once."""
+
+    models: list[ModelResult]
+    """One per model with base, context or general results (the paper's tables and the leaderboard)."""
+    analysis: list[AnalysisRun]
+    """One per model and kind of data, every family task's metrics in every setting (the analysis tables)."""
+    logs: list[SampleLog]
+    """The base and context sample logs (the chain browser)."""
+
+
+def _model_beside(samples: Path) -> str:
+    """Return the model of a samples file, named from the results file beside it (else its folder's name)."""
+    stamp = samples.name.split("_samples_")[0]
+    results = samples.with_name(f"{stamp}_results.json")
+    if not results.is_file():  # lmms-eval's folder per model
+        return checked_text(samples.parent.name, f"{samples.parent}: folder name", "model name")
+    try:
+        data = jsonio.read_json(results)
+    except (OSError, jsonio.JsonReadError) as exc:
+        raise ValueError(f"{results}: not an lmms-eval results file ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
+        raise ValueError(f"{results}: not an lmms-eval results file (not an object with a 'config' object)")
+    return run_model_name(data, str(results))
+
+
+def sample_logs(paths: Sequence[Path], read: Mapping[Path, SampleLog] | None = None) -> list[SampleLog]:
+    """Read the base and context samples files under the paths (`read`: samples file -> its log, read already)."""
+    logs = []
+    for root in map(Path, paths):
+        stamp = root.name.removesuffix("_results.json")
+        beside = sorted(root.parent.glob(f"{stamp}_samples_*.jsonl")) if stamp != root.name else [root]
+        for task, path in samples_files(beside):
+            if path in (read or {}):
+                logs.append(read[path])  # type: ignore[index]
+            elif TASK_NAME.match(task):  # a log whose results file does not list it, or without one
+                base = root if root.is_dir() else root.parent
+                logs.append(SampleLog(base, task, path, _model_beside(path), chains_of_file(task, path, details=True)))
+    return logs
+
+
 def read_runs(paths: list[Path]) -> list[ModelResult]:
     """Read run folders into one ModelResult per model, merging base and context runs of the same model."""
+    return read_folders(paths).models
+
+
+def _read_results(f: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Return a results file's parsed text, its `results` and its `configs`, refusing what is not one."""
+    try:
+        results = jsonio.read_json(f)
+        per_task, config, configs = results["results"], results.get("config") or {}, results.get("configs") or {}
+    except (OSError, jsonio.JsonReadError, KeyError, TypeError, AttributeError) as exc:
+        raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
+    for key, value in (("results", per_task), ("config", config), ("configs", configs)):
+        if not isinstance(value, dict):
+            raise ReportError(f"{f}: not an lmms-eval results file ('{key}' is not an object)")
+    return results, per_task, configs
+
+
+def read_folders(paths: Sequence[Path]) -> RunFolders:
+    """Read run folders once: the models, the analysis runs and the sample logs, every file checked."""
     models: dict[str, ModelResult] = {}
+    analysis: dict[tuple[str, str], AnalysisRun] = {}
+    read: dict[Path, SampleLog] = {}
     for root in map(Path, paths):
         if not root.exists():
             raise ReportError(f"{root}: no such file or folder")
@@ -282,37 +377,53 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             raise ReportError(f"{root}: no lmms-eval results file (*_results.json) in it")
         found_any = False
         for f in files:
-            try:
-                results = jsonio.read_json(f)
-                per_task = results["results"]
-            except (OSError, jsonio.JsonReadError, KeyError, TypeError) as exc:
-                raise ReportError(f"{f}: not an lmms-eval results file ({exc})") from exc
-            if not isinstance(results.get("config") or {}, dict):
-                raise ReportError(f"{f}: not an lmms-eval results file ('config' is not an object)")
+            results, per_task, configs = _read_results(f)
             name = run_model_name(results, str(f))
             model = models.setdefault(name, ModelResult(model=name))
             limit = (results.get("config") or {}).get("limit")
-            if not isinstance(per_task, dict):
-                raise ReportError(f"{f}: not an lmms-eval results file ('results' is not an object)")
-            configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
             model.records.append(run_record(results, f, paths))
             for task, values in per_task.items():
                 if not isinstance(values, dict):
                     raise ReportError(f"{f}: {task}: expected an object of metrics, got {type(values).__name__}")
-                m = TASK_NAME.match(task)
                 if task in GENERAL_TASKS:
                     found_any = True
                     if task in model.general:
                         raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
                     model.general[task] = _general_metrics(task, values, f"{f}: {task}")
-                if ANALYSIS_TASK_NAME.match(task):
-                    found_any = True
+                m = FAMILY_TASK.match(task)
                 if not m:
                     continue
                 found_any = True
-                setting = "context" if m.group("context") else "base"
-                family = SHORT_TO_FAMILY[m.group("short")]
-                metrics, missing = completed_metrics(task, _hvcu_metrics(values, f"{f}: {task}"), f)
+                setting, family = m.group("setting") or "base", SHORT_TO_FAMILY[m.group("short")]
+                checked = _hvcu_metrics(values, f"{f}: {task}")
+                logged = samples_file(f, task) if setting in ("base", "context") else None
+                outcomes = None
+                if logged is not None:  # read once: chains for the board and the browser, outcomes for diagnostics
+                    chains, outcomes = logged_chains(task, logged)
+                    read[logged] = SampleLog(root if root.is_dir() else root.parent, task, logged, name, chains)
+                    for verdicts, rule in (
+                        (model.chains, "chain_correct"),
+                        (model.chains_official, "chain_correct_official"),
+                    ):
+                        if found := {c["sample_id"]: bool(c[rule]) for c in chains if c[rule] is not None}:
+                            verdicts.setdefault(setting, {})[family] = found
+                metrics, missing = completed_metrics(task, checked, f, outcomes)
+                identity = recorded_identity(configs.get(task), f"{f}: {task}")
+                kind = data_kind(identity, bool(m.group("sample")))
+                run = analysis.setdefault((name, kind), AnalysisRun(name, kind))
+                if family in run.settings.get(setting, {}):
+                    raise ReportError(
+                        f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
+                    )
+                run.settings.setdefault(setting, {})[family] = metrics
+                run.fingerprints.setdefault(setting, {})[family] = None if identity is None else identity["fingerprint"]
+                subset = limit is not None or metrics.get("n_incomplete", 0) != 0  # a count: checked, never NaN
+                if subset:
+                    run.partial.add(setting)
+                if missing:
+                    run.no_diagnostics.setdefault(setting, set()).add(family)
+                if setting not in ("base", "context"):
+                    continue
                 if missing:
                     model.no_diagnostics.setdefault(setting, set()).add(family)
                 if family in model.settings.get(setting, {}):
@@ -320,21 +431,16 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
                         f"{f}: {name} has {setting} {family} results twice ({task}); pass one run per model"
                     )
                 model.settings.setdefault(setting, {})[family] = FamilyResult(metrics, task)
-                verdicts, official = _chain_verdicts(f, task)
-                if verdicts:
-                    model.chains.setdefault(setting, {})[family] = verdicts
-                if official:
-                    model.chains_official.setdefault(setting, {})[family] = official
-                identity = recorded_identity(configs.get(task), f"{f}: {task}")
                 if identity is not None:
                     model.identities.setdefault(setting, {})[family] = identity
                 elif not m.group("sample") and NO_IDENTITY_NOTE not in model.data_notes:
                     model.data_notes.append(NO_IDENTITY_NOTE)
-                model.dataset.add(data_kind(identity, bool(m.group("sample"))))
-                if limit is not None or metrics.get("n_incomplete", 0) != 0:  # a count: checked above, never NaN
+                model.dataset.add(kind)
+                if subset:
                     model.note(setting, f"{family} ran on a subset (--limit {limit})")
         if not found_any:
             raise ReportError(f"{root}: its results hold no HVCU-Bench task (hvcu_bench*) nor a general benchmark")
+    logs = sample_logs(paths, read)  # with the logs no results file lists: the chain browser shows them too
     for model in models.values():
         if model.dataset == {SMOKE, BENCHMARK}:
             raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
@@ -343,7 +449,8 @@ def read_runs(paths: list[Path]) -> list[ModelResult]:
             missing = [f for f in FAMILIES if f not in fams]
             if missing:
                 model.note(setting, f"missing {', '.join(missing)} (no Overall Score)")
-    return [m for m in models.values() if m.settings or m.general]
+    shown = [m for m in models.values() if m.settings or m.general]
+    return RunFolders(shown, list(analysis.values()), logs)
 
 
 def check_one_data(model: ModelResult) -> None:

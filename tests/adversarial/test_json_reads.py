@@ -115,7 +115,8 @@ def test_the_loader_reports_the_deep_family_file_as_a_problem_naming_it(tmp_path
     ],
 )
 def test_a_damaged_base_leaderboard_is_one_line_naming_it(tmp_path: Path, board: str, reason: str, capsys) -> None:
-    from hvcu_tasks.report.leaderboard import ReportError, read_leaderboard
+    from hvcu_tasks.report.board_file import read_leaderboard
+    from hvcu_tasks.results.runs import ReportError
 
     path = tmp_path / "leaderboard.json"
     path.write_text(board)
