@@ -3,7 +3,8 @@
 The reply is normalised (think blocks, code fences, LaTeX wrappers and emphasis removed, full-width
 characters folded), then read by the rules of `RULES` in priority order. Each rule either decides (a key, or
 None: no single option) or passes to the next; the first decision is the answer. The rules' patterns
-depend on the option keys (`_patterns`; the `re` module keeps compiled patterns, so no memo of our own: measured as fast).
+depend on the option keys (`_patterns`: built per call, the `re` module keeps what it compiled; a memo of
+our own measured no faster).
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ from typing import Any
 
 from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, next_round, sample_rows
 from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.prompts import context_messages
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.settings import NO_ROUND_ROUTING_ENV, current
 from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image, document_table, family_payloads, loaded_table
+from hvcu_tasks.settings import NO_ROUND_ROUTING_ENV, current
 
 NATIVE_KEY = "multi_round"
 """Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'

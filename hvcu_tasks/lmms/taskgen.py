@@ -157,8 +157,11 @@ def analysis_group_yaml(infix: str, label: str) -> str:
     )
 
 
-UTILS_PY = '''"""Hooks named by the HVCU-Bench task YAMLs: `hvcu_tasks.lmms.hook_table.HOOKS` (one implementation for this
-folder and `hvcu export-task`'s, whose utils.py hands lmms-eval the same table from its copy of the same files)."""
+UTILS_PY = '''"""Hooks named by the HVCU-Bench task YAMLs: `hvcu_tasks.lmms.hook_table.HOOKS`.
+
+One implementation for this folder and `hvcu export-task`'s, whose utils.py hands lmms-eval the same table from its
+copy of the same files.
+"""
 
 from hvcu_tasks.lmms.hook_table import HOOKS
 
