@@ -25,7 +25,6 @@ from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
 from hvcu_tasks.core.records import record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
-from hvcu_tasks.data.jsonio import loads_field, read_json
 from hvcu_tasks.settings import DATA_ENV, Settings, current
 
 log = logging.getLogger("hvcu_tasks")
@@ -42,6 +41,21 @@ def resolve_source(declared: str, config: Settings) -> str:
     if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
         return f"hub:{source[4:] or HUB_DATASET}@{revision}"
     return source
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Return a JSON object's pairs as a dict, refusing a key given twice (json.loads would keep the last one)."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"duplicate key {key!r}")
+        found[key] = value
+    return found
+
+
+def loads_field(text: str) -> Any:
+    """Parse JSON text held in a data field (duplicate keys refused); raise ValueError when it is not JSON."""
+    return json.loads(text, object_pairs_hook=unique_keys)
 
 
 def record_sample(
@@ -63,8 +77,8 @@ def read_json_family(
     """Read the authors' JSON file of one family, each id's image found as `image_dir/<id>.<ext>`."""
     source = label or str(path)
     try:
-        records = read_json(path, unique_keys=True)
-    except (OSError, ValueError) as exc:
+        records = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
+    except (OSError, ValueError, RecursionError) as exc:
         return [(None, [Problem(source, "-", "file", f"cannot read JSON: {exc}")])]
     if not isinstance(records, list) or not records:
         return [(None, [Problem(source, "-", "file", "expected a non-empty JSON array of items")])]
@@ -136,19 +150,15 @@ def read_hub(repo: str, revision: str | None, family: str) -> tuple[list[tuple[S
 
 def load_family(source: str, family: str) -> tuple[list[Sample], dict[str, Any]]:
     """Load and check one family; return the samples and where they came from, or raise DataError (every problem)."""
-    where: dict[str, Any]
+    _split, stem, _short = FAMILIES[family]
     if source == "hub" or source.startswith("hub:"):
         repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
         read, commit = read_hub(repo, requested or None, family)
         where = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": commit}
         where["layout"] = "json"
     elif source == "smoke":
-        _split, stem, _short = FAMILIES[family]
-        read, where = (
-            read_json_family(SMOKE_DIR / f"{stem}.json", family, SMOKE_DIR / "Image" / stem),
-            {"kind": "smoke"},
-        )
-        where["location"] = "smoke"
+        read = read_json_family(SMOKE_DIR / f"{stem}.json", family, SMOKE_DIR / "Image" / stem)
+        where = {"kind": "smoke", "location": "smoke"}
     else:
         root = Path(source).expanduser()
         read, where = read_local(root, family), {"kind": "local", "location": str(root.resolve())}
@@ -157,9 +167,8 @@ def load_family(source: str, family: str) -> tuple[list[Sample], dict[str, Any]]
     seen: dict[str, str] = {}
     for s in samples:
         if s.id.casefold() in seen:
-            problems.append(
-                Problem(s.source, s.id, "id", f"duplicate id in family {family!r} (also {seen[s.id.casefold()]!r})")
-            )
+            also = seen[s.id.casefold()]
+            problems.append(Problem(s.source, s.id, "id", f"duplicate id in family {family!r} (also {also!r})"))
         seen.setdefault(s.id.casefold(), s.id)
     if not problems and not samples:
         problems.append(Problem(source, "-", "data", f"holds no items for family {family!r}"))
@@ -184,14 +193,10 @@ def identity_of(family: str, samples: Sequence[Sample], where: Mapping[str, Any]
 
 def task_data(stub: Any) -> tuple[list[Sample], str]:
     """Return a task's checked samples and data identity, or end the run (TaskLoadError) before any request."""
-    row = stub[0] if len(stub) else {}
     if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
-        raise TaskLoadError(
-            "?",
-            "?",
-            [Problem("task stub", "-", "rows", f"expected one row with family and source, got {stub.column_names}")],
-        )
-    family, declared = str(row["family"]), str(row["source"])
+        why = f"expected one row with family and source, got {stub.column_names}"
+        raise TaskLoadError("?", "?", [Problem("task stub", "-", "rows", why)])
+    family, declared = str(stub[0]["family"]), str(stub[0]["source"])
     source = resolve_source(declared, current())
     if source != declared:
         log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, DATA_ENV, declared)
@@ -201,9 +206,8 @@ def task_data(stub: Any) -> tuple[list[Sample], str]:
     except DataError as exc:
         raise TaskLoadError(family, source, exc.problems) from exc
     except Exception as exc:  # anything else would be retried for a minute, then swallowed by lmms-eval (exit 0)
-        raise TaskLoadError(
-            family, source, [Problem(source, "-", "load", f"unexpected {type(exc).__name__}: {exc}")]
-        ) from exc
+        problem = Problem(source, "-", "load", f"unexpected {type(exc).__name__}: {exc}")
+        raise TaskLoadError(family, source, [problem]) from exc
 
 
 _IMAGES: OrderedDict[tuple, Any] = OrderedDict()

@@ -2,7 +2,7 @@
 
 One implementation for both task folders: the installed one (`tasks/utils.py`) and `hvcu export-task`, which copies
 this file, context.py, analysis_tasks.py and hook_table.py as they are (their package imports made relative). They
-import only the core, settings, jsonio and `documents`, the one module each side brings itself: where a task's
+import only the core, settings and `documents`, the one module each side brings itself: where a task's
 samples come from and how a document's image is handed out (`lmms/documents.py` installed,
 `lmms/export_documents.py` exported).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,6 @@ from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads
 from hvcu_tasks.core.prompts import base_messages, level_text
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.data.jsonio import loads
 from hvcu_tasks.lmms.documents import document_image, task_data
 
 
@@ -82,9 +82,9 @@ def loaded_table(stub: Any, kind: str, rows: Any) -> Any:
 
 
 def doc_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the data identity a document carries ({} for a document built without one)."""
+    """Return the data identity a document carries ({} for a document built without one): JSON the load wrote."""
     text = doc.get(IDENTITY_KEY)
-    return loads(text, source="identity column") if text else {}
+    return json.loads(text) if text else {}
 
 
 def doc_fingerprint(doc: Mapping[str, Any]) -> str | None:
