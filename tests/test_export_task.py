@@ -1,8 +1,9 @@
 """`hvcu export-task DIR`: a task folder for plain lmms-eval, generated from the package, with the package's numbers.
 
 The folder holds the package's YAMLs, a small `utils.py`, and in `hvcu_lib/` the installed task folder's own hook
-modules, its `documents.py` and a file-for-file copy of the pure core; its Python must need nothing but lmms-eval (and what lmms-eval itself installs), stay under 2,500 lines, patch
-nothing of lmms-eval, write nothing outside the run's folders, define every hook the YAMLs name, and score exactly
+modules, its `documents.py` and a file-for-file copy of the pure core; its Python must need nothing but lmms-eval
+(and what lmms-eval itself installs), stay within its line budget, patch nothing of lmms-eval, write nothing
+outside the run's folders, define every hook the YAMLs name, and score exactly
 as the package does: checked hook by hook here against the hand-computed numbers of tests/test_harness_scores.py,
 and end to end (slow) through the real CLI in a process where `import hvcu_tasks` fails and the home folder is
 empty, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
