@@ -1,16 +1,19 @@
 """`hvcu export-task DIR`: an lmms-eval task folder generated from this package, needing nothing but lmms-eval.
 
 The folder holds the package's own task YAMLs (copied as they are, so new tasks and metric rows come along by
-themselves), the bundled smoke sample (`data/`), a README, and the code the YAMLs' hooks run:
+themselves), the bundled smoke sample (`data/`), a README, and the code the YAMLs' hooks run, the package's own
+files copied as they are but for their imports of the package, which become relative (`from .core.metrics import`,
+`from . import hooks`): the one rewrite the copy needs.
 
-- `utils.py`: the template `hvcu_tasks/lmms/export_utils.py`, as it is: it loads `hvcu_lib/` once per process under
-  a name made from its folder's path (never on `sys.path`) and hands lmms-eval the hooks;
-- `hvcu_lib/hooks.py`: `hvcu_tasks/lmms/export_hooks.py`, the hooks (data loading, prompts, scoring, aggregations);
-- `hvcu_lib/core/`: every file of the pure core `hvcu_tasks/core/`, as it is but for its imports of
-  `hvcu_tasks.core`, which become relative (`from .metrics import ...`): the one rewrite the copy needs;
-- `hvcu_lib/settings.py`, `hvcu_lib/jsonio.py`: the package's settings (the one reader of HVCU_*) and its one JSON
-  reader, as they are (both need only the standard library; SHIPPED). An import of any other part of the package
-  is an ExportError naming file and line, never a broken folder.
+- `utils.py`: the template `hvcu_tasks/lmms/export_utils.py`: it loads `hvcu_lib/` once per process under a name
+  made from its folder's path (never on `sys.path`) and hands lmms-eval `hook_table.HOOKS`;
+- `hvcu_lib/{hooks,context,analysis_tasks,hook_table}.py`: the installed task folder's hook modules, the same files
+  (SHARED), so both folders hand lmms-eval the same source for every hook;
+- `hvcu_lib/documents.py`: `hvcu_tasks/lmms/export_documents.py` in the place of `lmms/documents.py`, the one part
+  each side brings itself (where the samples come from, how an image is handed out);
+- `hvcu_lib/core/`: every file of the pure core `hvcu_tasks/core/`; `hvcu_lib/settings.py`: the package's settings
+  (the one reader of HVCU_*; standard library only, like the core).
+An import of any other part of the package is an ExportError naming file and line, never a broken folder.
 
 Every export also writes `.hvcu-export` (the toolkit version, then every file it wrote): `--force` replaces only an
 empty folder or such an earlier export holding nothing else (Python's bytecode caches aside), never the working
@@ -31,17 +34,22 @@ PACKAGE = "hvcu_tasks"
 PACKAGE_DIR: Path = Path(__file__).resolve().parent
 TASKS_DIR: Path = PACKAGE_DIR / "lmms" / "tasks"
 CORE_DIR: Path = PACKAGE_DIR / "core"
-UTILS_TEMPLATE: Path = PACKAGE_DIR / "lmms" / "export_utils.py"
-HOOKS_TEMPLATE: Path = PACKAGE_DIR / "lmms" / "export_hooks.py"
+LMMS_DIR: Path = PACKAGE_DIR / "lmms"
+UTILS_TEMPLATE: Path = LMMS_DIR / "export_utils.py"
 LIB = "hvcu_lib"
 """The exported folder's code folder (export_utils.LIB)."""
 CORE = f"{PACKAGE}.core"
-SHIPPED: dict[str, str] = {f"{PACKAGE}.settings": "settings", f"{PACKAGE}.data.jsonio": "jsonio"}
-"""The modules besides the core the export ships, each as hvcu_lib/<name>.py: the HVCU_* environment (read in one
-place there too) and the one JSON reader (standard library only, like the core)."""
+SHARED = ("hooks", "context", "analysis_tasks", "hook_table")
+"""The hook modules of `hvcu_tasks/lmms/` both task folders run: the export copies each as hvcu_lib/<name>.py."""
+SHIPPED: dict[str, tuple[str, Path]] = {
+    f"{PACKAGE}.settings": ("settings", PACKAGE_DIR / "settings.py"),
+    f"{PACKAGE}.lmms.documents": ("documents", LMMS_DIR / "export_documents.py"),
+    **{f"{PACKAGE}.lmms.{name}": (name, LMMS_DIR / f"{name}.py") for name in SHARED},
+}
+"""The modules besides the core the export ships: module -> (its name in hvcu_lib/, the file copied there)."""
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")
 """Files of the task folder that go into the export as they are (YAMLs, YAML fragments, data stubs)."""
-LIB_INIT = '"""HVCU-Bench code of an exported task folder: hooks.py and the toolkit\'s pure core (core/)."""\n'
+LIB_INIT = '"""HVCU-Bench code of an exported task folder: the toolkit\'s hook modules and its pure core (core/)."""\n'
 
 
 class ExportError(ValueError):
@@ -56,44 +64,51 @@ def label(path: Path) -> str:
         return str(path)
 
 
-def _shipped(module: str, depth: int) -> bool:
-    """Whether a package module is part of the export, seen from a copy `depth` below the core's folder."""
-    return (module + ".").startswith(CORE + ".") or (module in SHIPPED and depth < 0)
+def _shipped(module: str, names: list[str], depth: int) -> bool:
+    """Whether `from module import names` imports only exported code, seen from a copy `depth` below the core."""
+    if (module + ".").startswith(CORE + "."):
+        return True
+    if depth == 0:
+        return False
+    return module in SHIPPED or bool(names) and all(f"{module}.{name}" in SHIPPED for name in names)
+
+
+def _target(module: str, depth: int) -> str:
+    """Return the relative module an exported copy imports in place of the package's `module`."""
+    if module in SHIPPED:
+        return "." + SHIPPED[module][0]
+    if not (module + ".").startswith(CORE + "."):
+        return "."  # `from hvcu_tasks.lmms import hooks, context`: modules shipped beside the importer
+    rest = module[len(CORE) :].lstrip(".")
+    return ("." if depth == 0 else ".core" + ("." if rest else "")) + rest
 
 
 def relative_core_imports(path: Path, depth: int) -> bytes:
-    """Return a module's source with `from hvcu_tasks.core[.x]|settings import ...` made relative to hvcu_lib/.
+    """Return a module's source with its imports of exported package modules made relative to hvcu_lib/.
 
-    `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py, -1 for hvcu_lib/hooks.py
-    (the only one that may import the SHIPPED modules, copied beside it). Only the module name of those
-    statements changes; any other import of the package is an ExportError.
+    `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py (which may import only the
+    core), -1 for the modules of hvcu_lib/ itself (which may import the core and the SHIPPED modules). Only the
+    module name of those `from ... import` statements changes; any other import of the package is an ExportError.
     """
     source = path.read_bytes()
     lines = source.decode("utf-8").splitlines(keepends=True)
     for node in ast.walk(ast.parse(source, filename=str(path))):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            names = [node.module or ""]
-        outside = [n for n in names if n.split(".")[0] == PACKAGE and not _shipped(n, depth)]
-        if outside or (isinstance(node, ast.Import) and any(n.split(".")[0] == PACKAGE for n in names)):
-            raise ExportError(
-                f"{label(path)}:{node.lineno}: imports {names[0]}; an exported module may import only {CORE} "
-                "(as `from ... import`), the standard library and lmms-eval's dependencies"
-            )
-        if not isinstance(node, ast.ImportFrom) or not _shipped(names[0], depth):
-            continue
-        if names[0] in SHIPPED:
-            target = "." + SHIPPED[names[0]]
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == PACKAGE for a in node.names):
+            module, names = node.names[0].name, []
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
+            module, names = node.module or "", [a.name for a in node.names]
         else:
-            rest = names[0][len(CORE) :].lstrip(".")
-            target = ("." if depth == 0 else ".core" + ("." if rest else "")) + rest
+            continue
+        if isinstance(node, ast.Import) or not _shipped(module, names, depth):
+            raise ExportError(
+                f"{label(path)}:{node.lineno}: imports {module}; an exported module may import only {CORE}, the "
+                f"hook modules it ships (as `from ... import`), the standard library and lmms-eval's dependencies"
+            )
         line = lines[node.lineno - 1]
-        found = re.compile(r"\bfrom\s+" + re.escape(names[0]) + r"\s+import\b").search(line, node.col_offset)
+        found = re.compile(r"\bfrom\s+" + re.escape(module) + r"\s+import\b").search(line, node.col_offset)
         if found is None:
-            raise ExportError(f"{label(path)}:{node.lineno}: cannot find `from {names[0]} import` on one line")
-        lines[node.lineno - 1] = line[: found.start()] + f"from {target} import" + line[found.end() :]
+            raise ExportError(f"{label(path)}:{node.lineno}: cannot find `from {module} import` on one line")
+        lines[node.lineno - 1] = line[: found.start()] + f"from {_target(module, depth)} import" + line[found.end() :]
     text = "".join(lines)
     check_relative(text, path)
     return text.encode("utf-8")
@@ -107,11 +122,10 @@ def check_relative(text: str, path: Path) -> None:
 
 
 def code_files() -> dict[str, bytes]:
-    """Return the exported code: utils.py, hvcu_lib/hooks.py, the SHIPPED modules and a copy of every core module."""
+    """Return the exported code: utils.py, the SHIPPED modules and a copy of every core module."""
     files = {"utils.py": UTILS_TEMPLATE.read_bytes(), f"{LIB}/__init__.py": LIB_INIT.encode("utf-8")}
-    files[f"{LIB}/hooks.py"] = relative_core_imports(HOOKS_TEMPLATE, -1)
-    for module, name in SHIPPED.items():
-        files[f"{LIB}/{name}.py"] = relative_core_imports(PACKAGE_DIR.parent / (module.replace(".", "/") + ".py"), -1)
+    for name, path in SHIPPED.values():
+        files[f"{LIB}/{name}.py"] = relative_core_imports(path, -1)
     for path in sorted(CORE_DIR.glob("*.py")):
         files[f"{LIB}/core/{path.name}"] = relative_core_imports(path, 0)
     return files
@@ -140,10 +154,12 @@ def smoke_files() -> dict[str, bytes]:
 README = """# HVCU-Bench task folder for lmms-eval (generated)
 
 Generated by `hvcu export-task` from hvcu-toolkit {version}: the task YAMLs, the bundled smoke sample (`data/`),
-`utils.py` (the hooks the YAMLs name) and `hvcu_lib/` (`hooks.py`, the toolkit's settings and JSON reader, and a
-copy of its pure core: the record reader, prompts, both answer parsers, the paper's metrics and aggregations). It
-needs nothing but lmms-eval ({lmms}) and lmms-eval's own dependencies, patches nothing of lmms-eval and writes
-nothing outside lmms-eval's and Hugging Face's own folders.
+`utils.py` (it hands lmms-eval the hooks the YAMLs name) and `hvcu_lib/`: the toolkit's own hook modules
+(`hooks.py`, `context.py`, `analysis_tasks.py`, `hook_table.py`, the very files its installed task folder runs),
+`documents.py` (where the samples come from), its settings, and a copy of its pure core (the
+record reader, prompts, both answer parsers, the paper's metrics and aggregations). It needs nothing but lmms-eval
+({lmms}) and lmms-eval's own dependencies, patches nothing of lmms-eval and writes nothing outside lmms-eval's and
+Hugging Face's own folders.
 Do not edit: change the toolkit and export again.
 
     lmms-eval --include_path THIS_FOLDER --model vllm --model_args model=Qwen/Qwen3-VL-8B-Instruct \\
@@ -163,24 +179,26 @@ or copy this folder into `lmms_eval/tasks/hvcu_bench/`. Groups: {groups}.
   that says so. The gold context (`hvcu_bench_context_gold*`) runs on those backends' chat classes, not under
   `--force_simple`.
 
-Where this folder differs from the installed toolkit (same requests and the same numbers otherwise):
+The hooks are the installed toolkit's, so every request and every number is the same. What differs is what only
+the installed toolkit adds:
 
-- API backends (openai, async_openai, vllm's server) get lmms-eval's own encoding of each image (a PNG of the
-  decoded RGB pixels), not the image file's own bytes.
-- No round driver: with the toolkit's `hvcu_context` wrapper absent, the context setting runs on `vllm` (one chat
-  at a time, its own loop); routed Hugging Face backends are refused, not run one document at a time.
-- No request cache, no hub layout detection (only the authors' JSON layout is read from the hub, never the
-  parquet config) and no full validation before the first request: records, option keys, answers and ids are
-  checked, but an image that does not decode fails when its request is built, not at load, and no verdict is
-  remembered on disk. Run `hvcu data validate` (hvcu-toolkit) for the full check.
-- The data identity is in every document and sample-log line, not in the results file's task config.
+- Its lmms-eval plugin (an entry point, not in this folder): the tasks found without `--include_path`; HVCU
+  images sent to API backends (openai, async_openai, vllm's server) as the image file's own bytes (here they get
+  lmms-eval's own encoding, a PNG of the decoded RGB pixels); whole rounds for the Hugging Face chat backends
+  (here refused, see above); the data identity also in the results file's task config (here it is in every
+  document and sample-log line).
+- Its `hvcu_context` wrapper: the context setting on any backend, and the request cache.
+- Its data loader (`hvcu_lib/documents.py` stands in for it): the toolkit also reads the hub's parquet config and
+  parquet copies in other column layouts, and decodes every image before the first request (remembering the
+  verdicts on disk); here records, option keys, answers and ids are checked, and an image that does not decode
+  fails when its request is built. Run `hvcu data validate` (hvcu-toolkit) for the full check.
 """
 
 
 def export_files(lmms_range: str) -> dict[str, bytes]:
     """Return every file of the exported folder (relative path -> bytes)."""
     from hvcu_tasks.data.provenance import toolkit_version
-    from hvcu_tasks.lmms.export_hooks import HOOKS
+    from hvcu_tasks.lmms.hook_table import HOOKS
 
     files = {
         path.relative_to(TASKS_DIR).as_posix(): path.read_bytes()
@@ -189,7 +207,7 @@ def export_files(lmms_range: str) -> dict[str, bytes]:
     }
     missing = sorted(referenced_hooks(files) - set(HOOKS))
     if missing:
-        raise ExportError(f"the task YAMLs reference utils.{', utils.'.join(missing)}, which export_hooks lacks")
+        raise ExportError(f"the task YAMLs reference utils.{', utils.'.join(missing)}, which hook_table.HOOKS lacks")
     files.update(code_files())
     files.update(smoke_files())
     groups = sorted(

@@ -1,4 +1,5 @@
-"""Issue 13: a task's scores are computed once for all its metrics, and a sample-log line holds each outcome once.
+"""Issue 13: a task's scores are computed once for all its metrics (the memo of `lmms.hook_table`, the aggregations
+the YAMLs name; issue 35 moved it out of the core), and a sample-log line holds each outcome once.
 
 The hand-built task below is scored by hand from the paper's definitions (level accuracy over the levels asked,
 full-chain accuracy over complete chains, a failed chain attributed to its first wrong level); the expected
@@ -21,7 +22,7 @@ from lmms_eval.utils import handle_non_serializable
 
 from hvcu_tasks.core import aggregate as aggregations
 from hvcu_tasks.core import metrics, payloads
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.chains import chains_of_file
 
 OPTIONS = ("A", "B", "C", "D")
@@ -119,7 +120,7 @@ def aggregate(items: Mapping[str, list], names: list[str] = NAMES) -> dict[str, 
     A diagnostic (not reported to lmms-eval, so no items of its own) is aggregated over the acc_full payloads,
     the records a sample log keeps and `hvcu report` scores.
     """
-    return {name: aggregations.AGGREGATIONS[name](items_of(items, name)) for name in names}
+    return {name: hook_table.AGGREGATIONS[name](items_of(items, name)) for name in names}
 
 
 def items_of(items: Mapping[str, list], name: str) -> list:
@@ -201,7 +202,7 @@ def test_the_chains_reader_reads_the_deduplicated_log(tmp_path: Path) -> None:
 
 def test_an_aggregation_fed_a_logged_pointer_says_where_the_outcomes_are() -> None:
     with pytest.raises(ValueError, match=r"item 0 .*acc_full"):
-        aggregations.AGGREGATIONS["acc_perc"]([SEE_FULL])
+        hook_table.AGGREGATIONS["acc_perc"]([SEE_FULL])
 
 
 # ---------------------------------------------------------------- the numbers
@@ -251,9 +252,9 @@ def test_two_families_aggregated_in_turn_do_not_mix() -> None:
     )
     aesth_expected = {"acc_full": 50.0, "acc_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
     for name, value in aesth_expected.items():  # one family, then the other, metric by metric
-        assert aggregations.AGGREGATIONS[name](items_of(impl, name)) == EXPECTED[name], name
-        assert aggregations.AGGREGATIONS[name](items_of(aesth, name)) == value, name
-    assert aggregations.AGGREGATIONS["full_color"](items_of(aesth, "full_color")) == 100.0
+        assert hook_table.AGGREGATIONS[name](items_of(impl, name)) == EXPECTED[name], name
+        assert hook_table.AGGREGATIONS[name](items_of(aesth, name)) == value, name
+    assert hook_table.AGGREGATIONS["full_color"](items_of(aesth, "full_color")) == 100.0
 
 
 def test_the_same_family_in_both_settings_does_not_mix() -> None:
@@ -264,8 +265,8 @@ def test_the_same_family_in_both_settings_does_not_mix() -> None:
     chain = by_metric(all_right)  # the same samples, every level right
     chain_expected = {"acc_full": 100.0, "acc_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
     for name, value in chain_expected.items():
-        assert aggregations.AGGREGATIONS[name](items_of(base, name)) == EXPECTED[name], name
-        assert aggregations.AGGREGATIONS[name](items_of(chain, name)) == value, name
+        assert hook_table.AGGREGATIONS[name](items_of(base, name)) == EXPECTED[name], name
+        assert hook_table.AGGREGATIONS[name](items_of(chain, name)) == value, name
 
 
 def test_warnings_are_logged_once_per_task(caplog) -> None:

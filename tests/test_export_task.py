@@ -1,8 +1,9 @@
 """`hvcu export-task DIR`: a task folder for plain lmms-eval, generated from the package, with the package's numbers.
 
-The folder holds the package's YAMLs, a small `utils.py`, `hvcu_lib/hooks.py` and a file-for-file copy of the pure
-core; its Python must need nothing but lmms-eval (and what lmms-eval itself installs), stay under 2,500 lines, patch
-nothing of lmms-eval, write nothing outside the run's folders, define every hook the YAMLs name, and score exactly
+The folder holds the package's YAMLs, a small `utils.py`, and in `hvcu_lib/` the installed task folder's own hook
+modules, its `documents.py` and a file-for-file copy of the pure core; its Python must need nothing but lmms-eval
+(and what lmms-eval itself installs), stay within its line budget, patch nothing of lmms-eval, write nothing
+outside the run's folders, define every hook the YAMLs name, and score exactly
 as the package does: checked hook by hook here against the hand-computed numbers of tests/test_harness_scores.py,
 and end to end (slow) through the real CLI in a process where `import hvcu_tasks` fails and the home folder is
 empty, against a run of the package's own tasks on the same replies. Prompts: every request of every family, base
@@ -31,7 +32,7 @@ from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_
 
 from hvcu_tasks.cli import main
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.export import ExportError, relative_core_imports
+from hvcu_tasks.export import SHARED, ExportError, relative_core_imports
 
 FAMILIES = ("implication", "aesthetic", "affective")
 SHORT = {"implication": "impl", "aesthetic": "aesth", "affective": "affect"}
@@ -83,12 +84,13 @@ def test_the_code_imports_only_lmms_eval_its_own_dependencies_and_itself(exporte
 
 
 def test_the_exported_python_stays_within_its_line_budget(exported: Path) -> None:
-    # The issue asked for at most 2,500 lines. The folder ships the whole pure core (about 2,000 lines: records,
-    # documents, fingerprint, scoring, payloads and aggregations are the package's own, not a second copy), so the
-    # budget is 2,900; the hooks beside it are what may not grow.
+    # The issue asked for at most 2,500 lines. The folder ships the whole pure core (about 2,000 lines) and the
+    # installed task folder's own hook modules (hooks, context, analysis_tasks, hook_table: not a second copy), so
+    # the budget stays 2,900 until the core sheds what only the report reads; what the export alone brings (its
+    # documents.py and utils.py) may not grow.
     files = python_files(exported)
     assert sum(text.count("\n") for text in files.values()) <= 2900
-    assert files["hvcu_lib/hooks.py"].count("\n") <= 600
+    assert files["hvcu_lib/documents.py"].count("\n") <= 250
     assert python_files(exported)["utils.py"].count("\n") <= 80  # the file lmms-eval loads only hands out the hooks
 
 
@@ -101,13 +103,21 @@ def test_the_core_is_copied_file_for_file_with_only_its_imports_made_relative(ex
             r"\bfrom \.(\w*) import", lambda m: f"from hvcu_tasks.core{'.' if m[1] else ''}{m[1]} import", text
         )
         assert back == (core / Path(rel).name).read_text(encoding="utf-8"), rel
-    hooks = python_files(exported)["hvcu_lib/hooks.py"]
-    template = REPO / "hvcu_tasks" / "lmms" / "export_hooks.py"
-    back = hooks.replace("from .core", "from hvcu_tasks.core").replace("from .settings", "from hvcu_tasks.settings")
-    assert back.replace("from .jsonio", "from hvcu_tasks.data.jsonio") == template.read_text(encoding="utf-8")
-    # shipped as they are: the one place HVCU_* is read, the one JSON reader
+    lmms = REPO / "hvcu_tasks" / "lmms"
+    back = {  # the relative imports of hvcu_lib/ back to the package modules they stand for
+        r"from \.core\b": "from hvcu_tasks.core",
+        r"from \.settings import": "from hvcu_tasks.settings import",
+        r"from \.(hooks|documents) import": r"from hvcu_tasks.lmms.\1 import",
+        r"from \. import": "from hvcu_tasks.lmms import",
+    }
+    # the installed task folder's hook modules, file for file; documents.py is the export's own (export_documents.py)
+    for name, source in [(n, lmms / f"{n}.py") for n in SHARED] + [("documents", lmms / "export_documents.py")]:
+        text = python_files(exported)[f"hvcu_lib/{name}.py"]
+        for pattern, package in back.items():
+            text = re.sub(pattern, package, text)
+        assert text == source.read_text(encoding="utf-8"), name
+    # shipped as it is: the one place HVCU_* is read
     assert python_files(exported)["hvcu_lib/settings.py"] == (REPO / "hvcu_tasks" / "settings.py").read_text()
-    assert python_files(exported)["hvcu_lib/jsonio.py"] == (REPO / "hvcu_tasks" / "data" / "jsonio.py").read_text()
     assert python_files(exported)["utils.py"] == (REPO / "hvcu_tasks" / "lmms" / "export_utils.py").read_text()
 
 
@@ -188,7 +198,8 @@ def test_two_exports_and_the_installed_package_do_not_clash(exported: Path, tmp_
 def test_folder_holds_the_yamls_the_smoke_sample_and_the_code(exported: Path) -> None:
     files = {str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     core = {f"hvcu_lib/core/{p.name}" for p in (REPO / "hvcu_tasks" / "core").glob("*.py")}
-    code = {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/hooks.py", "hvcu_lib/settings.py", "hvcu_lib/jsonio.py"}
+    code = {"utils.py", "hvcu_lib/__init__.py", "hvcu_lib/settings.py", "hvcu_lib/documents.py"}
+    code |= {f"hvcu_lib/{name}.py" for name in SHARED}
     assert {f for f in files if f.endswith(".py")} == code | core
     for name in (
         "hvcu_bench.yaml",

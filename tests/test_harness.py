@@ -74,9 +74,9 @@ def test_a_load_leaves_a_paused_garbage_collector_paused() -> None:
 
 def test_the_table_fingerprint_follows_the_data_identity() -> None:
     smoke = documents.task_data(stub("implication", "smoke"))
-    again = documents.level_dataset(*smoke)
-    assert again._fingerprint == documents.level_dataset(*smoke)._fingerprint
-    assert documents.level_dataset(smoke[0], smoke[1] + " ")._fingerprint != again._fingerprint
+    again = hooks.level_dataset(*smoke)
+    assert again._fingerprint == hooks.level_dataset(*smoke)._fingerprint
+    assert hooks.level_dataset(smoke[0], smoke[1] + " ")._fingerprint != again._fingerprint
     assert len({again._fingerprint, context.sample_dataset(*smoke)._fingerprint}) == 2
 
 

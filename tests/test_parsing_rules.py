@@ -10,18 +10,9 @@ from __future__ import annotations
 import pytest
 
 from hvcu_tasks import parse_choice
-from hvcu_tasks.core.parsing import _patterns
 
 KEYS = ["A", "B", "C", "D"]
 OPTIONS = {"A": "Joy", "B": "Sadness", "C": "Red", "D": "Solid"}
-
-
-@pytest.fixture(autouse=True)
-def fresh_patterns():
-    """Compile the rule patterns anew in every test, so each test reads the patterns the source builds now."""
-    _patterns.cache_clear()
-    yield
-    _patterns.cache_clear()
 
 
 def check(reply: str, expected: str | None, options=None) -> None:

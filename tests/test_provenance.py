@@ -17,7 +17,7 @@ from hvcu_tasks import settings
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data import sources, validate
-from hvcu_tasks.lmms import documents, hooks
+from hvcu_tasks.lmms import hooks, plugin
 from hvcu_tasks.results.runs import ReportError, read_runs
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -207,7 +207,7 @@ def test_every_scored_document_and_the_task_config_carry_the_identity(write_data
     payloads = [hooks.process_results(doc, ["A"]) for doc in docs]
     assert all(p["acc_full"]["data_identity"] == expected for p in payloads)
     assert "data_identity" not in payloads[0]  # not a metric: never a row of lmms-eval's table
-    assert documents.dataset_identity(docs) == expected
+    assert plugin.dataset_identity(docs) == expected
 
 
 def test_context_documents_carry_the_identity_too(write_dataset) -> None:

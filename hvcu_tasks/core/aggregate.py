@@ -1,11 +1,8 @@
-"""lmms-eval's aggregations: one task's payloads -> every metric, scored once per distinct set of records."""
+"""lmms-eval's aggregations: one task's payloads -> every metric (pure: no memo; `lmms/hook_table` adds one)."""
 
 from __future__ import annotations
 
 import logging
-import pickle
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,60 +20,15 @@ from hvcu_tasks.core.payloads import ROTATION_KEY, flatten
 log = logging.getLogger("hvcu_tasks")
 
 Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]
+Scores = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, "float | int"]]
+"""A task's payloads -> every metric of the task (`task_metrics`, `circular_task_metrics`, or a memo of one)."""
 
 ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
 
-_SCORED: OrderedDict[bytes, dict[str, float | int]] = OrderedDict()
-"""The metrics of the last few distinct sets of outcome records scored, by `content_key`."""
-
-_SCORED_KEPT = 4
-"""How many sets `_SCORED` keeps: lmms-eval aggregates a task's metrics one after another, so a few is plenty."""
-
-_SCORED_LOCK = threading.Lock()
-
-
-def content_key(records: list[dict[str, Any]]) -> bytes:
-    """Return bytes equal for two record lists only if they are equal value for value and type for type.
-
-    Equal pickles rebuild equal objects, so a copy of the records (lmms-eval pickles each metric's items
-    separately when it gathers them across processes) gets the same key, and records differing in anything never do.
-    """
-    return pickle.dumps(records, protocol=5)
-
 
 def task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
-    """Return every metric of one task's payloads; each distinct set of outcome records is scored only once."""
-    return scored_once(
-        "levels", flatten(items), lambda records: family_metrics([Outcome.from_dict(r) for r in records], ALL_ASPECTS)
-    )
-
-
-def scored_once(
-    kind: str, records: list[dict[str, Any]], score: Callable[[list[dict[str, Any]]], Mapping[str, float | int]]
-) -> dict[str, float | int]:
-    """Return `score(records)`, computed once per distinct (kind, records) among the last few scored."""
-    key = kind.encode() + b"\0" + content_key(records)
-    with _SCORED_LOCK:
-        scored = _SCORED.get(key)
-        if scored is not None:
-            _SCORED.move_to_end(key)
-    if scored is None:
-        scored = dict(score(records))
-        with _SCORED_LOCK:
-            _SCORED[key] = scored
-            while len(_SCORED) > _SCORED_KEPT:
-                _SCORED.popitem(last=False)
-    return dict(scored)
-
-
-def _metric(name: str) -> Aggregation:
-    """Make the lmms-eval aggregation of one named metric: the task's scores (computed once), that number."""
-
-    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
-        """Aggregate per-document payloads into one metric value."""
-        return task_metrics(items)[name]
-
-    return aggregate
+    """Return every metric of one family task's payloads."""
+    return family_metrics([Outcome.from_dict(r) for r in flatten(items)], ALL_ASPECTS)
 
 
 def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
@@ -95,24 +47,43 @@ def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
     return len(failed)
 
 
-def incomplete_chains(items: Sequence[Mapping[str, Any]]) -> int:
-    """Count samples missing a level (e.g. under --limit), warning that full-chain metrics leave them out."""
-    n = int(task_metrics(items)["n_incomplete"])
-    if n:
-        log.warning(
-            "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "
-            "acc_full, error attribution and per-aspect scores",
-            n,
-        )
-    return n
+INCOMPLETE_WARNING = (
+    "HVCU-Bench: %d sample(s) lack one of their three levels (e.g. --limit) and are left out of "
+    "acc_full, error attribution and per-aspect scores"
+)
+CIRCULAR_INCOMPLETE_WARNING = (
+    "HVCU-Bench circular: %d sample(s) lack a rotation of one of their levels (e.g. --limit); such a level "
+    "is left out of the circular accuracy and the sample out of acc_full"
+)
 
 
-_COUNTED_HERE: dict[str, Aggregation] = {"n_incomplete": incomplete_chains, "n_failed_requests": failed_requests}
+def _metric(scores: Scores, name: str) -> Aggregation:
+    """Make the lmms-eval aggregation of one named metric: the task's scores, that number."""
 
-AGGREGATIONS: dict[str, Aggregation] = {
-    name: _COUNTED_HERE.get(name) or _metric(name) for name in metric_names(ALL_ASPECTS)
-}
-"""One aggregation per metric any family task reports (the names come from `metrics.metric_names`)."""
+    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
+        """Aggregate per-document payloads into one metric value."""
+        return scores(items)[name]
+
+    return aggregate
+
+
+def _incomplete(scores: Scores, warning: str) -> Aggregation:
+    """Make the n_incomplete aggregation: the count, with a warning that names what leaves such samples out."""
+
+    def incomplete(items: Sequence[Mapping[str, Any]]) -> int:
+        """Count the samples missing a level (or a rotation of one), warning when there are any."""
+        n = int(scores(items)["n_incomplete"])
+        if n:
+            log.warning(warning, n)
+        return n
+
+    return incomplete
+
+
+def aggregations(scores: Scores, names: Sequence[str], warning: str) -> dict[str, Aggregation]:
+    """Return one aggregation per metric name, each reading `scores(items)` (the two counts warn as well)."""
+    counted = {"n_incomplete": _incomplete(scores, warning), "n_failed_requests": failed_requests}
+    return {name: counted.get(name) or _metric(scores, name) for name in names}
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
@@ -137,37 +108,18 @@ def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Ou
 
 
 def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
-    """Return every circular metric of one task's payloads (all ranks' records), scored once per distinct set."""
-    return scored_once(
-        "rotations", flatten(items), lambda records: score_circular(rotated_outcomes(records)).as_metrics()
-    )
+    """Return every circular metric of one task's payloads (all ranks' records)."""
+    return score_circular(rotated_outcomes(flatten(items))).as_metrics()
 
 
-def _circular_metric(name: str) -> Aggregation:
-    """Make the lmms-eval aggregation of one circular metric."""
+FAMILY_METRICS = tuple(metric_names(ALL_ASPECTS))
+"""Every metric a family task can report (`metrics.metric_names`)."""
+CIRCULAR_METRICS = tuple(circular_metric_names())
+"""Every metric a circular family task can report (`metrics.circular_metric_names`)."""
 
-    def aggregate(items: Sequence[Mapping[str, Any]]) -> float | int | None:
-        """Aggregate rotated-question payloads into one circular metric value."""
-        return circular_task_metrics(items)[name]
-
-    return aggregate
-
-
-def circular_incomplete(items: Sequence[Mapping[str, Any]]) -> int:
-    """Count samples lacking a rotation of some level (e.g. --limit), warning that circular verdicts leave them out."""
-    n = int(circular_task_metrics(items)["n_incomplete"])
-    if n:
-        log.warning(
-            "HVCU-Bench circular: %d sample(s) lack a rotation of one of their levels (e.g. --limit); such a level "
-            "is left out of the circular accuracy and the sample out of acc_full",
-            n,
-        )
-    return n
-
-
-CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = {
-    name: {"n_incomplete": circular_incomplete, "n_failed_requests": failed_requests}.get(name)
-    or _circular_metric(name)
-    for name in circular_metric_names()
-}
-"""One aggregation per metric a circular family task reports (names from `metrics.circular_metric_names`)."""
+AGGREGATIONS: dict[str, Aggregation] = aggregations(task_metrics, FAMILY_METRICS, INCOMPLETE_WARNING)
+"""One aggregation per family metric, each scoring the task from its payloads."""
+CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = aggregations(
+    circular_task_metrics, CIRCULAR_METRICS, CIRCULAR_INCOMPLETE_WARNING
+)
+"""One aggregation per circular metric, each scoring the task from its payloads."""

@@ -14,20 +14,15 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.documents import circular_rows, gold_entry, gold_rows, level_options, level_texts
-from hvcu_tasks.core.payloads import ROTATION_KEY, payloads, rotation_payloads
+from hvcu_tasks.core.payloads import ROTATION_KEY, rotation_payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.lmms import context, documents, hooks
-
-log = logging.getLogger("hvcu_tasks")
-
-"""Field of a circular document and of its outcome records: which rotation of the options it asked (0-3)."""
+from hvcu_tasks.lmms import context, hooks
 
 # --- blind ---------------------------------------------------------------------------------------------------
 
@@ -55,41 +50,33 @@ def blind_doc_to_messages(
 # --- circular ------------------------------------------------------------------------------------------------
 
 
-def circular_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+def circular_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
     """Build the circular document table: the base table's columns plus the rotation."""
-    import datasets
-
-    features = datasets.Features({**documents.level_features(), ROTATION_KEY: datasets.Value("int32")})
-    return documents.document_table(list(circular_rows(samples, identity)), features, "rotations", identity)
+    return hooks.document_table(list(circular_rows(samples, identity)), "rotations", identity)
 
 
-def circular_process_docs(stub) -> Any:
+def circular_process_docs(stub: Any) -> Any:
     """Replace a circular task's stub with that family's documents, four rotations per (sample, level)."""
-    with documents.gc_paused():
-        return circular_dataset(*documents.task_data(stub))
+    return hooks.loaded_table(stub, "rotations", circular_rows)
 
 
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
     outcome = hooks.outcome_of(doc, results[0] if results else None)
-    return rotation_payloads(outcome, int(doc[ROTATION_KEY]), hooks.doc_to_text(doc), documents.doc_identity(doc))
+    return rotation_payloads(outcome, int(doc[ROTATION_KEY]), hooks.doc_to_text(doc), hooks.doc_identity(doc))
 
 
 # --- gold context --------------------------------------------------------------------------------------------
 
 
-def gold_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+def gold_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
     """Build the gold-context document table (one row per sample and level)."""
-    import datasets
-
-    features = datasets.Features({**context.sample_features(), "level": datasets.Value("int32")})
-    return documents.document_table(list(gold_rows(samples, identity)), features, "gold-context", identity)
+    return hooks.document_table(list(gold_rows(samples, identity)), "gold-context", identity)
 
 
-def gold_process_docs(stub) -> Any:
+def gold_process_docs(stub: Any) -> Any:
     """Replace a gold-context task's stub with that family's documents, one per sample and level."""
-    with documents.gc_paused():
-        return gold_dataset(*documents.task_data(stub))
+    return hooks.loaded_table(stub, "gold-context", gold_rows)
 
 
 def gold_index(doc: Mapping[str, Any]) -> int:
@@ -118,4 +105,4 @@ def gold_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> d
     options = level_options(doc, k)
     outcome = score_reply(doc, int(doc["level"]), options, doc["answers"][k], reply, hooks.doc_fingerprint(doc))
     entry = gold_entry(doc, reply, outcome.pred)
-    return payloads(str(doc["family"]), [outcome], entry, documents.doc_identity(doc))
+    return hooks.family_payloads(doc, [outcome], entry)

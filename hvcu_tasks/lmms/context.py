@@ -14,21 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks import settings
 from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, next_round, sample_rows
 from hvcu_tasks.core.metrics import Outcome
-from hvcu_tasks.core.payloads import IDENTITY_KEY, payloads
 from hvcu_tasks.core.prompts import context_messages
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.lmms.documents import doc_identity, document_table, gc_paused, task_data
-from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image
+from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image, document_table, family_payloads, loaded_table
+from hvcu_tasks.settings import NO_ROUND_ROUTING_ENV, current
 
 NATIVE_KEY = "multi_round"
 """Key of the task's per-model `lmms_eval_specific_kwargs`: 'native' for backends that run the rounds, 'routed'
 for lmms-eval backends that run them through this package's round driver (models/routing.py)."""
 BACKEND_KEY = "backend"
-"""Key of the same entry naming its model id, whose resolution (plugin.route_record) require_native checks."""
+"""Key of the same entry naming its model id, whose resolution (`route_record`) require_native checks."""
 
 WRAPPER_MODEL = "hvcu_context"
 
@@ -37,38 +35,14 @@ class UnsupportedBackend(RuntimeError):
     """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
 
 
-def sample_features() -> dict[str, Any]:
-    """Return the column types of the context setting's document table (one row per sample)."""
-    import datasets
-
-    strings = datasets.Sequence(datasets.Value("string"))
-    return {
-        "sample_id": datasets.Value("string"),
-        "family": datasets.Value("string"),
-        "aspect": datasets.Value("string"),
-        "levels": datasets.Sequence(datasets.Value("int32")),
-        "questions": strings,
-        "option_keys": datasets.Sequence(strings),
-        "option_texts": datasets.Sequence(strings),
-        "answers": strings,
-        "image_path": datasets.Value("string"),
-        "image_bytes": datasets.Value("binary"),
-        IDENTITY_KEY: datasets.Value("string"),
-    }
-
-
-def sample_dataset(samples: Sequence[Sample], identity: str = ""):  # -> datasets.Dataset
+def sample_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
     """Build the context-setting document table (one row per sample)."""
-    import datasets
-
-    features = datasets.Features(sample_features())
-    return document_table(list(sample_rows(samples, identity)), features, "chains", identity)
+    return document_table(list(sample_rows(samples, identity)), "chains", identity)
 
 
-def process_docs(stub) -> Any:
+def process_docs(stub: Any) -> Any:
     """Replace a context task's stub with that family's sample documents."""
-    with gc_paused():
-        return sample_dataset(*task_data(stub))
+    return loaded_table(stub, "chains", sample_rows)
 
 
 def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
@@ -93,8 +67,6 @@ def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
 
 def backend_problem(mode: str, backend: Any) -> str | None:
     """Return why the model lmms-eval resolved for `backend` cannot run a `mode` ('native'/'routed') entry, or None."""
-    from hvcu_tasks.lmms.plugin import route_record
-
     wrap = f"--model {WRAPPER_MODEL} --model_args inner={backend or '<model>'},<that model's args>"
     record = route_record()
     found = record.get(backend) if record is not None and isinstance(backend, str) else None
@@ -122,9 +94,22 @@ def backend_problem(mode: str, backend: Any) -> str | None:
             f"or wrap it: {wrap} (in Python: ContextWrapper.around(model))"
         )
     if not found.routed:
-        unset = f"Unset {settings.NO_ROUND_ROUTING_ENV}, or wrap" if settings.current().no_round_routing else "Wrap"
+        unset = f"Unset {NO_ROUND_ROUTING_ENV}, or wrap" if current().no_round_routing else "Wrap"
         return f"{driver} is not active: {found.why}. {unset} the model: {wrap}"
     return None
+
+
+def route_record() -> dict[str, Any] | None:
+    """Return the toolkit's record of model resolutions (model id -> Resolution; None: its route hook is not installed).
+
+    Read through lmms-eval's registry (plugin.install_route_hook keeps it there), so an exported task folder's copy
+    of this module sees the installed toolkit's record too.
+    """
+    try:
+        from lmms_eval.models.registry_v2 import ModelRegistryV2
+    except ImportError:
+        return None
+    return getattr(ModelRegistryV2.get_model_class, "_hvcu_resolved", None)
 
 
 def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None) -> str:
@@ -173,4 +158,4 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "parsed_official": [o.pred_official for o in outcomes],
         "chain_correct_official": len(outcomes) == len(doc["questions"]) and all(o.correct_official for o in outcomes),
     }
-    return payloads(str(doc["family"]), outcomes, entry, doc_identity(doc))
+    return family_payloads(doc, outcomes, entry)

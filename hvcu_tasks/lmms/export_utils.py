@@ -1,8 +1,8 @@
 """HVCU-Bench task hooks for lmms-eval: every `!function utils.<name>` the task YAMLs of this folder reference.
 
 Written by `hvcu export-task` (the template is hvcu-toolkit's `hvcu_tasks/lmms/export_utils.py`). The hooks live in
-`hvcu_lib/hooks.py` beside this file, on the toolkit's pure core in `hvcu_lib/core/` (prompts, both answer parsers,
-the metrics); this file only hands them to lmms-eval.
+`hvcu_lib/` beside this file: the toolkit's own hook modules (`hook_table.HOOKS` names them) over its pure core in
+`hvcu_lib/core/` (prompts, both answer parsers, the metrics); this file only hands them to lmms-eval.
 
 lmms-eval executes this file once for every `!function` it reads, as a module it does not register. So the code in
 `hvcu_lib/` is loaded once per process as the package `hvcu_export_<digest of its folder's real path>`: registered
@@ -26,8 +26,8 @@ LIB = "hvcu_lib"
 _LOCK = threading.Lock()
 
 
-def _hooks() -> ModuleType:
-    """Return the hooks module of the code beside this file, loading its package once per process."""
+def _hook_table() -> ModuleType:
+    """Return the hook table of the code beside this file, loading its package once per process."""
     folder = os.path.join(os.path.dirname(os.path.realpath(__file__)), LIB)
     name = "hvcu_export_" + hashlib.blake2b(folder.encode(), digest_size=8).hexdigest()
     with _LOCK:
@@ -41,9 +41,9 @@ def _hooks() -> ModuleType:
             except BaseException:
                 del sys.modules[name]
                 raise
-    return importlib.import_module(f"{name}.hooks")
+    return importlib.import_module(f"{name}.hook_table")
 
 
-HOOKS = _hooks().HOOKS
+HOOKS = _hook_table().HOOKS
 globals().update(HOOKS)
 __all__ = sorted(HOOKS)

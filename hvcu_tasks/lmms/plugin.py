@@ -9,14 +9,14 @@ It also wraps `ChatMessages.to_openai_messages` and `to_qwen3_vl_openai_messages
 and vllm chat backends) so that an HVCU image is sent as its file's own bytes and media type instead of a
 PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
 When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
-document image a hook asks for (`hooks.doc_image`, through `ensure_image_hook`) installs that hook instead.
+document image a hook asks for (`documents.document_image`, through `ensure_image_hook`) installs that hook instead.
 
 It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
 builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
 subclasses that run HVCU multi-round requests as whole rounds (models/routing.py); nothing is imported until a
 model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is recorded (`Resolution`: simple or
 chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
-lmms-eval (`route_record`), so an exported task folder's bundled copy of this module reads the same record.
+lmms-eval (`context.route_record`), so an exported task folder's copy of the context hooks reads the same record.
 
 When every request of an `hvcu_context` run failed, `end_after_results` wraps lmms-eval's EvaluationTracker so the
 command exits with status 1 and one line right after lmms-eval has written the run's results files (lmms-eval itself
@@ -209,6 +209,19 @@ def served_identity(task: str, dataset: Any) -> dict[str, Any] | None:
     return None
 
 
+def dataset_identity(docs: Any) -> dict[str, Any]:
+    """Return the data identity of a task's document table ({} when it carries none, e.g. another task's)."""
+    from hvcu_tasks.core.payloads import IDENTITY_KEY
+    from hvcu_tasks.data.provenance import decode
+
+    if docs is None or IDENTITY_KEY not in getattr(docs, "column_names", ()) or not len(docs):
+        return {}
+    identities = set(docs.select_columns([IDENTITY_KEY])[IDENTITY_KEY])
+    if len(identities) > 1:  # one task reads one load; several would be a bug worth seeing in the file
+        return {"error": "documents of one task carry different data identities"}
+    return decode(identities.pop()) if identities and next(iter(identities)) else {}
+
+
 def install_identity_hook() -> None:
     """Wrap lmms-eval's ConfigurableTask.dump_config so an HVCU task's config records the data it read.
 
@@ -229,7 +242,6 @@ def install_identity_hook() -> None:
         lmms_eval_release,
         toolkit_version,
     )
-    from hvcu_tasks.lmms.documents import dataset_identity
 
     original = ConfigurableTask.dump_config
     if getattr(original, "_hvcu_hook", False):
@@ -461,18 +473,6 @@ def install_route_hook() -> None:
     get_model_class._hvcu_hook = True  # type: ignore[attr-defined]
     get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
     ModelRegistryV2.get_model_class = get_model_class
-
-
-def route_record() -> dict[str, Any] | None:
-    """Return the route hook's record of resolutions (model id -> Resolution), or None when the hook is not installed.
-
-    Read through lmms-eval's registry, so an exported task folder's copy of this module sees the toolkit's record.
-    """
-    try:
-        from lmms_eval.models.registry_v2 import ModelRegistryV2
-    except ImportError:
-        return None
-    return getattr(ModelRegistryV2.get_model_class, "_hvcu_resolved", None)
 
 
 def manifests() -> list:

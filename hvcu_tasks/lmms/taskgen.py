@@ -1,8 +1,8 @@
 """Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
-`payloads.family_metric_names` and `aggregate.AGGREGATIONS`. The metric lists hold `metrics.TABLE_METRICS` only
-(what lmms-eval prints); utils.py keeps an aggregation alias for every metric, diagnostics included, so a
+`payloads.family_metric_names` and `hook_table.HOOKS`. The metric lists hold `metrics.TABLE_METRICS` only
+(what lmms-eval prints); utils.py hands out an aggregation for every metric, diagnostics included, so a
 hand-written YAML that lists one still works.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better, table_metric_names
 from hvcu_tasks.core.payloads import family_metric_names
@@ -158,55 +157,23 @@ def analysis_group_yaml(infix: str, label: str) -> str:
     )
 
 
-def utils_py() -> str:
-    """Return the task folder's utils.py: re-exports of the base and context hooks and every aggregation."""
-    hooks = [
-        "doc_to_messages",
-        "doc_to_text",
-        "doc_to_visual",
-        "overall_score_group",
-        "process_docs",
-        "process_results",
-    ]
-    context_hooks = ["doc_to_messages", "doc_to_text", "process_docs", "process_results"]
-    analysis_hooks = [
-        "blind_doc_to_messages",
-        "blind_doc_to_visual",
-        "circular_process_docs",
-        "circular_process_results",
-        "gold_doc_to_messages",
-        "gold_doc_to_text",
-        "gold_process_docs",
-        "gold_process_results",
-    ]
-    lines = [
-        '"""Hooks named by the HVCU-Bench task YAMLs; the logic lives in the installed `hvcu_tasks` package."""',
-        "",
-        "from hvcu_tasks.core.aggregate import AGGREGATIONS, CIRCULAR_AGGREGATIONS, overall_score_group",
-        "from hvcu_tasks.lmms import analysis_tasks as analysis",
-        "from hvcu_tasks.lmms import context",
-        "from hvcu_tasks.lmms.hooks import (",
-        *[f"    {h}," for h in hooks if h != "overall_score_group"],
-        ")",
-        "",
-        "__all__ = [",
-        *[f'    "{h}",' for h in hooks],
-        "]",
-        "",
-        *[f"context_{h} = context.{h}" for h in context_hooks],
-        "",
-        *[f'agg_{n} = AGGREGATIONS["{n}"]' for n in sorted(AGGREGATIONS)],
-        "",
-        *[f"{h} = analysis.{h}" for h in analysis_hooks],
-        "",
-        *[f'agg_circular_{n} = CIRCULAR_AGGREGATIONS["{n}"]' for n in sorted(CIRCULAR_AGGREGATIONS)],
-    ]
-    return "\n".join(lines) + "\n"
+UTILS_PY = '''"""Hooks named by the HVCU-Bench task YAMLs: `hvcu_tasks.lmms.hook_table.HOOKS`.
+
+One implementation for this folder and `hvcu export-task`'s, whose utils.py hands lmms-eval the same table from its
+copy of the same files.
+"""
+
+from hvcu_tasks.lmms.hook_table import HOOKS
+
+globals().update(HOOKS)
+__all__ = sorted(HOOKS)
+'''
+"""The task folder's utils.py: lmms-eval loads it once per YAML as a module of its own; each load hands out HOOKS."""
 
 
 def generated_files() -> dict[str, str]:
     """Return every generated file, relative to the tasks folder."""
-    files = {"utils.py": utils_py()}
+    files = {"utils.py": UTILS_PY}
     for family, (_split, _stem, short) in FAMILIES.items():
         files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
         for infix, source, label in VARIANTS:

@@ -1,0 +1,68 @@
+"""Every `!function utils.<name>` of the task YAMLs -> its hook: what both task folders' utils.py hand lmms-eval.
+
+The aggregations are the core's (`core.aggregate`) over a memo of the task's scores, kept here at the edge:
+lmms-eval calls one aggregation per metric (11 per family task) on equal payloads, and each would score the
+whole task again (measured: 18 ms per 1,200 outcomes, ×11 per task; the memo costs a 1 ms pickle).
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hvcu_tasks.core import aggregate
+from hvcu_tasks.core.payloads import flatten
+from hvcu_tasks.lmms import analysis_tasks, context, hooks
+
+
+class Memo:
+    """The scores of the last few distinct payload lists, keyed by their content (equal pickles: equal records)."""
+
+    def __init__(self, scores: aggregate.Scores, kept: int = 4) -> None:
+        self.scores, self.kept = scores, kept
+        self.found: OrderedDict[bytes, dict[str, float | int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+        """Return `scores(items)`, computed once per distinct content among the last `kept` scored."""
+        key = pickle.dumps(flatten(items), protocol=5)
+        with self.lock:
+            found = self.found.get(key)
+            if found is not None:
+                self.found.move_to_end(key)
+                return dict(found)
+        found = dict(self.scores(items))
+        with self.lock:
+            self.found[key] = found
+            while len(self.found) > self.kept:
+                self.found.popitem(last=False)
+        return dict(found)
+
+
+AGGREGATIONS = aggregate.aggregations(
+    Memo(aggregate.task_metrics), aggregate.FAMILY_METRICS, aggregate.INCOMPLETE_WARNING
+)
+"""One aggregation per family metric (`agg_<metric>`), the task scored once for all of them."""
+CIRCULAR_AGGREGATIONS = aggregate.aggregations(
+    Memo(aggregate.circular_task_metrics), aggregate.CIRCULAR_METRICS, aggregate.CIRCULAR_INCOMPLETE_WARNING
+)
+"""One aggregation per circular metric (`agg_circular_<metric>`), the task scored once for all of them."""
+
+_NAMED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("", hooks, ("process_docs", "doc_to_text", "doc_to_visual", "doc_to_messages", "process_results")),
+    ("context_", context, ("process_docs", "doc_to_text", "doc_to_messages", "process_results")),
+    ("", analysis_tasks, ("blind_doc_to_visual", "blind_doc_to_messages", "circular_process_docs")),
+    ("", analysis_tasks, ("circular_process_results", "gold_process_docs", "gold_doc_to_text")),
+    ("", analysis_tasks, ("gold_doc_to_messages", "gold_process_results")),
+)
+
+HOOKS: dict[str, Callable] = {
+    **{prefix + name: getattr(module, name) for prefix, module, names in _NAMED for name in names},
+    "overall_score_group": aggregate.overall_score_group,
+    **{f"agg_{name}": aggregation for name, aggregation in AGGREGATIONS.items()},
+    **{f"agg_circular_{name}": aggregation for name, aggregation in CIRCULAR_AGGREGATIONS.items()},
+}
+"""`!function utils.<name>` -> hook."""
