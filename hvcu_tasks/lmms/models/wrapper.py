@@ -53,7 +53,7 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
 from hvcu_tasks.core.names import public_url
-from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, is_lmms_eval
+from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
     IDENTITY_ATTRS,
     RequestCache,
@@ -61,15 +61,12 @@ from hvcu_tasks.lmms.models.request_cache import (
     cache_location,
     cache_setting,
     chat_client,
-    command_signature,
     hook_client,
     identifies,
     is_api,
     keepable,
     openai_client,
     resolved_attributes,
-    reuse_setting,
-    run_name,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
@@ -86,6 +83,12 @@ BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
 """What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 """Where the openai client sends requests when neither base_url nor the environment names an endpoint."""
+
+
+def is_lmms_eval(program: str) -> bool:
+    """Whether argv[0] is lmms-eval's CLI (the `lmms-eval` script or `python -m lmms_eval`), read, never changed."""
+    path = Path(program)
+    return path.name in ("lmms-eval", "lmms_eval") or (path.name == "__main__.py" and path.parent.name == "lmms_eval")
 
 
 def failure_of(reply: Any) -> str | None:
@@ -322,11 +325,11 @@ class ContextWrapper(lmms):
             self.request_cache = RequestCache(
                 root,
                 identity,
-                command=None if run is None else command_signature(name=run),
                 reuse=reuse,
                 rank=self.rank,
                 world_size=self.world_size,
                 report=True,
+                name=run,
             )
         except LockUnsupported as exc:
             if setting == "auto":
