@@ -287,17 +287,29 @@ _EXIT_HOOKED = threading.Event()
 class _Share:
     """This process's share of a run (one rank's folder): its lock, its record file, its counts; ended once."""
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], lock_fd: int, report: bool) -> None:
-        self.folder, self.manifest, self.lock_fd, self.report = folder, manifest, lock_fd, report
+    def __init__(self, folder: Path, manifest: dict[str, Any], report: bool) -> None:
+        self.folder, self.manifest, self.report = folder, manifest, report
         self.lock = threading.Lock()
-        self.fd: int | None = None
-        self.path = folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        self.lock_fd = self.fd = None
         self.given = self.missing = self.unstored = self.total = 0
         self.raised: str | None = None
         self.carried: dict[str, tuple[Reply, str]] = {}  # resumed replies this run used, with their run
         self.reused: dict[str, int] = {}
         self.sources: dict[str, str] = {}
-        self.ended = False
+        self.ended = True
+
+    def open(self) -> bool:
+        """Lock the share and start a session (a new record file); False when another process holds it."""
+        self.lock_fd = runs.lock(self.folder / "lock")
+        if self.lock_fd is None:
+            return False
+        self.path = self.folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        self.raised, self.ended = None, False
+        sessions = int(self.manifest.get("sessions", 0)) + 1
+        if self.write_manifest(state="running", pid=os.getpid(), sessions=sessions) or sessions > 1:
+            return True
+        os.close(self.lock_fd)
+        raise OSError(f"cannot write {self.folder / 'run.json'}")
 
     def write(self, records: list[tuple[str, Reply]]) -> None:
         """Append records (ASCII JSON: any text round-trips) with one os.write and fsync them; the caller locks."""
@@ -330,51 +342,41 @@ class _Share:
                 return
             self.ended = True
             why = self.why_unfinished()
-            if why is None and self.carried:
-                try:
+            try:
+                if why is None and self.carried:
                     self.write([(k, reply) for k, (reply, _run) in self.carried.items()])
                     self.total += len(self.carried)
-                except OSError as exc:
-                    why = f"the resumed replies it used cannot be written ({exc.strerror or exc})"
+            except OSError as exc:
+                why = f"the resumed replies it used cannot be written ({exc.strerror or exc})"
             if self.fd is not None:
                 os.close(self.fd)
                 self.fd = None
         resumed: dict[str, int] = {}
         for _reply, run in self.carried.values():
             resumed[run] = resumed.get(run, 0) + 1
-        state = "unfinished" if why else "finished"
         counts = {"requests": self.given, "replies": self.total, "resumed": resumed, "reused": dict(self.reused)}
-        written = self.write_manifest(state=state, why=why, failed=self.missing, unstored=self.unstored, **counts)
+        counts |= {"failed": self.missing, "unstored": self.unstored}
+        if not self.write_manifest(state="unfinished" if why else "finished", why=why, **counts) and not why:
+            log.warning("request cache: %s is not marked finished: a rerun would resume it (delete it)", self.folder)
         os.close(self.lock_fd)
-        run = self.manifest["run"]
-        if not written and state == "finished":
-            log.warning(
-                "request cache: run %s is not marked finished: a rerun would resume it (delete %s)", run, self.folder
-            )
-        if not self.report:
-            return
-        rank = f"rank {self.manifest['rank']}: " if int(self.manifest.get("world_size", 1)) > 1 else ""
-        for source, count in self.reused.items():
-            print(f"hvcu_context: {rank}{count} replies reused from run {self.sources[source]}", file=sys.stderr)
+        run, rank = self.manifest["run"], f"rank {self.manifest['rank']}: " if self.manifest["world_size"] > 1 else ""
+        lines = [f"{count} replies reused from run {self.sources[source]}" for source, count in self.reused.items()]
         if why and self.given:
-            print(
-                f"hvcu_context: {rank}run {run} left unfinished ({why}); a rerun resumes its replies", file=sys.stderr
-            )
+            lines.append(f"run {run} left unfinished ({why}); a rerun resumes its replies")
         elif not why and self.missing:
-            print(
-                f"hvcu_context: {rank}run {run} finished with {self.missing} requests without a reply; "
-                f"rerun with reuse={run} to ask only those",
-                file=sys.stderr,
-            )
+            without = f"{self.missing} requests without a reply"
+            lines.append(f"run {run} finished with {without}; rerun with reuse={run} to ask only those")
+        for line in lines if self.report else ():
+            print(f"hvcu_context: {rank}{line}", file=sys.stderr)
 
 
 class RequestCache:
     """One rank's share of a new run of one model identity under `root`; each new reply appended and fsync'd.
 
-    It resumes the unfinished runs' replies the rule allows (module docstring) and, with `reuse`, reads the
-    named earlier runs (every rank's share). The share ends with `end()`, the cache garbage-collected or the
-    process exiting: finished unless a call raised (`failed`) or the process ended on an unhandled exception.
-    `run_id` (with `world_size` shares) is the run every rank of a launch shares; default: agreed_run.
+    It resumes what the rule allows (module docstring) and, with `reuse`, the named earlier runs (every rank's
+    share). The share ends with `end()`, the cache garbage-collected or the process exiting: finished unless a
+    call raised (`failed`) or the process ended on an unhandled exception. `run_id` names the run the ranks of
+    a launch share (default: agreed_run); `name` (run=) keeps its runs apart from the unnamed ones.
     """
 
     def __init__(
@@ -389,9 +391,8 @@ class RequestCache:
         run_id: str | None = None,
     ) -> None:
         """Open (creating it, private) the folder of this identity, read what it resumes and reuses, start a run."""
-        self.identity = dict(identity)
-        self.identity_digest = digest(self.identity)
-        self.root, self.name = Path(root), name
+        self.identity, self.identity_digest = dict(identity), digest(identity)
+        self.root, self.name, self.sample = Path(root), name, 0
         self.folder = self.root / self.identity_digest[:32]
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
@@ -406,27 +407,26 @@ class RequestCache:
         self.source_names: dict[str, str] = {}
         sources = self._sources(runs.reuse_setting(reuse), reuse)
         self.replies, self.origin = self._resumable()
-        self.loaded = len(self.replies)
+        self.loaded, self.resumed, self.resumed_runs = (
+            len(self.replies),
+            bool(self.replies),
+            [*dict.fromkeys(self.origin.values())],
+        )
         self.run_id, shares = (run_id, world_size) if run_id else runs.agreed_run(rank, world_size)
         folder = self.folder / runs.RUNS / self.run_id / f"rank-{rank}"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = runs.lock(folder / "lock")
-        if fd is None:
-            raise OSError(f"cannot open {folder}: another process holds it")
         manifest = {"run": self.run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "created_s": time.time()}
-        manifest |= {"state": "running", "name": name, "rank": rank, "world_size": world_size, "ranks": shares}
-        self._share = _Share(folder, manifest | {"pid": os.getpid(), "sessions": 1}, fd, report)
+        manifest |= {"name": name, "rank": rank, "world_size": world_size, "ranks": shares}
+        self._share = _Share(folder, manifest, report)
         self._share.sources = self.source_names
-        if not self._share.write_manifest():
-            os.close(fd)
-            raise OSError(f"cannot write {folder / 'run.json'}")
+        if not self._share.open():
+            raise OSError(f"cannot open {folder}: another process holds it")
+        self.path = self._share.path
         self.reused: dict[str, tuple[Reply, str]] = {}
         for source, folders in sources:
-            for at in folders:
-                for key, reply in read_replies(at).items():
-                    if key not in self.replies:
-                        self.reused.setdefault(key, (reply, source))
-        self.hits = self.stored = self.sample = 0
+            for key, reply in _replies_of(folders).items():
+                if key not in self.replies:
+                    self.reused.setdefault(key, (reply, source))
         self._lock = threading.Lock()
         self._broken = False
         self._warned: set[str] = set()
@@ -438,66 +438,48 @@ class RequestCache:
     # -- runs --
 
     def _resumable(self) -> tuple[dict[str, Reply], dict[str, str]]:
-        """Return the replies this run resumes and the run of each: those of unfinished runs of its name, newest
-        first, less the requests of runs finished after them."""
+        """Return the replies this run resumes and each one's run: those of unfinished runs of its name (newest
+        first) that no run finished after them holds."""
         todo = [r for r in self.earlier if r["status"] == "unfinished" and r["name"] == self.name]
         replies: dict[str, Reply] = {}
         origin: dict[str, str] = {}
-        if not todo:
-            return replies, origin
-        later = [r for r in self.earlier if r["status"] == "finished" and r["created_s"] > todo[0]["created_s"]]
-        answered = [(r["created_s"], _run_replies(r).keys()) for r in later]
+        later = [
+            r for r in self.earlier if todo and r["status"] == "finished" and r["created_s"] > todo[0]["created_s"]
+        ]
+        answered = [(r["created_s"], _replies_of(r["shares"]).keys()) for r in later]
         for run in reversed(todo):
             sealed = set().union(*(keys for when, keys in answered if when > run["created_s"]))
-            for key, reply in _run_replies(run).items():
+            for key, reply in _replies_of(run["shares"]).items():
                 if key not in sealed and key not in replies:
                     replies[key], origin[key] = reply, run["run"]
         return replies, origin
 
-    @property
-    def resumed(self) -> bool:
-        """Whether this run resumed replies of unfinished runs."""
-        return bool(self.loaded)
-
-    @property
-    def resumed_runs(self) -> list[str]:
-        """The unfinished runs whose replies this run resumes, newest first."""
-        return list(dict.fromkeys(self.origin.values()))
-
-    @property
-    def path(self) -> Path:
-        """The JSONL file this session of the share appends to."""
-        return self._share.path
-
     def start_lines(self) -> list[str]:
         """Return what the output says at start: the run, what it resumes, which earlier replies it uses."""
+        first = f"new run {self.run_id} (earlier runs' replies are not used)"
         if self.resumed:
-            resumed = f"{', '.join(self.resumed_runs)} ({self.loaded} replies; only the requests not there are asked)"
-            first = f"run {self.run_id} resumes unfinished run {resumed}"
-        else:
-            first = f"new run {self.run_id} (earlier runs' replies are not used)"
+            first = (
+                f"run {self.run_id} resumes unfinished run {', '.join(self.resumed_runs)} ({self.loaded} replies; "
+                "only the requests not there are asked)"
+            )
         lines = [f"hvcu_context: request cache {self.folder}: {first}; cache=off: no cache"]
         if self.source_names:
-            counts: dict[str, int] = {}
-            for _reply, name in self.reused.values():
-                counts[name] = counts.get(name, 0) + 1
-            used = ", ".join(f"{shown}: {counts.get(n, 0)} replies" for n, shown in self.source_names.items())
+            counts = {n: sum(1 for _r, source in self.reused.values() if source == n) for n in self.source_names}
+            used = ", ".join(f"{shown}: {counts[n]} replies" for n, shown in self.source_names.items())
             return [*lines, f"hvcu_context: reuse: requests this run has no reply for are answered from {used}"]
-        others = [m for m in self.earlier if m["status"] != "live" and m["run"] not in self.origin.values()]
+        others = [m for m in self.earlier if m["status"] != "live" and m["run"] not in self.resumed_runs]
         parts = [f"{len(others)} earlier runs of this model (newest: {runs.describe(others[-1])})"] if others else []
         parts += [f"replies stored before runs existed ({runs.LEGACY})"] if self._legacy_folders() else []
-        if parts:
-            lines.append(
-                f"hvcu_context: {' and '.join(parts)} are NOT reused; reuse=all takes them, reuse=RUN[+RUN] some "
-                f"(list: hvcu cache list {self.root})"
-            )
-        return lines
+        return lines + [
+            f"hvcu_context: {' and '.join(parts)} are NOT reused; reuse=all takes them, reuse=RUN[+RUN] some "
+            f"(list: hvcu cache list {self.root})"
+        ] * bool(parts)
 
     def _legacy_folders(self) -> list[Path]:
         """Return the folders holding this identity's replies stored before runs existed."""
-        folders = [self.folder]
-        if self.root.name == CACHE_FOLDER:
-            folders.append(self.root.parent / LEGACY_FOLDER / self.folder.name)
+        folders = [self.folder] + [self.root.parent / LEGACY_FOLDER / self.folder.name] * (
+            self.root.name == CACHE_FOLDER
+        )
         return [f for f in folders if f.is_dir() and any(f.glob("*.jsonl"))]
 
     def _sources(self, wanted: tuple[str, ...], value: Any) -> list[tuple[str, list[Path]]]:
@@ -515,35 +497,26 @@ class RequestCache:
                 f"hvcu_context: reuse={value}: no run {unknown[0]} of this model in {self.folder}; {listed}"
             )
         names = [*by_id, *([runs.LEGACY] if legacy else [])] if "all" in wanted else named
-        order = list(by_id)
-        sources = []
-        for name in sorted(names, key=lambda n: order.index(n) if n in by_id else len(order)):
-            if name == runs.LEGACY:
-                sources.append((name, legacy))
-                self.source_names[name] = f"{runs.LEGACY} (replies stored before runs existed)"
-            else:
-                sources.append((name, [Path(s["folder"]) for s in by_id[name]["shares"]]))
-                self.source_names[name] = runs.describe(by_id[name])
-        return sources
-
-    @property
-    def ended(self) -> bool:
-        """Whether this cache's share has ended (a call raised, or `end()`): `reopen()` continues it."""
-        return self._share.ended
+        order = [*by_id, runs.LEGACY]
+        for name in sorted(names, key=order.index):
+            found = by_id.get(name, {"run": name, "status": "replies stored before runs existed"})
+            self.source_names[name] = (
+                f"{runs.LEGACY} ({found['status']})" if name not in by_id else runs.describe(found)
+            )
+        return [
+            (n, legacy if n not in by_id else [Path(s["folder"]) for s in by_id[n]["shares"]])
+            for n in self.source_names
+        ]
 
     def reopen(self) -> bool:
         """Continue this cache's ended share in a new session; False (nothing more is stored) when it cannot."""
         share = self._share
         if not share.ended:
             return True
-        fd = runs.lock(share.folder / "lock")
-        if fd is None:
+        if not share.open():
             self.warn("reopen", f"run {self.run_id} is open elsewhere now; later replies are not cached")
             return False
-        share.lock_fd, share.raised, share.ended = fd, None, False
-        share.path = share.folder / f"{time.time_ns()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
-        share.write_manifest(state="running", pid=os.getpid(), sessions=int(share.manifest.get("sessions", 1)) + 1)
-        self._finalizer = weakref.finalize(self, share.end)
+        self.path, self._finalizer = share.path, weakref.finalize(self, share.end)
         return True
 
     # -- accounting --
@@ -564,11 +537,6 @@ class RequestCache:
         self._finalizer()
 
     close = end
-
-    @property
-    def state(self) -> str:
-        """The share's state on disk: running, finished or unfinished."""
-        return str(self._share.manifest.get("state"))
 
     # -- replies --
 
@@ -592,19 +560,14 @@ class RequestCache:
 
     def get(self, key: str | None) -> Reply | None:
         """Return the stored reply for a key (this run's or one it resumes, else a reused run's), or None."""
-        reply = None if key is None else self.replies.get(key)
+        reply = self.replies.get(key) if key is not None else None
         with self._lock:
-            if reply is not None:
-                self.hits += 1
-                if key in self.origin:
-                    self._share.carried.setdefault(key, (reply, self.origin[key]))
-                return reply
-            found = None if key is None else self.reused.get(key)
-            if found is None:
-                return None
-            self.hits += 1
-            self._share.reused[found[1]] = self._share.reused.get(found[1], 0) + 1
-        return found[0]
+            if reply is not None and key in self.origin:
+                self._share.carried.setdefault(key, (reply, self.origin[key]))
+            found = self.reused.get(key) if key is not None and reply is None else None
+            if found is not None:
+                self._share.reused[found[1]] = self._share.reused.get(found[1], 0) + 1
+        return reply if found is None else found[0]
 
     def put(self, key: str | None, text: Any, finish_reason: str | None = None) -> bool:
         """Store a real reply durably (written and fsync'd before returning); return whether it was stored.
@@ -613,46 +576,43 @@ class RequestCache:
         """
         if key is None or not keepable(text):
             return False
-        reply = Reply(text, finish_reason if isinstance(finish_reason, str) else None)
-        stored = False
-        share = self._share
+        reply, share = Reply(text, finish_reason if isinstance(finish_reason, str) else None), self._share
         try:
             with share.lock:
                 if share.ended:
                     raise RuntimeError(f"run {self.run_id} has ended")
                 if not self._broken:
                     share.write([(key, reply)])
-                    stored = True
                     share.total += key not in self.replies
                     self.replies.setdefault(key, reply)
-                    self.stored += 1
+                    return True
         except OSError as exc:
             self._broken = True
-            why = f"cannot write {share.path} ({exc.strerror or exc}); later replies are not cached"
-            self.warn("write", f"{why} (a killed run pays for them again)")
+            self.warn(
+                "write",
+                f"cannot write {share.path} ({exc.strerror or exc}); later replies are not cached "
+                "(a killed run pays for them again)",
+            )
         except Exception as exc:  # noqa: BLE001 - the cache never changes what the backend receives
-            why = f"a reply is not cached ({type(exc).__name__}: {exc}; file {share.path}); a rerun asks for it again"
-            self.warn(type(exc).__name__, why)
-        if not stored:
-            with self._lock:
-                share.unstored += 1
-        return stored
-
-    def __len__(self) -> int:
-        return len(self.replies)
+            self.warn(
+                type(exc).__name__,
+                f"a reply is not cached ({type(exc).__name__}: {exc}; file {share.path}); a rerun asks for it again",
+            )
+        with self._lock:
+            share.unstored += 1
+        return False
 
 
-def _run_replies(run: Mapping[str, Any]) -> dict[str, Reply]:
-    """Return the replies of every share of a listed run (the first share's reply wins on a tie)."""
+def _replies_of(shares: list[Any]) -> dict[str, Reply]:
+    """Return the replies of a run's shares (folders, or `list_runs` rows); the first share's reply wins a tie."""
     replies: dict[str, Reply] = {}
-    for share in run["shares"]:
-        for key, reply in read_replies(Path(share["folder"])).items():
+    for share in shares:
+        for key, reply in read_replies(Path(share["folder"] if isinstance(share, Mapping) else share)).items():
             replies.setdefault(key, reply)
     return replies
 
 
-# ---- OpenAI clients ----
-
+# ---- client backends: cached at their client's call ----
 
 _FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
 """Finish reasons a replayed completion carries as stored (any other, e.g. a provider's own word, reads 'stop')."""
@@ -662,70 +622,34 @@ def stored_completion(reply: Reply, model: Any) -> Any:
     """Return a chat completion carrying a stored reply (no token usage: nothing was paid for it)."""
     from openai.types.chat import ChatCompletion
 
-    return ChatCompletion.model_validate(
-        {
-            "id": "hvcu-request-cache",
-            "object": "chat.completion",
-            "created": 0,
-            "model": str(model or ""),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": reply.finish_reason if reply.finish_reason in _FINISH_REASONS else "stop",
-                    "message": {"role": "assistant", "content": reply.text},
-                }
-            ],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }
-    )
+    finish = reply.finish_reason if reply.finish_reason in _FINISH_REASONS else "stop"
+    choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": reply.text}}
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    head = {"id": "hvcu-request-cache", "object": "chat.completion", "created": 0, "model": str(model or "")}
+    return ChatCompletion.model_validate({**head, "choices": [choice], "usage": usage})
 
 
 def _completion_reply(response: Any) -> tuple[Any, str | None]:
-    """Return (text, finish reason) of a chat completion's first choice; (None, None) when it is not a plain reply."""
+    """Return (text, finish reason) of a completion's first choice; (None, None) for a tool call or another shape."""
     try:
-        choice = response.choices[0]
-    except (AttributeError, IndexError, KeyError, TypeError):
+        message, finish = response.choices[0].message, response.choices[0].finish_reason
+        if finish == "tool_calls" or getattr(message, "tool_calls", None):
+            return None, None  # answered by the backend's next request: not replayable as text
+        return message.content, finish if isinstance(finish, str) else None
+    except Exception:  # noqa: BLE001 - a reply of an unknown shape is not stored
         return None, None
-    message = getattr(choice, "message", None)
-    finish = getattr(choice, "finish_reason", None)
-    if finish == "tool_calls" or getattr(message, "tool_calls", None):
-        return None, None  # a tool call is answered by the backend's next request, not replayable as text
-    return getattr(message, "content", None), finish if isinstance(finish, str) else None
 
 
 def chat_client(model: Any) -> Any:
-    """Return the client a backend sends each request through, or None.
-
-    Any object with a `chat.completions.create` whose `create` can be replaced (checked by setting it to
-    itself) qualifies: openai's clients, litellm's shim, ...
-    """
+    """Return the client a backend sends each request through: any `chat.completions.create` that can be replaced."""
     client = getattr(model, "client", None)
     completions = getattr(getattr(client, "chat", None), "completions", None)
     create = getattr(completions, "create", None)
-    if not callable(create):
-        return None
     try:
-        completions.create = create
+        completions.create = create  # replaceable? (set to itself)
     except (AttributeError, TypeError):
         return None
-    return client
-
-
-def _is_async(client: Any, create: Callable[..., Any]) -> bool:
-    """Whether a client's create is a coroutine function (an openai.AsyncOpenAI, or a shim's `async def`)."""
-    try:
-        import openai
-
-        if isinstance(client, openai.AsyncOpenAI):
-            return True
-    except ImportError:  # pragma: no cover - lmms-eval depends on openai
-        pass
-    return inspect.iscoroutinefunction(inspect.unwrap(create))
-
-
-def _cacheable_call(args: tuple, kwargs: dict) -> bool:
-    """Whether a create call asks for one plain reply (keyword arguments only, no streaming, one choice)."""
-    return not args and not kwargs.get("stream") and kwargs.get("n") in (None, 1)
+    return client if callable(create) else None
 
 
 def hook_client(client: Any, cache: RequestCache) -> bool:
@@ -733,71 +657,50 @@ def hook_client(client: Any, cache: RequestCache) -> bool:
 
     Return False (the client left as it was) when its `create` cannot be replaced.
     """
+    import openai
+
     completions = client.chat.completions
     create: Callable[..., Any] = completions.create
 
     def lookup(args: tuple, kwargs: dict) -> tuple[str | None, Any]:
-        if not _cacheable_call(args, kwargs):
-            return None, None
+        if args or kwargs.get("stream") or kwargs.get("n") not in (None, 1):
+            return None, None  # only a call for one plain reply is cached
         key = cache.key(kwargs, cache.sample)
         reply = cache.get(key)
-        if reply is None:
-            return key, None
         try:
-            return key, stored_completion(reply, kwargs.get("model"))
+            return key, None if reply is None else stored_completion(reply, kwargs.get("model"))
         except Exception as exc:  # noqa: BLE001 - the cache never stops a request: ask the server instead
             cache.warn("replay", f"a stored reply cannot be replayed ({type(exc).__name__}: {exc}); asked again")
             return key, None
 
     def store(key: str | None, response: Any) -> None:
-        if key is None:
-            return
-        try:
-            text, finish = _completion_reply(response)
-        except Exception:  # noqa: BLE001 - a reply of an unknown shape is not stored
-            return
-        cache.put(key, text, finish)
+        if key is not None:
+            cache.put(key, *_completion_reply(response))
 
-    if _is_async(client, create):
+    async def cached_create_async(*args: Any, **kwargs: Any) -> Any:
+        """AsyncCompletions.create through the request cache (stored off the event loop)."""
+        key, stored = lookup(args, kwargs)
+        if stored is not None:
+            return stored
+        response = await create(*args, **kwargs)
+        await asyncio.to_thread(store, key, response)
+        return response
 
-        async def cached_create_async(*args: Any, **kwargs: Any) -> Any:
-            """AsyncCompletions.create through the request cache (stored off the event loop)."""
-            key, stored = lookup(args, kwargs)
-            if stored is not None:
-                return stored
-            response = await create(*args, **kwargs)
-            if key is not None:
-                await asyncio.to_thread(store, key, response)
+    def cached_create(*args: Any, **kwargs: Any) -> Any:
+        """Completions.create through the request cache."""
+        key, stored = lookup(args, kwargs)
+        if stored is not None:
+            return stored
+        response = create(*args, **kwargs)
+        if inspect.isawaitable(response):  # an async create we could not tell from its signature
+            cache.warn("awaitable", "the client's create returns an awaitable; its replies are not cached")
             return response
+        store(key, response)
+        return response
 
-        replacement: Callable[..., Any] = cached_create_async
-    else:
-
-        def cached_create(*args: Any, **kwargs: Any) -> Any:
-            """Completions.create through the request cache."""
-            key, stored = lookup(args, kwargs)
-            if stored is not None:
-                return stored
-            response = create(*args, **kwargs)
-            if inspect.isawaitable(response):  # an async create we could not tell from its signature
-                cache.warn("awaitable", "the client's create returns an awaitable; its replies are not cached")
-                return response
-            store(key, response)
-            return response
-
-        replacement = cached_create
+    is_async = isinstance(client, openai.AsyncOpenAI) or inspect.iscoroutinefunction(inspect.unwrap(create))
     try:
-        completions.create = replacement
+        completions.create = cached_create_async if is_async else cached_create
     except (AttributeError, TypeError):
         return False
     return True
-
-
-def openai_client(model: Any) -> Any:
-    """Return the `openai` client (sync or async) a backend sends its requests through, or None."""
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - lmms-eval depends on openai
-        return None
-    client = getattr(model, "client", None)
-    return client if isinstance(client, (openai.OpenAI, openai.AsyncOpenAI)) else None

@@ -65,7 +65,6 @@ from hvcu_tasks.lmms.models.request_cache import (
     identifies,
     is_api,
     keepable,
-    openai_client,
     resolved_attributes,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
@@ -158,11 +157,12 @@ def across_ranks(value: Any) -> list[Any]:
     return gathered
 
 
-def _is_async(client: Any) -> bool:
-    """Whether an openai client is an async one (its pooled connections belong to one event loop)."""
+def async_openai_client(model: Any) -> Any:
+    """Return the `openai.AsyncOpenAI` client a backend sends its requests through (its pool is one loop's), or None."""
     import openai
 
-    return isinstance(client, openai.AsyncOpenAI)
+    client = getattr(model, "client", None)
+    return client if isinstance(client, openai.AsyncOpenAI) else None
 
 
 def chunk_size_of(value: Any) -> int:
@@ -540,8 +540,8 @@ class ContextWrapper(lmms):
         keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
         fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
         """
-        client = openai_client(self.inner)
-        if self._inner_calls and client is not None and hasattr(client, "copy") and _is_async(client):
+        client = async_openai_client(self.inner)
+        if self._inner_calls and client is not None and hasattr(client, "copy"):
             import openai
 
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
