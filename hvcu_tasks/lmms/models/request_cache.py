@@ -124,27 +124,20 @@ def is_api(backend: str, args: Mapping[str, Any], client: Any = None) -> bool:
 
 # ---- identity and keys ----
 
-_SOURCE_DIGESTS: dict[tuple, str] = {}
-"""SHA-256 per image file identity: each request of a chain shows the same image, hashed once per process."""
-_SOURCE_LOCK = threading.Lock()
-
 
 def image_digest(image: Any) -> str:
     """Return the SHA-256 of a PIL image's content: its source file's bytes when it carries one, else its pixels."""
+    from hvcu_tasks.core.schema import ImageRef
     from hvcu_tasks.data.images import SOURCE_ATTR, ImageSource
+    from hvcu_tasks.data.validate import image_sha256
 
     source = getattr(image, SOURCE_ATTR, None)
     if isinstance(source, ImageSource):
-        key = source.key()
-        with _SOURCE_LOCK:
-            known = _SOURCE_DIGESTS.get(key)
-        if known is None:
-            known = hashlib.sha256(source.read()).hexdigest()
-            with _SOURCE_LOCK:
-                if len(_SOURCE_DIGESTS) > 65536:
-                    _SOURCE_DIGESTS.clear()
-                _SOURCE_DIGESTS[key] = known
-        return known
+        source.key()  # a file gone since the task loaded: an ImageError naming it
+        found = image_sha256(ImageRef(None if source.path is None else Path(source.path), source.data))
+        if not found:
+            raise Uncacheable(f"cannot read {source.describe()}")
+        return found
     digest = hashlib.sha256(f"{image.mode} {image.width}x{image.height}\n".encode())
     digest.update(image.tobytes())
     if image.mode in ("P", "PA"):  # the pixels are palette indices: the colours are in the palette

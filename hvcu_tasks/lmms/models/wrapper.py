@@ -24,11 +24,11 @@ their client's call, each reply stored the moment it arrives (a rerun repeats at
 for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
 storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
 With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
-(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: by default a wrapper resumes the
-unfinished run of the same command (a killed run) and otherwise starts a new one that reads nothing old, so
-a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
-replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
-model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: every wrapper starts a new run that
+resumes only what unfinished runs of the model left (a killed run) and no request a finished run asked, so a
+new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
+replies, `run=NAME` keeps a series of runs apart (request_cache.py). A run ends finished when the model phase
+completed (every call returned and nothing raised out of the wrapper), failed replies or not.
 
 An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
 start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
@@ -245,8 +245,8 @@ class ContextWrapper(lmms):
 
         `model_args` (what the model was built with) enter the request cache's model identity, with the model's
         own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
-        it is, the cache stays off (default) or `cache=on` is an error. The run signature is this script's
-        command line unless `run` names it; `reuse` takes earlier runs' replies (cache_runs.py).
+        it is, the cache stays off (default) or `cache=on` is an error. `run` names the series of runs it resumes
+        from; `reuse` takes earlier runs' replies (request_cache.py).
         """
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
