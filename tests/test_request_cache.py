@@ -1220,6 +1220,42 @@ def test_data_parallel_ranks_share_one_run_id_reuse_takes_every_share_and_each_r
     assert "hvcu_context: rank 1: 5 replies reused from run " in err
 
 
+RANK = textwrap.dedent(
+    """
+    import sys
+    import torch.distributed as dist
+    from hvcu_tasks.lmms.models.request_cache import RequestCache
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, rank=rank, world_size=2)
+    store.put(f"k{rank}", "A")
+    store.tally(["A"])
+    print(store.run_id, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_ranks_under_torch_distributed_share_rank_0s_run_id(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, str(tmp_path)], env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
+    ids = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert ids[0] == ids[1] and [p.returncode for p in procs] == [0, 0]
+    (run,) = [m for m in run_manifests(tmp_path) if m["rank"] == 0]
+    assert sorted(m["rank"] for m in run_manifests(tmp_path)) == [0, 1] and run["ranks"] == 2
+    assert [m["state"] for m in run_manifests(tmp_path)] == ["finished", "finished"]
+
+
 def test_a_killed_data_parallel_run_is_resumed_by_every_rank(tmp_path: Path) -> None:
     shared = new_run_id()
     killed = [RequestCache(tmp_path, IDENTITY, rank=r, world_size=2, run_id=shared) for r in (0, 1)]
