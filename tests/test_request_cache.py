@@ -19,6 +19,7 @@ from lmms_eval.api.model import lmms
 from PIL import Image
 
 from hvcu_tasks.data.images import SOURCE_ATTR, ImageSource
+from hvcu_tasks.lmms.models.cache_runs import new_run_id
 from hvcu_tasks.lmms.models.request_cache import (
     RequestCache,
     cache_location,
@@ -50,24 +51,6 @@ def request(text: str = "Which?", image: Image.Image | None = None, **gen) -> di
     if image is not None:
         content.append({"type": "image", "url": image})
     return {"messages": [{"role": "user", "content": content}], "gen_kwargs": {"max_new_tokens": 64, **gen}}
-
-
-class EachProcessFresh(dict):
-    """The per-process count of opened caches as separate processes see it: every cache is the first."""
-
-    def get(self, _key, _default=None):
-        return 0
-
-    def __setitem__(self, _key, _value) -> None:
-        pass
-
-
-@pytest.fixture(autouse=True)
-def separate_processes(monkeypatch) -> None:
-    """Each cache a test opens stands for a process of its own (a rerun), unless a test counts them itself."""
-    from hvcu_tasks.lmms.models import cache_runs
-
-    monkeypatch.setattr(cache_runs, "_OPENED", EachProcessFresh())
 
 
 @pytest.fixture
@@ -166,7 +149,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from hvcu_tasks.lmms.models.request_cache import RequestCache
-    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, name="writer")
     n = 0
     while True:
         store.put(f"k{n}", f"reply {n}")
@@ -182,7 +165,7 @@ def test_replies_survive_the_writer_being_killed_mid_run(tmp_path: Path) -> None
         last = int(proc.stdout.readline())
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    store = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
+    store = RequestCache(tmp_path, {"backend": "writer"}, name="writer")
     assert store.resumed  # the killed writer's run, never ended, is resumed
     assert all(store.get(f"k{n}") == (f"reply {n}", None) for n in range(last + 1))
 
@@ -191,7 +174,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     script = WRITER.replace("while True:", "while n < 300:").replace('f"k{n}"', 'f"{sys.argv[2]}{n}"')
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), tag]) for tag in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    store = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"}, reuse="all")
+    store = RequestCache(tmp_path, {"backend": "writer"}, name="writer", reuse="all")
     assert len({f"{tag}{n}" for tag in "ab" for n in range(300)} - set(store.replies) - set(store.reused)) == 0
     assert len(list(store.folder.glob("runs/*/rank-0/*.jsonl"))) == 2  # two concurrent runs: one run and file each
 
@@ -791,7 +774,7 @@ def test_a_client_whose_create_cannot_be_replaced_is_cached_by_the_wrapper(tmp_p
         assert len(server.requests) == 3
 
 
-# ---- runs: the cache resumes an unfinished run of the same command and nothing else ----
+# ---- runs: a new run resumes what unfinished runs left, and nothing a finished run asked ----
 
 
 def run_manifests(root: Path) -> list[dict]:
@@ -863,8 +846,13 @@ def test_a_run_resumed_to_the_end_is_finished_and_not_resumed_again(tmp_path: Pa
     resumed = local(Counting(), str(tmp_path))
     resumed.generate_until(base_requests(5))
     resumed.end_run()
-    (only,) = run_manifests(tmp_path)
-    assert (only["state"], only["sessions"]) == ("finished", 2)
+    killed, whole = run_manifests(tmp_path)
+    assert (killed["state"], whole["state"], whole["replies"], whole["resumed"]) == (
+        "unfinished",
+        "finished",
+        5,  # the 3 it asked and the 2 it resumed: it holds them now
+        {killed["run"]: 2},
+    )
     model = Counting()
     local(model, str(tmp_path)).generate_until(base_requests(5))
     assert len(model.asked) == 5
@@ -927,48 +915,61 @@ def test_a_bad_reuse_value_is_a_one_line_error_naming_it_and_the_runs(tmp_path: 
         ContextWrapper.around(Counting(), "local", cache=str(tmp_path), model_args={"pretrained": "p"}, reuse="a,b")
 
 
-def lmms_eval_argv(*extra: str, out: str = "runs/a") -> list[str]:
-    return ["/venv/bin/lmms-eval", "--model", "hvcu_context", "--tasks", "hvcu_bench", "--output_path", out, *extra]
-
-
-def test_the_run_signature_is_the_command_without_output_options() -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    same = command_signature(lmms_eval_argv())
-    assert command_signature(lmms_eval_argv("--log_samples", out="runs/b")) == same
-    assert command_signature(["/x/lmms_eval/__main__.py", *lmms_eval_argv()[1:]]) == same  # python -m lmms_eval
-    assert command_signature(lmms_eval_argv("--limit", "5")) != same
-    assert command_signature(lmms_eval_argv("--gen_kwargs", "temperature=0.5")) != same
-
-
-def test_a_different_command_does_not_adopt_an_unfinished_run(tmp_path: Path) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    killed = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv()))
+def test_a_killed_runs_replies_resume_any_later_run_of_the_model_for_equal_requests(tmp_path: Path) -> None:
+    killed = RequestCache(tmp_path, IDENTITY)
     killed.put("k", "A")
     killed.failed(RuntimeError("killed"))  # a call raised: the run is unfinished
-    limited = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv("--limit", "5")))
-    assert (limited.resumed, limited.get("k")) == (False, None)
-    limited.end()
-    rerun = RequestCache(tmp_path, IDENTITY, command=command_signature(lmms_eval_argv(out="runs/other")))
-    assert (rerun.resumed, rerun.get("k")) == (True, ("A", None))
+    rerun = RequestCache(tmp_path, IDENTITY)
+    assert (rerun.resumed, rerun.resumed_runs, rerun.get("k"), rerun.get("j")) == (
+        True,
+        [killed.run_id],
+        ("A", None),
+        None,
+    )
+    assert rerun.run_id != killed.run_id  # every cache is a new run
+
+
+def test_a_run_that_finishes_seals_the_replies_it_resumed(tmp_path: Path) -> None:
+    killed = RequestCache(tmp_path, IDENTITY)
+    killed.put("k", "A")
+    killed.put("j", "B")
+    killed.failed(RuntimeError("killed"))
+    rerun = RequestCache(tmp_path, IDENTITY)
+    assert rerun.get("k") == ("A", None)
+    rerun.put("n", "C")
+    rerun.tally(["A", "C"])
+    rerun.end()  # finished: it holds k (resumed) and n
+    after = RequestCache(tmp_path, IDENTITY)
+    assert (after.get("k"), after.get("n"), after.get("j")) == (None, None, ("B", None))  # j: no finished run asked it
+    assert RequestCache(tmp_path, IDENTITY, reuse=rerun.run_id).get("k") == ("A", None)
+
+
+def test_a_named_run_resumes_only_unfinished_runs_of_its_name(tmp_path: Path) -> None:
+    killed = RequestCache(tmp_path, IDENTITY, name="exp1")
+    killed.put("k", "A")
+    killed.failed(RuntimeError("killed"))
+    assert (RequestCache(tmp_path, IDENTITY).get("k"), RequestCache(tmp_path, IDENTITY, name="exp2").get("k")) == (
+        None,
+        None,
+    )
+    assert RequestCache(tmp_path, IDENTITY, name="exp1").get("k") == ("A", None)
 
 
 def test_a_live_run_is_not_adopted(tmp_path: Path) -> None:
-    live = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    live = RequestCache(tmp_path, IDENTITY, name="r")
     live.put("k", "A")
-    second = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    second = RequestCache(tmp_path, IDENTITY, name="r")
     assert (second.resumed, second.get("k"), second.run_id != live.run_id) == (False, None, True)
     live.end()  # given no requests: unfinished, so the next wrapper resumes it
-    third = RequestCache(tmp_path, IDENTITY, command={"run": "r"})
-    assert (third.run_id, third.get("k")) == (live.run_id, ("A", None))
+    third = RequestCache(tmp_path, IDENTITY, name="r")
+    assert (third.resumed_runs, third.get("k")) == ([live.run_id], ("A", None))
 
 
 HOLDER = textwrap.dedent(
     """
     import sys, time
     from hvcu_tasks.lmms.models.request_cache import RequestCache
-    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": "writer"})
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, name="writer")
     store.put("k", "A")
     print(store.run_id, flush=True)
     time.sleep(60)
@@ -980,7 +981,7 @@ def test_a_run_live_in_another_process_is_not_adopted(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         held = proc.stdout.readline().strip()
-        other = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
+        other = RequestCache(tmp_path, {"backend": "writer"}, name="writer")
         assert (other.run_id != held, other.get("k")) == (True, None)
         other.put("j", "B")
         other.tally(["B"])
@@ -988,15 +989,15 @@ def test_a_run_live_in_another_process_is_not_adopted(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
-    after_kill = RequestCache(tmp_path, {"backend": "writer"}, command={"run": "writer"})
-    assert (after_kill.run_id, after_kill.get("k")) == (held, ("A", None))
+    after_kill = RequestCache(tmp_path, {"backend": "writer"}, name="writer")
+    assert (after_kill.resumed_runs, after_kill.get("k")) == ([held], ("A", None))
 
 
 ENDING = textwrap.dedent(
     """
     import sys
     from hvcu_tasks.lmms.models.request_cache import RequestCache
-    store = RequestCache(sys.argv[1], {"backend": "writer"}, command={"run": sys.argv[2]})
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, name=sys.argv[2])
     store.put("k", "A")
     store.tally(["A"])
     if sys.argv[2] == "crash":
@@ -1008,7 +1009,7 @@ ENDING = textwrap.dedent(
 def test_a_process_that_ends_with_an_unhandled_exception_leaves_its_run_unfinished(tmp_path: Path) -> None:
     for how in ("clean", "crash"):
         subprocess.run([sys.executable, "-c", ENDING, str(tmp_path), how], capture_output=True, timeout=60)
-    states = {m["command"]["run"]: m["state"] for m in run_manifests(tmp_path)}
+    states = {m["name"]: m["state"] for m in run_manifests(tmp_path)}
     assert states == {"clean": "finished", "crash": "unfinished"}
 
 
@@ -1041,19 +1042,14 @@ def test_reuse_and_run_are_not_part_of_the_identity(tmp_path: Path) -> None:
     assert model_identity("openai", {"model_version": "m", "reuse": "all", "run": "x", "cache": "on"}) == plain
 
 
-def test_no_credential_reaches_a_run_manifest(tmp_path: Path) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    argv = ["script.py", "--api-key", "sk-argv9", *lmms_eval_argv()[1:]]
-    store = RequestCache(
-        tmp_path, model_identity("openai", {"model_version": "m", "api_key": "sk-a1"}), command=command_signature(argv)
-    )
+def test_no_credential_reaches_a_run_manifest(tmp_path: Path, monkeypatch) -> None:
+    argv = ["/venv/bin/lmms-eval", "--model_args", "inner=openai,api_key=sk-b2", "--hf_hub_log_args", "token=sk-h3"]
+    monkeypatch.setattr(sys, "argv", argv)
+    store = RequestCache(tmp_path, model_identity("openai", {"model_version": "m", "api_key": "sk-a1"}), name="r")
     store.put("k", "A")
     store.end()
-    cli = lmms_eval_argv("--model_args", "inner=openai,api_key=sk-b2", "--hf_hub_log_args", "token=sk-h3")
-    RequestCache(tmp_path, IDENTITY, command=command_signature(cli)).end()
     written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
-    assert [s for s in ("sk-argv9", "sk-a1", "sk-b2", "sk-h3") if s in written] == []
+    assert [s for s in ("sk-a1", "sk-b2", "sk-h3") if s in written] == []
 
 
 def test_the_runs_of_a_cache_can_be_listed(tmp_path: Path, capsys) -> None:
@@ -1091,49 +1087,15 @@ def test_cache_list_help_is_help_not_a_folder(capsys) -> None:
 # ---- defects found in review: each test failed before its fix ----
 
 
-def test_two_wrappers_of_one_process_and_command_are_two_runs_each_resumed_by_its_own(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """Two entries of one --config with the same model: the n-th wrapper of a process resumes the n-th's run."""
-    from hvcu_tasks.lmms.models import cache_runs
-
-    monkeypatch.setattr(cache_runs, "_OPENED", {})
+def test_two_wrappers_of_one_process_are_two_runs(tmp_path: Path) -> None:
+    """Two entries of one --config with the same model never share a run: the second reads nothing of the first."""
     first = local(Counting(), str(tmp_path))
-    first.generate_until(base_requests(1))
-    first.end_run()
-    second = local(Counting(fail_after=1), str(tmp_path))
-    with pytest.raises(RuntimeError):
-        second.generate_until(base_requests(3))
-    monkeypatch.setattr(cache_runs, "_OPENED", {})  # the rerun: a new process
-    entry_1, entry_2 = local(Counting(), str(tmp_path)), local(Counting(), str(tmp_path))
-    assert not entry_1.request_cache.resumed
-    assert entry_1.request_cache.run_id not in (first.request_cache.run_id, second.request_cache.run_id)
-    assert (entry_2.request_cache.resumed, entry_2.request_cache.run_id) == (True, second.request_cache.run_id)
-
-
-def test_the_entry_arguments_of_simple_evaluate_tell_config_entries_apart() -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    code = "def simple_evaluate(tasks, limit, gen_kwargs):\n    return command_signature(ARGV)\n"
-    scope = {"__name__": "lmms_eval.evaluator", "command_signature": command_signature}
-    scope["ARGV"] = ["/venv/bin/lmms-eval", "--config", "two.yaml"]
-    exec(code, scope)  # noqa: S102 - a stand-in for lmms-eval's simple_evaluate frame
-    one = scope["simple_evaluate"](["hvcu_bench_sample"], 4, None)
-    other = scope["simple_evaluate"](["hvcu_bench_sample"], 4, "temperature=0.5")
-    assert one != other
-    assert one == scope["simple_evaluate"](["hvcu_bench_sample"], 4, None)
-
-
-def test_a_config_file_counts_by_its_resolved_path_and_content(tmp_path: Path, monkeypatch) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    (tmp_path / "c.yaml").write_text("- model: hvcu_context\n  tasks: hvcu_bench_sample\n")
-    monkeypatch.chdir(tmp_path)
-    spellings = ["c.yaml", "./c.yaml", str(tmp_path / "c.yaml")]
-    signatures = [command_signature(["/v/bin/lmms-eval", "--config", s]) for s in spellings]
-    assert signatures[0] == signatures[1] == signatures[2]
-    (tmp_path / "c.yaml").write_text("- model: hvcu_context\n  tasks: hvcu_bench_context_sample\n")
-    assert command_signature(["/v/bin/lmms-eval", "--config", "c.yaml"]) != signatures[0]
+    first.generate_until(base_requests(2))
+    model = Counting()
+    second = local(model, str(tmp_path))
+    second.generate_until(base_requests(3))
+    assert model.asked == ["q0", "q1", "q2"]
+    assert first.request_cache.run_id != second.request_cache.run_id
 
 
 class Sampler(Counting):
@@ -1234,38 +1196,9 @@ def test_a_probe_of_a_run_does_not_make_its_owner_skip_it(tmp_path: Path) -> Non
     assert not cache_runs.live(tmp_path)
 
 
-@pytest.mark.parametrize(
-    "knob",
-    [
-        ("--max_tokens", "5000"),
-        ("--batch_size", "4"),
-        ("--max_batch_size", "8"),
-        ("--device", "cuda:1"),
-        ("--process_docs_parallel", "1"),
-        ("--use_cache", "x"),
-        ("--baseline", "qwen25vl"),
-        ("--launcher_args", "name=sglang"),
-    ],
-)
-def test_knobs_that_send_the_same_requests_are_not_in_the_signature(knob: tuple[str, str]) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    assert command_signature(lmms_eval_argv(*knob)) == command_signature(lmms_eval_argv())
-
-
-@pytest.mark.parametrize(
-    "change",
-    [("--limit", "5"), ("--offset", "2"), ("--repeats", "3"), ("--seed", "1"), ("--system_instruction", "Be brief")],
-)
-def test_arguments_that_change_the_requests_are_in_the_signature(change: tuple[str, str]) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    assert command_signature(lmms_eval_argv(*change)) != command_signature(lmms_eval_argv())
-
-
 def test_data_parallel_ranks_share_one_run_id_reuse_takes_every_share_and_each_reports(tmp_path: Path, capsys) -> None:
-    command = {"lmms_eval": {"tasks": "t"}}
-    ranks = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2, report=True) for r in (0, 1)]
+    shared = new_run_id()  # rank 0's id, as torch.distributed hands it to every rank
+    ranks = [RequestCache(tmp_path, IDENTITY, rank=r, world_size=2, report=True, run_id=shared) for r in (0, 1)]
     assert ranks[0].run_id == ranks[1].run_id
     for r, cache in enumerate(ranks):
         for i in range(r, 10, 2):
@@ -1273,9 +1206,9 @@ def test_data_parallel_ranks_share_one_run_id_reuse_takes_every_share_and_each_r
         cache.tally(["x"] * 5)
         cache.end()
     run_id = ranks[0].run_id
-    other = {"lmms_eval": {"tasks": "t2"}}
     again = [
-        RequestCache(tmp_path, IDENTITY, command=other, reuse=run_id, rank=r, world_size=2, report=True) for r in (0, 1)
+        RequestCache(tmp_path, IDENTITY, reuse=run_id, rank=r, world_size=2, report=True, run_id=f"{shared}-2")
+        for r in (0, 1)
     ]
     hits = [sum(cache.get(f"k{i}") is not None for i in range(r, 10, 2)) for r, cache in enumerate(again)]
     for cache in again:
@@ -1287,43 +1220,58 @@ def test_data_parallel_ranks_share_one_run_id_reuse_takes_every_share_and_each_r
     assert "hvcu_context: rank 1: 5 replies reused from run " in err
 
 
+RANK = textwrap.dedent(
+    """
+    import sys
+    import torch.distributed as dist
+    from hvcu_tasks.lmms.models.request_cache import RequestCache
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    store = RequestCache(sys.argv[1], {"backend": "writer"}, rank=rank, world_size=2)
+    store.put(f"k{rank}", "A")
+    store.tally(["A"])
+    print(store.run_id, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_ranks_under_torch_distributed_share_rank_0s_run_id(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, str(tmp_path)], env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
+    ids = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert ids[0] == ids[1] and [p.returncode for p in procs] == [0, 0]
+    (run,) = [m for m in run_manifests(tmp_path) if m["rank"] == 0]
+    assert sorted(m["rank"] for m in run_manifests(tmp_path)) == [0, 1] and run["ranks"] == 2
+    assert [m["state"] for m in run_manifests(tmp_path)] == ["finished", "finished"]
+
+
 def test_a_killed_data_parallel_run_is_resumed_by_every_rank(tmp_path: Path) -> None:
-    command = {"lmms_eval": {"tasks": "t"}}
-    killed = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2) for r in (0, 1)]
+    shared = new_run_id()
+    killed = [RequestCache(tmp_path, IDENTITY, rank=r, world_size=2, run_id=shared) for r in (0, 1)]
     for r, cache in enumerate(killed):
         cache.put(f"k{r}", "A")
         cache.failed(RuntimeError("killed"))
-    again = [RequestCache(tmp_path, IDENTITY, command=command, rank=r, world_size=2) for r in (0, 1)]
-    assert [c.run_id for c in again] == [killed[0].run_id] * 2
+    again = [RequestCache(tmp_path, IDENTITY, rank=r, world_size=2, run_id=f"{shared}-2") for r in (0, 1)]
+    assert [c.resumed_runs for c in again] == [[shared]] * 2
     assert [c.get(f"k{r}") for r, c in enumerate(again)] == [("A", None), ("A", None)]
-
-
-def test_no_secret_bearing_argument_reaches_a_run_manifest(tmp_path: Path) -> None:
-    from hvcu_tasks.lmms.models.request_cache import command_signature
-
-    argv = lmms_eval_argv(
-        "--launcher_args",
-        "name=sglang,api_key=sk-launch1",
-        "--system_instruction",
-        "Bearer sk-sys2",
-        "--baseline",
-        "hf://user:sk-base3@host/repo",
-        "--gen_kwargs",
-        "temperature=0,api_key=sk-gen4",
-    )
-    RequestCache(tmp_path, IDENTITY, command=command_signature(argv)).end()
-    RequestCache(tmp_path, IDENTITY, command=command_signature(["/x/eval.py", "--api-key", "sk-raw5"])).end()
-    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
-    assert [s for s in ("sk-launch1", "sk-sys2", "sk-base3", "sk-gen4", "sk-raw5") if s in written] == []
-    shown = [m["command"] for m in run_manifests(tmp_path)]
-    assert {"tasks": "hvcu_bench", "model": "hvcu_context"} in shown and {"program": "eval.py"} in shown
 
 
 @pytest.mark.parametrize("text", ["reuse=false", "reuse=0", "reuse=none"])
 def test_reuse_off_as_lmms_eval_parses_it_is_none(text: str) -> None:
     from lmms_eval.utils import simple_parse_args_string
 
-    from hvcu_tasks.lmms.models.request_cache import reuse_setting
+    from hvcu_tasks.lmms.models.cache_runs import reuse_setting
 
     assert reuse_setting(simple_parse_args_string(text)["reuse"]) == ()
 
@@ -1332,7 +1280,7 @@ def test_reuse_off_as_lmms_eval_parses_it_is_none(text: str) -> None:
 def test_run_names_as_lmms_eval_parses_them_are_names(text: str, name: str) -> None:
     from lmms_eval.utils import simple_parse_args_string
 
-    from hvcu_tasks.lmms.models.request_cache import run_name
+    from hvcu_tasks.lmms.models.cache_runs import run_name
 
     assert run_name(simple_parse_args_string(text)["run"]) == name
 
@@ -1351,5 +1299,5 @@ def test_a_manifest_is_written_durably(tmp_path: Path, monkeypatch) -> None:
     synced = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
-    RequestCache(tmp_path, IDENTITY, command={"run": "r"})
+    RequestCache(tmp_path, IDENTITY, name="r")
     assert len(synced) >= 2  # the manifest file and its folder

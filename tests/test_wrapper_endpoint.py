@@ -6,6 +6,7 @@ import glob
 import json
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,16 @@ IMPL_REQUESTS = 15
 """The smoke sample's Implication family: 5 chains of 3 levels."""
 
 
-def closed_port() -> int:
-    """A 127.0.0.1 port nothing listens on (bound once, then released)."""
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A 127.0.0.1 port nothing listens on, kept bound (never listening) for the test.
+
+    Released at once, the port could be given to another test's server (bind to port 0) while this test's client
+    still retries it: that server would get a stray request (a count one too high there, an answer here).
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def results_of(out: Path) -> dict:
@@ -33,8 +39,10 @@ def results_of(out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_a_run_whose_every_request_failed_exits_1_naming_the_endpoint_after_writing_results(tmp_path: Path) -> None:
-    port = closed_port()
+def test_a_run_whose_every_request_failed_exits_1_naming_the_endpoint_after_writing_results(
+    tmp_path: Path, closed_port: int
+) -> None:
+    port = closed_port
     base_url = f"http://user:hunter2@127.0.0.1:{port}/v1?api-key=sk-hidden"
     args = f"inner=openai,model_version=fake-vlm,base_url={base_url},api_key=x,max_retries=1,retry_backoff_s=0"
     run = run_lmms_eval(
@@ -104,8 +112,10 @@ def test_some_failed_requests_keep_exit_0_and_are_summed_up(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_without_a_hang(tmp_path: Path) -> None:
-    port = closed_port()
+def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_without_a_hang(
+    tmp_path: Path, closed_port: int
+) -> None:
+    port = closed_port
     endpoint = f"http://127.0.0.1:{port}/v1"
     args = f"inner=openai,model_version=fake-vlm,base_url={endpoint},api_key=x,max_retries=1,retry_backoff_s=0"
     out = tmp_path / "out"

@@ -24,11 +24,11 @@ their client's call, each reply stored the moment it arrives (a rerun repeats at
 for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
 storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
 With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
-(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: by default a wrapper resumes the
-unfinished run of the same command (a killed run) and otherwise starts a new one that reads nothing old, so
-a new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
-replies, `run=NAME` names the run instead of the command line (cache_runs.py). A run ends finished when the
-model phase completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: every wrapper starts a new run that
+resumes only what unfinished runs of the model left (a killed run) and no request a finished run asked, so a
+new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
+replies, `run=NAME` keeps a series of runs apart (request_cache.py). A run ends finished when the model phase
+completed (every call returned and nothing raised out of the wrapper), failed replies or not.
 
 An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
 start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
@@ -53,7 +53,7 @@ from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
 from hvcu_tasks.core.names import public_url
-from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, is_lmms_eval
+from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
     IDENTITY_ATTRS,
     RequestCache,
@@ -61,15 +61,11 @@ from hvcu_tasks.lmms.models.request_cache import (
     cache_location,
     cache_setting,
     chat_client,
-    command_signature,
     hook_client,
     identifies,
     is_api,
     keepable,
-    openai_client,
     resolved_attributes,
-    reuse_setting,
-    run_name,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
@@ -86,6 +82,12 @@ BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
 """What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 """Where the openai client sends requests when neither base_url nor the environment names an endpoint."""
+
+
+def is_lmms_eval(program: str) -> bool:
+    """Whether argv[0] is lmms-eval's CLI (the `lmms-eval` script or `python -m lmms_eval`), read, never changed."""
+    path = Path(program)
+    return path.name in ("lmms-eval", "lmms_eval") or (path.name == "__main__.py" and path.parent.name == "lmms_eval")
 
 
 def failure_of(reply: Any) -> str | None:
@@ -155,11 +157,12 @@ def across_ranks(value: Any) -> list[Any]:
     return gathered
 
 
-def _is_async(client: Any) -> bool:
-    """Whether an openai client is an async one (its pooled connections belong to one event loop)."""
+def async_openai_client(model: Any) -> Any:
+    """Return the `openai.AsyncOpenAI` client a backend sends its requests through (its pool is one loop's), or None."""
     import openai
 
-    return isinstance(client, openai.AsyncOpenAI)
+    client = getattr(model, "client", None)
+    return client if isinstance(client, openai.AsyncOpenAI) else None
 
 
 def chunk_size_of(value: Any) -> int:
@@ -242,8 +245,8 @@ class ContextWrapper(lmms):
 
         `model_args` (what the model was built with) enter the request cache's model identity, with the model's
         own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
-        it is, the cache stays off (default) or `cache=on` is an error. The run signature is this script's
-        command line unless `run` names it; `reuse` takes earlier runs' replies (cache_runs.py).
+        it is, the cache stays off (default) or `cache=on` is an error. `run` names the series of runs it resumes
+        from; `reuse` takes earlier runs' replies (request_cache.py).
         """
         size = chunk_size_of(chunk_size)
         setting = cache_setting(cache)
@@ -322,11 +325,11 @@ class ContextWrapper(lmms):
             self.request_cache = RequestCache(
                 root,
                 identity,
-                command=None if run is None else command_signature(name=run),
                 reuse=reuse,
                 rank=self.rank,
                 world_size=self.world_size,
                 report=True,
+                name=run,
             )
         except LockUnsupported as exc:
             if setting == "auto":
@@ -537,8 +540,8 @@ class ContextWrapper(lmms):
         keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
         fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
         """
-        client = openai_client(self.inner)
-        if self._inner_calls and client is not None and hasattr(client, "copy") and _is_async(client):
+        client = async_openai_client(self.inner)
+        if self._inner_calls and client is not None and hasattr(client, "copy"):
             import openai
 
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
