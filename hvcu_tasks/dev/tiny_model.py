@@ -98,18 +98,22 @@ def _vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
     }
 
 
-def _build(out: Path, seed: int, make_model, make_processor) -> Path:
-    """Seed, build tokenizer, model (make_model(tokenizer, ids)) and processor, and save them to `out`."""
+def _ids(tokenizer) -> dict[str, int]:
+    """Return the id of each Qwen special token."""
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+
+
+def _build(out: Path, seed: int, make_tokenizer, make_model, make_processor) -> Path:
+    """Seed, build tokenizer, model (make_model(tokenizer)) and processor, and save them to `out`."""
     import torch
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    model = make_model(tokenizer, ids)
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    tokenizer = make_tokenizer()
+    model = make_model(tokenizer)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
     make_processor(tokenizer).save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -126,7 +130,8 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
         Qwen2VLVideoProcessor,
     )
 
-    def model(tokenizer, ids):
+    def model(tokenizer):
+        ids = _ids(tokenizer)
         text = _text_config(tokenizer, ids, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
         vision = {
             "depth": 1,
@@ -148,7 +153,7 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
             chat_template=CHAT_TEMPLATE,
         )
 
-    return _build(out, seed, model, processor)
+    return _build(out, seed, build_tokenizer, model, processor)
 
 
 def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
@@ -161,7 +166,8 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         Qwen3VLVideoProcessor,
     )
 
-    def model(tokenizer, ids):
+    def model(tokenizer):
+        ids = _ids(tokenizer)
         vision = {
             "depth": 2,
             "hidden_size": 32,
@@ -184,7 +190,7 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
             chat_template=CHAT_TEMPLATE,
         )
 
-    return _build(out, seed, model, processor)
+    return _build(out, seed, build_tokenizer, model, processor)
 
 
 # A USER:/ASSISTANT: template (llava-1.5 style) that understands lmms-eval's typed content parts.
@@ -237,43 +243,43 @@ def _llava_parts(tokenizer):  # -> (CLIPVisionConfig, LlamaConfig)
     return vision, text
 
 
-def _save_llava(out: Path, model, processor, tokenizer) -> Path:
-    """Set the generation ids and save model, processor and tokenizer to `out`."""
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+def _build_llava(out: Path, seed: int, classes: tuple, image_processor, **config: object) -> Path:
+    """Write a tiny LLaVA-family model of `classes` (config, model, processor) with its tokenizer and processor."""
+    config_class, model_class, processor_class = classes
+
+    def model(tokenizer):
+        vision, text = _llava_parts(tokenizer)
+        return model_class(
+            config_class(
+                vision_config=vision,
+                text_config=text,
+                image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+                vision_feature_select_strategy="default",
+                vision_feature_layer=-1,
+                **config,
+            )
+        )
+
+    def processor(tokenizer):
+        return processor_class(
+            image_processor=image_processor,
+            tokenizer=tokenizer,
+            patch_size=14,
+            vision_feature_select_strategy="default",
+            num_additional_image_tokens=1,
+            chat_template=LLAVA_CHAT_TEMPLATE,
+        )
+
+    return _build(out, seed, _llava_tokenizer, model, processor)
 
 
 def build_llava(out: Path, seed: int = 0) -> Path:
     """Write a tiny LLaVA (CLIP vision tower + Llama LM) with tokenizer and processor to `out`."""
-    import torch
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = _llava_tokenizer()
-    vision, text = _llava_parts(tokenizer)
-    config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-    )
-    model = LlavaForConditionalGeneration(config)
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
-        tokenizer=tokenizer,
-        patch_size=14,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=LLAVA_CHAT_TEMPLATE,
-    )
-    return _save_llava(out, model, processor, tokenizer)
+    image_processor = CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+    classes = (LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor)
+    return _build_llava(out, seed, classes, image_processor)
 
 
 # Any-resolution grid of the tiny LLaVA-NeXT: tiles of the 28-pixel CLIP input, at most 2 x 2.
@@ -282,7 +288,6 @@ LLAVA_NEXT_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]
 
 def build_llava_next(out: Path, seed: int = 0) -> Path:
     """Write a tiny LLaVA-NeXT (anyres CLIP tower + Llama LM) with tokenizer and processor to `out`."""
-    import torch
     from transformers import (
         LlavaNextConfig,
         LlavaNextForConditionalGeneration,
@@ -290,31 +295,10 @@ def build_llava_next(out: Path, seed: int = 0) -> Path:
         LlavaNextProcessor,
     )
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = _llava_tokenizer()
-    vision, text = _llava_parts(tokenizer)
-    config = LlavaNextConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-        image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
-        image_seq_length=4,
+    image_processor = LlavaNextImageProcessor(
+        size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}, image_grid_pinpoints=LLAVA_NEXT_PINPOINTS
     )
-    model = LlavaNextForConditionalGeneration(config)
-    processor = LlavaNextProcessor(
-        image_processor=LlavaNextImageProcessor(
-            size={"shortest_edge": 28},
-            crop_size={"height": 28, "width": 28},
-            image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
-        ),
-        tokenizer=tokenizer,
-        patch_size=14,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=LLAVA_CHAT_TEMPLATE,
+    classes = (LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextProcessor)
+    return _build_llava(
+        out, seed, classes, image_processor, image_grid_pinpoints=LLAVA_NEXT_PINPOINTS, image_seq_length=4
     )
-    return _save_llava(out, model, processor, tokenizer)
