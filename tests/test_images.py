@@ -19,7 +19,6 @@ from PIL import Image
 
 from hvcu_tasks import settings
 from hvcu_tasks.core.prompts import base_messages
-from hvcu_tasks.data import images
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 from hvcu_tasks.lmms import context, hooks, plugin
 
@@ -224,10 +223,11 @@ def test_a_roomy_cache_keeps_both_images(tmp_path, image_decodes) -> None:
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan"])
-def test_a_bad_cache_size_names_the_variable(value, monkeypatch) -> None:
+def test_a_bad_cache_size_names_the_variable(value, tmp_path, monkeypatch) -> None:
+    path = save(tmp_path / "a.png", gradient(), "PNG")
     monkeypatch.setenv(settings.IMAGE_CACHE_ENV, value)
     with pytest.raises(ValueError, match=rf"HVCU_IMAGE_CACHE_MB='{value}'.*megabytes"):
-        images.cache_budget()
+        hooks.doc_image(doc_for(path))
 
 
 def test_editing_a_handed_out_image_does_not_change_the_next_one(tmp_path) -> None:

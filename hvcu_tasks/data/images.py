@@ -117,11 +117,6 @@ _CACHE_BYTES = 0
 _WARNED: set[str] = set()
 
 
-def cache_budget() -> int:
-    """Return the LRU's budget in bytes of decoded pixels from $HVCU_IMAGE_CACHE_MB, or raise ValueError."""
-    return settings.current().image_cache_bytes()
-
-
 def decoded_size(image: Image.Image) -> int:
     """Return the bytes an image's decoded pixels take (one byte per band per pixel)."""
     return image.width * image.height * len(image.getbands())
@@ -130,7 +125,7 @@ def decoded_size(image: Image.Image) -> int:
 def _remember(key: tuple, image: Image.Image) -> None:
     """Put a decoded image in the LRU, evicting the oldest past the byte and count bounds (caller holds _LOCK)."""
     global _CACHE_BYTES
-    budget, size = cache_budget(), decoded_size(image)
+    budget, size = settings.current().image_cache_bytes(), decoded_size(image)
     if size > budget or key in _CACHE:
         return
     _CACHE[key] = image
@@ -180,14 +175,8 @@ def document_image(doc: Mapping[str, Any]) -> Image.Image:
 
 
 def open_ref(ref: ImageRef) -> Image.Image:
-    """Decode a sample's image reference as RGB (a fresh image, not cached)."""
-    if ref.path is not None:
-        with Image.open(ref.path) as img:
-            return img.convert("RGB")
-    if ref.data is not None:
-        with Image.open(io.BytesIO(ref.data)) as img:
-            return img.convert("RGB")
-    raise ValueError("image reference holds neither a path nor bytes")
+    """Decode a sample's image reference as RGB (a fresh image, not cached), or raise ImageError naming it."""
+    return open_image(ref.path if ref.path is not None else ref.data or b"", ref.describe()).convert("RGB")
 
 
 def reset() -> None:

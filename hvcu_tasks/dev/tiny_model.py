@@ -72,15 +72,23 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     return fast
 
 
+LM_SIZES = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
+"""The tiny language model of every builder (Qwen's text model, LLaVA's Llama)."""
+QWEN_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
+"""The tiny vision tower both Qwen-VL builders share (each adds its depth and own fields)."""
+
+
 def _text_config(tokenizer, ids: dict[str, int], **extra: object) -> dict:
     """Return the tiny language-model config shared by both architectures."""
     return {
         "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        **LM_SIZES,
         "max_position_embeddings": 4096,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
         "pad_token_id": ids["<|endoftext|>"],
@@ -133,15 +141,7 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
     def model(tokenizer):
         ids = _ids(tokenizer)
         text = _text_config(tokenizer, ids, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
-        vision = {
-            "depth": 1,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "fullatt_block_indexes": [0],
-            "window_size": 56,
-        }
+        vision = {"depth": 1, **QWEN_VISION, "fullatt_block_indexes": [0], "window_size": 56}
         config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
         return Qwen2_5_VLForConditionalGeneration(config)
 
@@ -168,15 +168,7 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
 
     def model(tokenizer):
         ids = _ids(tokenizer)
-        vision = {
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [1],
-        }
+        vision = {"depth": 2, **QWEN_VISION, "num_position_embeddings": 64, "deepstack_visual_indexes": [1]}
         text = _text_config(tokenizer, ids, head_dim=16)
         config = Qwen3VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
         return Qwen3VLForConditionalGeneration(config)
@@ -230,11 +222,7 @@ def _llava_parts(tokenizer):  # -> (CLIPVisionConfig, LlamaConfig)
     )
     text = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **LM_SIZES,
         max_position_embeddings=2048,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
