@@ -112,7 +112,6 @@ _LOCK = threading.Lock()
 # The three level documents of a sample are fresh dicts that share one image: measured, 1 decode per image
 # instead of 3 (docs/performance.md); bounded by HVCU_IMAGE_CACHE_MB and MAX_CACHED_IMAGES.
 _CACHE: OrderedDict[tuple, Image.Image] = OrderedDict()
-_CACHE_BYTES = 0
 # Behaviour: the log names each converted format once per process, not once per request.
 _WARNED: set[str] = set()
 
@@ -124,15 +123,12 @@ def decoded_size(image: Image.Image) -> int:
 
 def _remember(key: tuple, image: Image.Image) -> None:
     """Put a decoded image in the LRU, evicting the oldest past the byte and count bounds (caller holds _LOCK)."""
-    global _CACHE_BYTES
-    budget, size = settings.current().image_cache_bytes(), decoded_size(image)
-    if size > budget or key in _CACHE:
+    budget = settings.current().image_cache_bytes()
+    if decoded_size(image) > budget or key in _CACHE:
         return
     _CACHE[key] = image
-    _CACHE_BYTES += size
-    while _CACHE and (_CACHE_BYTES > budget or len(_CACHE) > MAX_CACHED_IMAGES):
-        _old, evicted = _CACHE.popitem(last=False)
-        _CACHE_BYTES -= decoded_size(evicted)
+    while len(_CACHE) > MAX_CACHED_IMAGES or sum(map(decoded_size, _CACHE.values())) > budget:
+        _CACHE.popitem(last=False)
 
 
 def _decode_rgb(source: ImageSource) -> Image.Image:
@@ -181,10 +177,8 @@ def open_ref(ref: ImageRef) -> Image.Image:
 
 def reset() -> None:
     """Forget every cached image, conversion and format warning (for tests and benchmarks)."""
-    global _CACHE_BYTES
     with _LOCK:
         _CACHE.clear()
-        _CACHE_BYTES = 0
         _WARNED.clear()
     _as_png.cache_clear()
 
