@@ -84,11 +84,8 @@ def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> 
     with atomic_path(path) as tmp:
         tmp.write_bytes(raw)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            with tmp.open("rb") as written:
+                os.fsync(written.fileno())
     if durable:
         _fsync_folder(Path(path).parent)
 
