@@ -18,19 +18,8 @@ SPECIAL_TOKENS = [
     "<|video_pad|>",
 ]
 
-# A Qwen-style chat template that understands lmms-eval's typed content parts.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or 'image' in part %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+TEMPLATES = Path(__file__).resolve().parent
+"""Where the chat templates lie: qwen_chat_template.jinja and llava_chat_template.jinja."""
 
 _TRAINING_TEXT = [
     "The answer is A. The answer is B. The answer is C. The answer is D.",
@@ -56,6 +45,11 @@ def _byte_level_bpe(special_tokens: list[str], unk: str | None = None):  # -> to
     return tok
 
 
+def chat_template(name: str) -> str:
+    """Return the text of a chat template beside this module ("qwen" or "llava")."""
+    return (TEMPLATES / f"{name}_chat_template.jinja").read_text(encoding="utf-8")
+
+
 def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     """Train a byte-level BPE with Qwen's special tokens and wrap it as a Qwen2 tokenizer."""
     from transformers import Qwen2TokenizerFast
@@ -68,7 +62,7 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
         unk_token=None,
         bos_token=None,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template("qwen")
     return fast
 
 
@@ -150,7 +144,7 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
             image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
             tokenizer=tokenizer,
             video_processor=Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
-            chat_template=CHAT_TEMPLATE,
+            chat_template=tokenizer.chat_template,
         )
 
     return _build(out, seed, build_tokenizer, model, processor)
@@ -179,21 +173,10 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
             image_processor=Qwen2VLImageProcessor(size=pixels, patch_size=16),
             tokenizer=tokenizer,
             video_processor=Qwen3VLVideoProcessor(size=pixels, patch_size=16),
-            chat_template=CHAT_TEMPLATE,
+            chat_template=tokenizer.chat_template,
         )
 
     return _build(out, seed, build_tokenizer, model, processor)
-
-
-# A USER:/ASSISTANT: template (llava-1.5 style) that understands lmms-eval's typed content parts.
-LLAVA_CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ message['role'].upper() }}: "
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}<image>\n{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}\n"
-    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
-)
 
 
 def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
@@ -209,7 +192,7 @@ def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
         pad_token="<pad>",
         extra_special_tokens={"image_token": "<image>"},
     )
-    tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template("llava")
     return tokenizer
 
 
@@ -255,7 +238,7 @@ def _build_llava(out: Path, seed: int, classes: tuple, image_processor, **config
             patch_size=14,
             vision_feature_select_strategy="default",
             num_additional_image_tokens=1,
-            chat_template=LLAVA_CHAT_TEMPLATE,
+            chat_template=tokenizer.chat_template,
         )
 
     return _build(out, seed, _llava_tokenizer, model, processor)
