@@ -131,14 +131,6 @@ def _remember(key: tuple, image: Image.Image) -> None:
         _CACHE.popitem(last=False)
 
 
-def _decode_rgb(source: ImageSource) -> Image.Image:
-    """Decode a source fully (truncation and decompression bombs refused, see `files.open_image`) as RGB."""
-    image = open_image(source.path if source.path is not None else source.read(), source.describe())
-    rgb = image if image.mode == "RGB" else image.convert("RGB")
-    setattr(rgb, SOURCE_ATTR, source)
-    return rgb
-
-
 def _shared_image(source: ImageSource) -> Image.Image:
     """Return the one decoded RGB image of a source's content, decoding it only on an LRU miss."""
     key = source.key()
@@ -147,7 +139,10 @@ def _shared_image(source: ImageSource) -> Image.Image:
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    image = _decode_rgb(source)
+    # decoded fully: truncation and decompression bombs are refused (`files.open_image`)
+    image = open_image(source.path if source.path is not None else source.read(), source.describe())
+    image = image if image.mode == "RGB" else image.convert("RGB")
+    setattr(image, SOURCE_ATTR, source)
     with _LOCK:
         _remember(key, image)
     return image

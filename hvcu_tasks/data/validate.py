@@ -235,10 +235,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
         return
     folder = cache_folder()
     lookup = folder if use_cache else None
-    if len(todo) < 2 or DECODE_THREADS < 2:
-        judged = [_judge(ref, lookup) for ref in todo.values()]
-    else:
-        judged = _judge_in_threads(list(todo.values()), lookup)
+    judged = _judge_in_threads(list(todo.values()), lookup)
     for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
         _VERDICTS[key] = verdict
         if digest is not None:
@@ -248,7 +245,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
 
 
 def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
-    """Return `_judge` of each image, computed on several threads."""
+    """Return `_judge` of each image, computed on up to DECODE_THREADS threads."""
     from PIL import Image, ImageFile
 
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;
