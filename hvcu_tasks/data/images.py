@@ -148,13 +148,6 @@ def _shared_image(source: ImageSource) -> Image.Image:
     return image
 
 
-def _handout(shared: Image.Image, source: ImageSource) -> Image.Image:
-    """Return a private copy of a shared image (backends may edit in place) that carries its source."""
-    copy = shared.copy()
-    setattr(copy, SOURCE_ATTR, source)
-    return copy
-
-
 def document_image(doc: Mapping[str, Any]) -> Image.Image:
     """Return a document's image as RGB (a private copy carrying `hvcu_source`), decoded at most once per doc dict."""
     shared = doc.get(MEMO_KEY)
@@ -162,7 +155,9 @@ def document_image(doc: Mapping[str, Any]) -> Image.Image:
         shared = _shared_image(ImageSource.of_doc(doc))
         if isinstance(doc, dict):
             doc[MEMO_KEY] = shared
-    return _handout(shared, getattr(shared, SOURCE_ATTR))
+    copy = shared.copy()  # private: a backend may edit its image in place
+    setattr(copy, SOURCE_ATTR, getattr(shared, SOURCE_ATTR))
+    return copy
 
 
 def open_ref(ref: ImageRef) -> Image.Image:

@@ -199,9 +199,7 @@ def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, 
 
 def image_sha256(ref: ImageRef | None) -> str:
     """Return the hex SHA-256 of an image's encoded bytes (file or cell), once per image and process; '' if none."""
-    if ref is None:
-        return ""
-    key = _image_key(ref)
+    key = None if ref is None else _image_key(ref)
     if key is None:
         return ""
     if key not in _DIGESTS:
