@@ -1,10 +1,11 @@
 """Regenerate the bundled smoke sample (images and JSON) deterministically: `python -m hvcu_tasks.dev.smoke.build`.
 
-The chains' texts are data (chains.json beside this file); the images are drawn here, one per aspect.
+The chains' texts are data (chains.tsv beside this file); the images are drawn here, one per aspect.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections.abc import Callable
@@ -150,44 +151,50 @@ DRAWINGS: dict[str, Draw] = {
 }
 """The image of each aspect's one smoke chain."""
 
-CHAINS = Path(__file__).resolve().parent / "chains.json"
-"""The chains' texts: per sample its id, family, aspect and three levels (question, four options, answer key)."""
+CHAINS = Path(__file__).resolve().parent / "chains.tsv"
+"""The chains' texts, one level a row: id, family, aspect, level, question, options A-D and the answer key."""
+COLUMNS = ("id", "family", "aspect", "level", "question", "A", "B", "C", "D", "answer")
 NOTE = "SMOKE SAMPLE for offline tests, not HVCU-Bench data"
 
 
-def _record(chain: dict) -> dict:
-    """Return the authors'-format record of one chain of CHAINS, or raise ValueError naming the chain and field."""
-    sid = chain.get("id", "?")
-    try:
-        levels = [
-            {
-                "level": n,
-                "question": level["question"],
-                "options": [{"option_key": k, "option_text": t} for k, t in zip("ABCD", level["options"], strict=True)],
-                "correct_answer_key": level["answer"],
-            }
-            for n, level in enumerate(chain["levels"], start=1)
-        ]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{CHAINS}: chain {sid}: levels need a question, four options and an answer ({exc})") from None
-    return {"id": sid, "aspect": chain["aspect"], "note": NOTE, "qa_levels": levels}
+def _chains() -> dict[str, tuple[str, dict]]:
+    """Return id -> (family, authors'-format record) of every chain in CHAINS, or raise ValueError naming the field."""
+    chains: dict[str, tuple[str, dict]] = {}
+    with CHAINS.open(encoding="utf-8", newline="") as rows:
+        for line, row in enumerate(csv.DictReader(rows, delimiter="\t", quoting=csv.QUOTE_NONE), start=2):
+            where = f"{CHAINS}:{line}: chain {row.get('id')}"
+            missing = [column for column in COLUMNS if not row.get(column)]
+            if missing:
+                raise ValueError(f"{where}: field {missing[0]}: empty or missing")
+            if row["family"] not in FAMILIES:
+                raise ValueError(f"{where}: field family: {row['family']!r} is not one of {list(FAMILIES)}")
+            if row["aspect"] not in DRAWINGS:
+                raise ValueError(f"{where}: field aspect: {row['aspect']!r} has no drawing in DRAWINGS")
+            record = {"id": row["id"], "aspect": row["aspect"], "note": NOTE, "qa_levels": []}
+            family, record = chains.setdefault(row["id"], (row["family"], record))
+            if row["level"] != str(len(record["qa_levels"]) + 1):
+                raise ValueError(f"{where}: field level: {row['level']!r}, expected {len(record['qa_levels']) + 1}")
+            record["qa_levels"].append(
+                {
+                    "level": int(row["level"]),
+                    "question": row["question"],
+                    "options": [{"option_key": key, "option_text": row[key]} for key in "ABCD"],
+                    "correct_answer_key": row["answer"],
+                }
+            )
+    return chains
 
 
 def build(out: Path = SMOKE_DIR) -> None:
     """Write the smoke sample's three family JSON files and PNG images under `out`."""
     records: dict[str, list[dict]] = {f: [] for f in FAMILIES}
-    for chain in json.loads(CHAINS.read_text(encoding="utf-8")):
-        sid, family, aspect = chain.get("id"), chain.get("family"), chain.get("aspect")
-        if family not in FAMILIES:
-            raise ValueError(f"{CHAINS}: chain {sid}: field family: {family!r} is not one of {list(FAMILIES)}")
-        if aspect not in DRAWINGS:
-            raise ValueError(f"{CHAINS}: chain {sid}: field aspect: {aspect!r} has no drawing in DRAWINGS")
+    for sid, (family, record) in _chains().items():
         img = Image.new("RGB", (SIZE, SIZE), "white")
-        DRAWINGS[aspect](ImageDraw.Draw(img))
+        DRAWINGS[record["aspect"]](ImageDraw.Draw(img))
         img_dir = out / "Image" / FAMILIES[family][1]
         img_dir.mkdir(parents=True, exist_ok=True)
         img.save(img_dir / f"{sid}.png", optimize=True)
-        records[family].append(_record(chain))
+        records[family].append(record)
     for family, items in records.items():
         text = json.dumps(items, indent=2, ensure_ascii=False) + "\n"
         (out / f"{FAMILIES[family][1]}.json").write_text(text, encoding="utf-8")
