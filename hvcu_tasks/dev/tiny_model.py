@@ -196,30 +196,29 @@ def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     return tokenizer
 
 
-def _llava_parts(tokenizer):  # -> (CLIPVisionConfig, LlamaConfig)
-    """Return the tiny CLIP vision tower and Llama text configs shared by the LLaVA builders."""
+def _build_llava(out: Path, seed: int, classes: tuple, image_processor, **config: object) -> Path:
+    """Write a tiny LLaVA-family model of `classes` (config, model, processor): CLIP vision tower, Llama LM."""
     from transformers import CLIPVisionConfig, LlamaConfig
 
-    vision = CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14
-    )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        **LM_SIZES,
-        max_position_embeddings=2048,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return vision, text
-
-
-def _build_llava(out: Path, seed: int, classes: tuple, image_processor, **config: object) -> Path:
-    """Write a tiny LLaVA-family model of `classes` (config, model, processor) with its tokenizer and processor."""
     config_class, model_class, processor_class = classes
 
     def model(tokenizer):
-        vision, text = _llava_parts(tokenizer)
+        text = LlamaConfig(
+            vocab_size=len(tokenizer),
+            **LM_SIZES,
+            max_position_embeddings=2048,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        vision = CLIPVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=28,
+            patch_size=14,
+        )
         return model_class(
             config_class(
                 vision_config=vision,
