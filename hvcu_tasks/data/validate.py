@@ -139,10 +139,9 @@ def cache_root() -> Path | None:
 
 def check_version() -> str:
     """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
-    import PIL
-    from PIL import Image
+    import PIL.Image
 
-    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{Image.MAX_IMAGE_PIXELS}"
+    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
 
 
 def cache_folder() -> Path | None:
