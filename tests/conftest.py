@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -343,6 +344,22 @@ def fresh_image_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     images.reset()
     yield
     images.reset()
+
+
+@pytest.fixture
+def image_decodes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count the decodes `images.document_image` makes, by the name its errors give the image (path and sample)."""
+    from hvcu_tasks.data import images
+
+    counts: Counter[str] = Counter()
+    real = images.open_image
+
+    def counting(source, label=None):
+        counts[label] += 1
+        return real(source, label)
+
+    monkeypatch.setattr(images, "open_image", counting)
+    return counts
 
 
 @pytest.fixture

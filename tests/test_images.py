@@ -19,7 +19,6 @@ from PIL import Image
 
 from hvcu_tasks import settings
 from hvcu_tasks.core.prompts import base_messages
-from hvcu_tasks.data import images
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 from hvcu_tasks.lmms import context, hooks, plugin
 
@@ -181,53 +180,54 @@ def smoke(build, family: str = "implication") -> datasets.Dataset:
     return build(datasets.Dataset.from_list([{"family": family, "source": "smoke"}]))
 
 
-def test_base_setting_decodes_each_image_once_over_its_three_levels() -> None:
+def test_base_setting_decodes_each_image_once_over_its_three_levels(image_decodes) -> None:
     docs = smoke(hooks.process_docs)
     for i in range(len(docs)):
         hooks.doc_to_messages(docs[i])  # a fresh dict per access, as lmms-eval's backends fetch them
-    assert sorted(images.decode_counts().values()) == [1, 1, 1, 1, 1]
+    assert sorted(image_decodes.values()) == [1, 1, 1, 1, 1]
 
 
-def test_context_setting_decodes_each_image_once_per_chain() -> None:
+def test_context_setting_decodes_each_image_once_per_chain(image_decodes) -> None:
     docs = smoke(context.process_docs)
     for i in range(len(docs)):
         context.doc_to_messages(docs[i])
         for r in (1, 2):
             context.doc_to_messages(docs[i], round_idx=r, previous_output=["A"] * r)
-    assert sorted(images.decode_counts().values()) == [1, 1, 1, 1, 1]
+    assert sorted(image_decodes.values()) == [1, 1, 1, 1, 1]
 
 
-def test_one_document_dict_decodes_once_even_with_the_cache_off(monkeypatch) -> None:
+def test_one_document_dict_decodes_once_even_with_the_cache_off(monkeypatch, image_decodes) -> None:
     monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "0")
     doc = smoke(context.process_docs)[0]
     context.doc_to_messages(doc)
     context.doc_to_messages(doc, round_idx=1, previous_output=["A"])
     context.doc_to_messages(doc, round_idx=2, previous_output=["A", "B"])
-    assert list(images.decode_counts().values()) == [1]
+    assert list(image_decodes.values()) == [1]
 
 
-def test_the_cache_is_bounded_by_decoded_bytes(tmp_path, monkeypatch) -> None:
+def test_the_cache_is_bounded_by_decoded_bytes(tmp_path, monkeypatch, image_decodes) -> None:
     a = save(tmp_path / "a.png", gradient(size=(512, 512)), "PNG")  # 768 KiB decoded
     b = save(tmp_path / "b.png", gradient(size=(512, 400)), "PNG")  # 600 KiB decoded
     monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "1")
     for path in (a, b, a):
         hooks.doc_image(doc_for(path))
-    assert sorted(images.decode_counts().values()) == [1, 2]  # a was evicted to make room for b
+    assert sorted(image_decodes.values()) == [1, 2]  # a was evicted to make room for b
 
 
-def test_a_roomy_cache_keeps_both_images(tmp_path) -> None:
+def test_a_roomy_cache_keeps_both_images(tmp_path, image_decodes) -> None:
     a = save(tmp_path / "a.png", gradient(size=(512, 512)), "PNG")
     b = save(tmp_path / "b.png", gradient(size=(512, 400)), "PNG")
     for path in (a, b, a, b):
         hooks.doc_image(doc_for(path))
-    assert sorted(images.decode_counts().values()) == [1, 1]
+    assert sorted(image_decodes.values()) == [1, 1]
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "nan"])
-def test_a_bad_cache_size_names_the_variable(value, monkeypatch) -> None:
+def test_a_bad_cache_size_names_the_variable(value, tmp_path, monkeypatch) -> None:
+    path = save(tmp_path / "a.png", gradient(), "PNG")
     monkeypatch.setenv(settings.IMAGE_CACHE_ENV, value)
     with pytest.raises(ValueError, match=rf"HVCU_IMAGE_CACHE_MB='{value}'.*megabytes"):
-        images.cache_budget()
+        hooks.doc_image(doc_for(path))
 
 
 def test_editing_a_handed_out_image_does_not_change_the_next_one(tmp_path) -> None:

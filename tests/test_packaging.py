@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIRS = [
     "hvcu_tasks/lmms/tasks",
-    "hvcu_tasks/dev/smoke/data",
+    "hvcu_tasks/dev",
     "hvcu_tasks/report",
     "hvcu_tasks/examples",
     "generation/prompts",

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.dev.smoke import build as builder
 from hvcu_tasks.dev.smoke.build import build
 
 
@@ -30,3 +32,25 @@ def test_every_record_is_labelled_as_a_smoke_sample() -> None:
     for path in SMOKE_DIR.glob("*.json"):
         for record in json.loads(path.read_text()):
             assert "SMOKE SAMPLE" in record["note"] and "not HVCU-Bench" in record["note"]
+
+
+def test_a_chain_whose_aspect_has_no_drawing_is_refused_naming_file_chain_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chains = tmp_path / "chains.tsv"
+    header = "id\tfamily\taspect\tlevel\tquestion\tA\tB\tC\tD\tanswer\n"
+    chains.write_text(header + "odd_001\taffective\tboredom\t1\tWhy?\tw\tx\ty\tz\tA\n")
+    monkeypatch.setattr(builder, "CHAINS", chains)
+    with pytest.raises(ValueError, match=r"chains\.tsv:2: chain odd_001: field aspect: 'boredom' has no drawing"):
+        build(tmp_path / "out")
+
+
+def test_a_level_without_its_answer_is_refused_naming_the_line_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chains = tmp_path / "chains.tsv"
+    header = "id\tfamily\taspect\tlevel\tquestion\tA\tB\tC\tD\tanswer\n"
+    chains.write_text(header + "joy_001\taffective\tjoy\t1\tWhich?\tw\tx\ty\tz\t\n")
+    monkeypatch.setattr(builder, "CHAINS", chains)
+    with pytest.raises(ValueError, match=r"chains\.tsv:2: chain joy_001: field answer: empty or missing"):
+        build(tmp_path / "out")

@@ -19,7 +19,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,27 +84,20 @@ def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> 
     with atomic_path(path) as tmp:
         tmp.write_bytes(raw)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            with tmp.open("rb") as written:
+                os.fsync(written.fileno())
     if durable:
         _fsync_folder(Path(path).parent)
 
 
 def _fsync_folder(folder: Path) -> None:
     """Make a rename in `folder` durable (where the platform allows opening a folder)."""
-    try:
+    with suppress(OSError):  # Windows cannot open a folder; some file systems refuse fsync on one
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - Windows cannot open a folder
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -17,11 +17,11 @@ at most MAX_CACHED_IMAGES images.
 from __future__ import annotations
 
 import base64
-import hashlib
+import functools
 import io
 import logging
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +44,6 @@ MEMO_KEY = "_hvcu_decoded_image"
 
 API_MEDIA_TYPES: dict[str, str] = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 """Formats OpenAI-compatible chat APIs accept as image input (GIF only when not animated)."""
-
-_MAGIC: tuple[tuple[bytes, str], ...] = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"))
-"""Signatures read without PIL (a GIF is opened to see whether it is animated)."""
 
 
 @dataclass(frozen=True)
@@ -95,43 +92,28 @@ class ImageSource:
             raise self._gone(exc) from None
 
 
-def _probe(data: bytes, label: str) -> tuple[str, bool]:
-    """Return (PIL format name, animated?) from the header, or raise the ImageError `open_image` gives for it."""
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            return image.format or "unknown", bool(getattr(image, "is_animated", False))
-    except Exception:  # untrusted bytes: let the one checker say precisely why (bomb, unknown format, ...)
-        open_image(data, label)
-        raise ImageError(f"{label}: not a readable image (its header cannot be parsed)") from None
-
-
 def image_format(data: bytes, label: str = "image bytes") -> str:
     """Return the format of encoded image bytes from their content (never a file name), e.g. 'JPEG' or 'BMP'.
 
-    A GIF with more than one frame is 'animated GIF'.
+    A GIF with more than one frame is 'animated GIF'. Only the header is read (PIL opens lazily).
     """
-    for magic, name in _MAGIC:
-        if data.startswith(magic):
-            return name
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "WEBP"
-    name, animated = _probe(data, label)
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            name, animated = image.format or "unknown", bool(getattr(image, "is_animated", False))
+    except Exception:  # untrusted bytes: let the one checker say precisely why (bomb, unknown format, ...)
+        open_image(data, label)
+        raise ImageError(f"{label}: not a readable image (its header cannot be parsed)") from None
     return "animated GIF" if name == "GIF" and animated else name
 
 
 # ---- decoding, memoised per document and per content ----
 
 _LOCK = threading.Lock()
+# The three level documents of a sample are fresh dicts that share one image: measured, 1 decode per image
+# instead of 3 (docs/performance.md); bounded by HVCU_IMAGE_CACHE_MB and MAX_CACHED_IMAGES.
 _CACHE: OrderedDict[tuple, Image.Image] = OrderedDict()
-_CACHE_BYTES = 0
-_DECODES: Counter[tuple] = Counter()
-_CONVERTED: OrderedDict[tuple, bytes] = OrderedDict()
+# Behaviour: the log names each converted format once per process, not once per request.
 _WARNED: set[str] = set()
-
-
-def cache_budget() -> int:
-    """Return the LRU's budget in bytes of decoded pixels from $HVCU_IMAGE_CACHE_MB, or raise ValueError."""
-    return settings.current().image_cache_bytes()
 
 
 def decoded_size(image: Image.Image) -> int:
@@ -141,23 +123,12 @@ def decoded_size(image: Image.Image) -> int:
 
 def _remember(key: tuple, image: Image.Image) -> None:
     """Put a decoded image in the LRU, evicting the oldest past the byte and count bounds (caller holds _LOCK)."""
-    global _CACHE_BYTES
-    budget, size = cache_budget(), decoded_size(image)
-    if size > budget or key in _CACHE:
+    budget = settings.current().image_cache_bytes()
+    if decoded_size(image) > budget or key in _CACHE:
         return
     _CACHE[key] = image
-    _CACHE_BYTES += size
-    while _CACHE and (_CACHE_BYTES > budget or len(_CACHE) > MAX_CACHED_IMAGES):
-        _old, evicted = _CACHE.popitem(last=False)
-        _CACHE_BYTES -= decoded_size(evicted)
-
-
-def _decode_rgb(source: ImageSource) -> Image.Image:
-    """Decode a source fully (truncation and decompression bombs refused, see `files.open_image`) as RGB."""
-    image = open_image(source.path if source.path is not None else source.read(), source.describe())
-    rgb = image if image.mode == "RGB" else image.convert("RGB")
-    setattr(rgb, SOURCE_ATTR, source)
-    return rgb
+    while len(_CACHE) > MAX_CACHED_IMAGES or sum(map(decoded_size, _CACHE.values())) > budget:
+        _CACHE.popitem(last=False)
 
 
 def _shared_image(source: ImageSource) -> Image.Image:
@@ -168,18 +139,13 @@ def _shared_image(source: ImageSource) -> Image.Image:
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    image = _decode_rgb(source)
+    # decoded fully: truncation and decompression bombs are refused (`files.open_image`)
+    image = open_image(source.path if source.path is not None else source.read(), source.describe())
+    image = image if image.mode == "RGB" else image.convert("RGB")
+    setattr(image, SOURCE_ATTR, source)
     with _LOCK:
-        _DECODES[key] += 1
         _remember(key, image)
     return image
-
-
-def _handout(shared: Image.Image, source: ImageSource) -> Image.Image:
-    """Return a private copy of a shared image (backends may edit in place) that carries its source."""
-    copy = shared.copy()
-    setattr(copy, SOURCE_ATTR, source)
-    return copy
 
 
 def document_image(doc: Mapping[str, Any]) -> Image.Image:
@@ -189,40 +155,28 @@ def document_image(doc: Mapping[str, Any]) -> Image.Image:
         shared = _shared_image(ImageSource.of_doc(doc))
         if isinstance(doc, dict):
             doc[MEMO_KEY] = shared
-    return _handout(shared, getattr(shared, SOURCE_ATTR))
+    copy = shared.copy()  # private: a backend may edit its image in place
+    setattr(copy, SOURCE_ATTR, getattr(shared, SOURCE_ATTR))
+    return copy
 
 
 def open_ref(ref: ImageRef) -> Image.Image:
-    """Decode a sample's image reference as RGB (a fresh image, not cached)."""
-    if ref.path is not None:
-        with Image.open(ref.path) as img:
-            return img.convert("RGB")
-    if ref.data is not None:
-        with Image.open(io.BytesIO(ref.data)) as img:
-            return img.convert("RGB")
-    raise ValueError("image reference holds neither a path nor bytes")
-
-
-def decode_counts() -> dict[tuple, int]:
-    """Return how often each image content was decoded by `document_image` since the last `reset`."""
-    with _LOCK:
-        return dict(_DECODES)
+    """Decode a sample's image reference as RGB (a fresh image, not cached), or raise ImageError naming it."""
+    return open_image(ref.path if ref.path is not None else ref.data or b"", ref.describe()).convert("RGB")
 
 
 def reset() -> None:
-    """Forget every cached image, conversion, decode count and format warning (for tests and benchmarks)."""
-    global _CACHE_BYTES
+    """Forget every cached image, conversion and format warning (for tests and benchmarks)."""
     with _LOCK:
         _CACHE.clear()
-        _CACHE_BYTES = 0
-        _DECODES.clear()
-        _CONVERTED.clear()
         _WARNED.clear()
+    _as_png.cache_clear()
 
 
 # ---- OpenAI-compatible requests ----
 
 
+@functools.lru_cache(maxsize=MAX_CONVERTED)  # keyed by the bytes: the three level requests share one conversion
 def _as_png(data: bytes, label: str) -> bytes:
     """Re-encode image bytes as PNG, keeping the mode and alpha where PNG can hold them."""
     image = open_image(data, label)
@@ -255,16 +209,7 @@ def api_image(source: ImageSource) -> tuple[str, bytes]:
     if kind in API_MEDIA_TYPES:
         return API_MEDIA_TYPES[kind], data
     _warn_once(kind, source)
-    key = ("bytes", hashlib.blake2b(data, digest_size=16).hexdigest())
-    with _LOCK:
-        png = _CONVERTED.get(key)
-    if png is None:
-        png = _as_png(data, source.describe())
-        with _LOCK:
-            _CONVERTED[key] = png
-            while len(_CONVERTED) > MAX_CONVERTED:
-                _CONVERTED.popitem(last=False)
-    return "image/png", png
+    return "image/png", _as_png(data, source.describe())
 
 
 def data_url(source: ImageSource) -> str:

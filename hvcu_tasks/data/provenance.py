@@ -15,6 +15,7 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.loaders import HUB_DATASET
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
@@ -47,8 +48,6 @@ def lmms_eval_release() -> str:
 
 def pinned_source(source: str, revision: str) -> str:
     """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
-    from hvcu_tasks.data.loaders import HUB_DATASET
-
     if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
         return f"hub:{source[4:] or HUB_DATASET}@{revision}"
     return source
@@ -61,8 +60,6 @@ def source_fields(source: str, revision: str | None, layout: str | None = None) 
     JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
     """
     if source == "hub" or source.startswith("hub:"):
-        from hvcu_tasks.data.loaders import HUB_DATASET
-
         repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
         fields = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
         return fields | {"layout": layout}

@@ -19,7 +19,6 @@ cannot be created or written only costs the decode (one warning per process); `H
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -27,10 +26,11 @@ import socket
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from hvcu_tasks import settings
@@ -67,13 +67,16 @@ FULL_COPY_SHARE = 0.9
 CARD = "the published dataset card"
 ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)}, else from the id's prefix)"
 
+# Behaviour: the base and context tasks of one run load the same images; each is decoded once per process.
 _VERDICTS: dict[tuple, str | None] = {}
 """Image verdicts of this process: key -> None (decodes) or why it does not."""
+# Behaviour: the fingerprint reuses the digest the check computed, so each image is read and hashed once.
 _DIGESTS: dict[tuple, str] = {}
 """SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
+# Behaviour: an unwritable cache folder is one warning per process, not one per image.
 _UNWRITABLE: set[Path] = set()
 """Verdict cache folders that could not be written in this process (warned about once, then left alone)."""
-PUBLISHED_FINGERPRINTS: dict[str, str] = {}
+PUBLISHED_FINGERPRINTS: Mapping[str, str] = MappingProxyType({})
 """Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
 
 
@@ -137,10 +140,9 @@ def cache_root() -> Path | None:
 
 def check_version() -> str:
     """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
-    import PIL
-    from PIL import Image
+    import PIL.Image
 
-    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{Image.MAX_IMAGE_PIXELS}"
+    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
 
 
 def cache_folder() -> Path | None:
@@ -159,15 +161,11 @@ def _remember(folder: Path, digest: str) -> None:
     if folder in _UNWRITABLE:
         return
     marker = _marker(folder, digest)
-    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker.parent.mkdir(exist_ok=True)
-        tmp.write_bytes(b"")
-        os.replace(tmp, marker)  # several processes may record the same digest: each rename is whole
+        files.write_atomic(marker, b"")  # several processes may record the same digest: each rename is whole
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         _UNWRITABLE.add(folder)
         log.warning(
             "cannot write the image check cache %s (%s); images are decoded at every load "
@@ -199,6 +197,17 @@ def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, 
     return _decode(ref, data), digest, False
 
 
+def image_sha256(ref: ImageRef | None) -> str:
+    """Return the hex SHA-256 of an image's encoded bytes (file or cell), once per image and process; '' if none."""
+    key = None if ref is None else _image_key(ref)
+    if key is None:
+        return ""
+    if key not in _DIGESTS:
+        data = ref.data if ref.path is None else ref.path.read_bytes()
+        _DIGESTS[key] = hashlib.sha256(data or b"").hexdigest()
+    return _DIGESTS[key]
+
+
 def image_verdict(ref: ImageRef) -> str | None:
     """Return None when the image decodes, else why not; each image is decoded at most once per process."""
     key = _image_key(ref)
@@ -207,19 +216,6 @@ def image_verdict(ref: ImageRef) -> str | None:
     if key not in _VERDICTS:
         _decode_all([ref])
     return _VERDICTS[key]
-
-
-def image_sha256(ref: ImageRef | None) -> str:
-    """Return the hex SHA-256 of an image's encoded bytes (file or cell), once per image and process; '' if none."""
-    if ref is None:
-        return ""
-    key = _image_key(ref)
-    if key is None:
-        return ""
-    if key not in _DIGESTS:
-        data = ref.data if ref.path is None else ref.path.read_bytes()
-        _DIGESTS[key] = hashlib.sha256(data or b"").hexdigest()
-    return _DIGESTS[key]
 
 
 def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
@@ -237,10 +233,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
         return
     folder = cache_folder()
     lookup = folder if use_cache else None
-    if len(todo) < 2 or DECODE_THREADS < 2:
-        judged = [_judge(ref, lookup) for ref in todo.values()]
-    else:
-        judged = _judge_in_threads(list(todo.values()), lookup)
+    judged = _judge_in_threads(list(todo.values()), lookup)
     for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
         _VERDICTS[key] = verdict
         if digest is not None:
@@ -250,7 +243,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
 
 
 def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
-    """Return `_judge` of each image, computed on several threads."""
+    """Return `_judge` of each image, computed on up to DECODE_THREADS threads."""
     from PIL import Image, ImageFile
 
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;

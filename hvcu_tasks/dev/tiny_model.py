@@ -18,19 +18,8 @@ SPECIAL_TOKENS = [
     "<|video_pad|>",
 ]
 
-# A Qwen-style chat template that understands lmms-eval's typed content parts.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or 'image' in part %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+TEMPLATES = Path(__file__).resolve().parent
+"""Where the chat templates lie: qwen_chat_template.jinja and llava_chat_template.jinja."""
 
 _TRAINING_TEXT = [
     "The answer is A. The answer is B. The answer is C. The answer is D.",
@@ -56,6 +45,11 @@ def _byte_level_bpe(special_tokens: list[str], unk: str | None = None):  # -> to
     return tok
 
 
+def chat_template(name: str) -> str:
+    """Return the text of a chat template beside this module ("qwen" or "llava")."""
+    return (TEMPLATES / f"{name}_chat_template.jinja").read_text(encoding="utf-8")
+
+
 def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     """Train a byte-level BPE with Qwen's special tokens and wrap it as a Qwen2 tokenizer."""
     from transformers import Qwen2TokenizerFast
@@ -68,19 +62,27 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
         unk_token=None,
         bos_token=None,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template("qwen")
     return fast
+
+
+LM_SIZES = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
+"""The tiny language model of every builder (Qwen's text model, LLaVA's Llama)."""
+QWEN_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
+"""The tiny vision tower both Qwen-VL builders share (each adds its depth and own fields)."""
 
 
 def _text_config(tokenizer, ids: dict[str, int], **extra: object) -> dict:
     """Return the tiny language-model config shared by both architectures."""
     return {
         "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
+        **LM_SIZES,
         "max_position_embeddings": 4096,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
         "pad_token_id": ids["<|endoftext|>"],
@@ -98,18 +100,22 @@ def _vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
     }
 
 
-def _build(out: Path, seed: int, make_model, make_processor) -> Path:
-    """Seed, build tokenizer, model (make_model(tokenizer, ids)) and processor, and save them to `out`."""
+def _ids(tokenizer) -> dict[str, int]:
+    """Return the id of each Qwen special token."""
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+
+
+def _build(out: Path, seed: int, make_tokenizer, make_model, make_processor) -> Path:
+    """Seed, build tokenizer, model (make_model(tokenizer)) and processor, and save them to `out`."""
     import torch
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    model = make_model(tokenizer, ids)
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    tokenizer = make_tokenizer()
+    model = make_model(tokenizer)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
     make_processor(tokenizer).save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -126,17 +132,10 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
         Qwen2VLVideoProcessor,
     )
 
-    def model(tokenizer, ids):
+    def model(tokenizer):
+        ids = _ids(tokenizer)
         text = _text_config(tokenizer, ids, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
-        vision = {
-            "depth": 1,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "fullatt_block_indexes": [0],
-            "window_size": 56,
-        }
+        vision = {"depth": 1, **QWEN_VISION, "fullatt_block_indexes": [0], "window_size": 56}
         config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
         return Qwen2_5_VLForConditionalGeneration(config)
 
@@ -145,10 +144,10 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
             image_processor=Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
             tokenizer=tokenizer,
             video_processor=Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
-            chat_template=CHAT_TEMPLATE,
+            chat_template=tokenizer.chat_template,
         )
 
-    return _build(out, seed, model, processor)
+    return _build(out, seed, build_tokenizer, model, processor)
 
 
 def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
@@ -161,16 +160,9 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
         Qwen3VLVideoProcessor,
     )
 
-    def model(tokenizer, ids):
-        vision = {
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [1],
-        }
+    def model(tokenizer):
+        ids = _ids(tokenizer)
+        vision = {"depth": 2, **QWEN_VISION, "num_position_embeddings": 64, "deepstack_visual_indexes": [1]}
         text = _text_config(tokenizer, ids, head_dim=16)
         config = Qwen3VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
         return Qwen3VLForConditionalGeneration(config)
@@ -181,21 +173,10 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
             image_processor=Qwen2VLImageProcessor(size=pixels, patch_size=16),
             tokenizer=tokenizer,
             video_processor=Qwen3VLVideoProcessor(size=pixels, patch_size=16),
-            chat_template=CHAT_TEMPLATE,
+            chat_template=tokenizer.chat_template,
         )
 
-    return _build(out, seed, model, processor)
-
-
-# A USER:/ASSISTANT: template (llava-1.5 style) that understands lmms-eval's typed content parts.
-LLAVA_CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ message['role'].upper() }}: "
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}<image>\n{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}\n"
-    "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
-)
+    return _build(out, seed, build_tokenizer, model, processor)
 
 
 def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
@@ -211,69 +192,64 @@ def _llava_tokenizer():  # -> transformers.PreTrainedTokenizerFast
         pad_token="<pad>",
         extra_special_tokens={"image_token": "<image>"},
     )
-    tokenizer.chat_template = LLAVA_CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template("llava")
     return tokenizer
 
 
-def _llava_parts(tokenizer):  # -> (CLIPVisionConfig, LlamaConfig)
-    """Return the tiny CLIP vision tower and Llama text configs shared by the LLaVA builders."""
+def _build_llava(out: Path, seed: int, classes: tuple, image_processor, **config: object) -> Path:
+    """Write a tiny LLaVA-family model of `classes` (config, model, processor): CLIP vision tower, Llama LM."""
     from transformers import CLIPVisionConfig, LlamaConfig
 
-    vision = CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14
-    )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return vision, text
+    config_class, model_class, processor_class = classes
 
+    def model(tokenizer):
+        text = LlamaConfig(
+            vocab_size=len(tokenizer),
+            **LM_SIZES,
+            max_position_embeddings=2048,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        vision = CLIPVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=28,
+            patch_size=14,
+        )
+        return model_class(
+            config_class(
+                vision_config=vision,
+                text_config=text,
+                image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+                vision_feature_select_strategy="default",
+                vision_feature_layer=-1,
+                **config,
+            )
+        )
 
-def _save_llava(out: Path, model, processor, tokenizer) -> Path:
-    """Set the generation ids and save model, processor and tokenizer to `out`."""
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    def processor(tokenizer):
+        return processor_class(
+            image_processor=image_processor,
+            tokenizer=tokenizer,
+            patch_size=14,
+            vision_feature_select_strategy="default",
+            num_additional_image_tokens=1,
+            chat_template=tokenizer.chat_template,
+        )
+
+    return _build(out, seed, _llava_tokenizer, model, processor)
 
 
 def build_llava(out: Path, seed: int = 0) -> Path:
     """Write a tiny LLaVA (CLIP vision tower + Llama LM) with tokenizer and processor to `out`."""
-    import torch
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = _llava_tokenizer()
-    vision, text = _llava_parts(tokenizer)
-    config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-    )
-    model = LlavaForConditionalGeneration(config)
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}),
-        tokenizer=tokenizer,
-        patch_size=14,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=LLAVA_CHAT_TEMPLATE,
-    )
-    return _save_llava(out, model, processor, tokenizer)
+    image_processor = CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+    classes = (LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor)
+    return _build_llava(out, seed, classes, image_processor)
 
 
 # Any-resolution grid of the tiny LLaVA-NeXT: tiles of the 28-pixel CLIP input, at most 2 x 2.
@@ -282,7 +258,6 @@ LLAVA_NEXT_PINPOINTS = [[28, 28], [28, 56], [56, 28], [56, 56]]
 
 def build_llava_next(out: Path, seed: int = 0) -> Path:
     """Write a tiny LLaVA-NeXT (anyres CLIP tower + Llama LM) with tokenizer and processor to `out`."""
-    import torch
     from transformers import (
         LlavaNextConfig,
         LlavaNextForConditionalGeneration,
@@ -290,31 +265,10 @@ def build_llava_next(out: Path, seed: int = 0) -> Path:
         LlavaNextProcessor,
     )
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    tokenizer = _llava_tokenizer()
-    vision, text = _llava_parts(tokenizer)
-    config = LlavaNextConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-        image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
-        image_seq_length=4,
+    image_processor = LlavaNextImageProcessor(
+        size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}, image_grid_pinpoints=LLAVA_NEXT_PINPOINTS
     )
-    model = LlavaNextForConditionalGeneration(config)
-    processor = LlavaNextProcessor(
-        image_processor=LlavaNextImageProcessor(
-            size={"shortest_edge": 28},
-            crop_size={"height": 28, "width": 28},
-            image_grid_pinpoints=LLAVA_NEXT_PINPOINTS,
-        ),
-        tokenizer=tokenizer,
-        patch_size=14,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=LLAVA_CHAT_TEMPLATE,
+    classes = (LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextProcessor)
+    return _build_llava(
+        out, seed, classes, image_processor, image_grid_pinpoints=LLAVA_NEXT_PINPOINTS, image_seq_length=4
     )
-    return _save_llava(out, model, processor, tokenizer)

@@ -121,12 +121,12 @@ def test_a_file_replaced_by_another_image_is_not_served_from_the_cache(tmp_path)
     assert hooks.doc_image(doc_for(path)).getpixel((0, 0)) == (0, 0, 255)
 
 
-def test_an_image_larger_than_the_whole_cache_is_still_served(tmp_path, monkeypatch) -> None:
+def test_an_image_larger_than_the_whole_cache_is_still_served(tmp_path, monkeypatch, image_decodes) -> None:
     monkeypatch.setenv(settings.IMAGE_CACHE_ENV, "0.001")
     path = png_file(tmp_path / "joy_001.png", picture((256, 256)))
     assert hooks.doc_image(doc_for(path)).size == (256, 256)
     assert hooks.doc_image(doc_for(path)).size == (256, 256)
-    assert list(images.decode_counts().values()) == [2]  # not kept, so decoded per fresh document
+    assert list(image_decodes.values()) == [2]  # not kept, so decoded per fresh document
 
 
 # ---------------------------------------------------------------- the real lmms-eval CLI against a fake API

@@ -1,7 +1,11 @@
-"""Regenerate the bundled smoke sample (images and JSON) deterministically: `python -m hvcu_tasks.dev.smoke.build`."""
+"""Regenerate the bundled smoke sample (images and JSON) deterministically: `python -m hvcu_tasks.dev.smoke.build`.
+
+The chains' texts are data (chains.tsv beside this file); the images are drawn here, one per aspect.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections.abc import Callable
@@ -128,403 +132,69 @@ def _sadness(d: ImageDraw.ImageDraw) -> None:
     d.ellipse([44, 58, 48, 66], fill="#2c5aa0")  # a tear
 
 
-Q = tuple[str, tuple[str, str, str, str], str]
+DRAWINGS: dict[str, Draw] = {
+    "metaphor": _metaphor,
+    "symbolism": _symbolism,
+    "contrast": _contrast,
+    "exaggeration": _exaggeration,
+    "dislocation": _dislocation,
+    "color": _color,
+    "composition": _composition,
+    "font": _font,
+    "graphics": _graphics,
+    "joy": _joy,
+    "affection": _affection,
+    "wonder": _wonder,
+    "anger": _anger,
+    "fear": _fear,
+    "sadness": _sadness,
+}
+"""The image of each aspect's one smoke chain."""
 
-# (id, family, aspect, draw, [L1, L2, L3]) — each level: (question, four options, answer key).
-SPECS: list[tuple[str, str, str, Draw, list[Q]]] = [
-    (
-        "metaphor_001",
-        "implication",
-        "metaphor",
-        _metaphor,
-        [
-            ("What object is drawn behind the grey bars?", ("A star", "A red heart", "A key", "A bird"), "B"),
-            (
-                "What does placing the heart behind bars suggest?",
-                (
-                    "Feelings are kept confined",
-                    "The heart is being repaired",
-                    "Hearts are for sale",
-                    "The bars are decorative",
-                ),
-                "A",
-            ),
-            (
-                "Which message does the image most likely convey?",
-                (
-                    "Shopping brings joy",
-                    "Exercise keeps the heart healthy",
-                    "Love can feel like a prison",
-                    "Zoos protect animals",
-                ),
-                "C",
-            ),
-        ],
-    ),
-    (
-        "symbolism_001",
-        "implication",
-        "symbolism",
-        _symbolism,
-        [
-            ("What is the white shape holding in its beak?", ("A green branch", "A letter", "A fish", "Nothing"), "A"),
-            (
-                "What does a white bird with an olive branch traditionally represent?",
-                ("Winter", "A postal service", "Hunting season", "A dove of peace"),
-                "D",
-            ),
-            ("What idea does the image stand for?", ("Migration", "Peace", "Hunger", "Speed"), "B"),
-        ],
-    ),
-    (
-        "contrast_001",
-        "implication",
-        "contrast",
-        _contrast,
-        [
-            (
-                "How do the two halves of the image differ in colour?",
-                (
-                    "Both are blue",
-                    "Both are white",
-                    "Left is dark, right is bright yellow",
-                    "Left is green, right is red",
-                ),
-                "C",
-            ),
-            (
-                "What does setting a grey circle on dark beside an orange circle on bright create?",
-                (
-                    "A visual opposition between gloom and cheer",
-                    "A repeating pattern",
-                    "A map of two countries",
-                    "A clock face",
-                ),
-                "A",
-            ),
-            (
-                "What is the image's implied meaning?",
-                (
-                    "Circles are better than squares",
-                    "The same thing can feel bleak or hopeful depending on outlook",
-                    "Night is longer than day",
-                    "Orange is the best colour",
-                ),
-                "B",
-            ),
-        ],
-    ),
-    (
-        "exaggeration_001",
-        "implication",
-        "exaggeration",
-        _exaggeration,
-        [
-            (
-                "What is unusual about the figure's arms?",
-                (
-                    "They are missing",
-                    "They are shorter than the head",
-                    "They are holding a ball",
-                    "They are far wider than the body",
-                ),
-                "D",
-            ),
-            (
-                "Why would an artist draw arms this oversized?",
-                (
-                    "To show the figure is cold",
-                    "To exaggerate reach or power",
-                    "To save space",
-                    "To hide the figure's face",
-                ),
-                "B",
-            ),
-            (
-                "Which message is the exaggeration most likely making?",
-                (
-                    "Someone is overreaching their grasp",
-                    "Everyone should exercise",
-                    "The figure is a tree",
-                    "The ground is uneven",
-                ),
-                "A",
-            ),
-        ],
-    ),
-    (
-        "dislocation_001",
-        "implication",
-        "dislocation",
-        _dislocation,
-        [
-            (
-                "Where is the tree placed in the image?",
-                ("On a mountain", "In a pot", "Growing out of the blue sea", "On a rooftop"),
-                "C",
-            ),
-            (
-                "Why is a tree in the sea surprising?",
-                (
-                    "Trees are usually blue",
-                    "The sea is usually green",
-                    "Trees usually grow on land, so it is out of place",
-                    "Trees cannot be drawn",
-                ),
-                "C",
-            ),
-            (
-                "What does the dislocated tree most plausibly express?",
-                (
-                    "A weather forecast",
-                    "Life persisting where it should not be able to",
-                    "An advertisement for boats",
-                    "A lesson in geometry",
-                ),
-                "B",
-            ),
-        ],
-    ),
-    (
-        "color_001",
-        "aesthetic",
-        "color",
-        _color,
-        [
-            (
-                "Which colours make up the gradient?",
-                ("Blue to purple", "Black to grey", "Green to teal", "Red-orange to yellow-orange"),
-                "D",
-            ),
-            (
-                "How do warm orange tones usually affect a viewer?",
-                (
-                    "They feel cold and distant",
-                    "They feel warm and energetic",
-                    "They feel silent",
-                    "They feel metallic",
-                ),
-                "B",
-            ),
-            (
-                "Which overall aesthetic impression does the colour scheme give?",
-                (
-                    "A warm, sunny mood",
-                    "A clinical, sterile mood",
-                    "A gloomy, rainy mood",
-                    "A neutral, colourless mood",
-                ),
-                "A",
-            ),
-        ],
-    ),
-    (
-        "composition_001",
-        "aesthetic",
-        "composition",
-        _composition,
-        [
-            (
-                "Where is the dark circle placed?",
-                ("In the centre", "Across the top edge", "In the bottom-right corner", "It fills the frame"),
-                "C",
-            ),
-            (
-                "What effect does leaving most of the frame empty have?",
-                (
-                    "It creates large negative space around the subject",
-                    "It makes the subject look crowded",
-                    "It adds many details",
-                    "It hides the subject",
-                ),
-                "A",
-            ),
-            (
-                "How would you describe the composition's feeling?",
-                ("Busy and chaotic", "Symmetrical and formal", "Loud and festive", "Minimal and isolated"),
-                "D",
-            ),
-        ],
-    ),
-    (
-        "font_001",
-        "aesthetic",
-        "font",
-        _font,
-        [
-            ("Which word is written in the largest text?", ("ends", "today", "SALE", "OPEN"), "C"),
-            (
-                "What does the size difference between the two text lines do?",
-                (
-                    "Makes both lines equally important",
-                    "Puts the emphasis on the word SALE",
-                    "Makes the text unreadable",
-                    "Hides the small line completely",
-                ),
-                "B",
-            ),
-            (
-                "What is the typographic hierarchy trying to achieve?",
-                (
-                    "Grab attention first, then add detail",
-                    "Confuse the reader",
-                    "Decorate without meaning",
-                    "Make the poster look empty",
-                ),
-                "A",
-            ),
-        ],
-    ),
-    (
-        "graphics_001",
-        "aesthetic",
-        "graphics",
-        _graphics,
-        [
-            (
-                "What kind of marks fill the image?",
-                ("Dots", "Diagonal strokes crossing in the middle", "Circles", "Handwritten letters"),
-                "B",
-            ),
-            (
-                "What do the repeated thick diagonal strokes create?",
-                ("A sense of stillness", "A photograph", "A sense of movement and rhythm", "A blank surface"),
-                "C",
-            ),
-            (
-                "Which aesthetic quality do the graphics express?",
-                ("Calm and static", "Soft and blurry", "Realistic and detailed", "Dynamic and energetic"),
-                "D",
-            ),
-        ],
-    ),
-    (
-        "joy_001",
-        "affective",
-        "joy",
-        _joy,
-        [
-            (
-                "What shape is the mouth on the yellow face?",
-                ("An upward curve", "A straight line", "A downward curve", "An open circle"),
-                "A",
-            ),
-            ("What does an upward-curved mouth show?", ("A frown", "A smile", "A yawn", "A shout"), "B"),
-            ("Which emotion does the image evoke?", ("Anger", "Fear", "Joy", "Sadness"), "C"),
-        ],
-    ),
-    (
-        "affection_001",
-        "affective",
-        "affection",
-        _affection,
-        [
-            (
-                "What is drawn above the two round shapes?",
-                ("A sun", "A small pink heart", "A cloud", "A question mark"),
-                "B",
-            ),
-            (
-                "What does a heart over two figures side by side suggest?",
-                ("They are competing", "They are strangers", "They are lost", "They share a close bond"),
-                "D",
-            ),
-            ("Which emotion does the image evoke?", ("Affection", "Anger", "Fear", "Boredom"), "A"),
-        ],
-    ),
-    (
-        "wonder_001",
-        "affective",
-        "wonder",
-        _wonder,
-        [
-            ("What fills the dark sky?", ("Rain", "Birds", "Small white stars", "Balloons"), "C"),
-            (
-                "What does a wide starry sky over a small hill suggest?",
-                ("A vast, awe-inspiring universe", "A busy city", "A storm", "A closed room"),
-                "A",
-            ),
-            ("Which emotion does the image evoke?", ("Disgust", "Wonder", "Anger", "Embarrassment"), "B"),
-        ],
-    ),
-    (
-        "anger_001",
-        "affective",
-        "anger",
-        _anger,
-        [
-            (
-                "How are the eyebrows on the red face drawn?",
-                ("Raised high and curved", "Missing", "As circles", "Slanted down toward the centre"),
-                "D",
-            ),
-            (
-                "What do inward-slanting brows and a downturned mouth signal?",
-                ("Surprise", "Sleepiness", "Hostility", "Calm"),
-                "C",
-            ),
-            ("Which emotion does the image evoke?", ("Joy", "Anger", "Wonder", "Affection"), "B"),
-        ],
-    ),
-    (
-        "fear_001",
-        "affective",
-        "fear",
-        _fear,
-        [
-            (
-                "What surrounds the small pale figure?",
-                ("Darkness and a long shadow", "A sunny meadow", "A crowd of people", "Colourful balloons"),
-                "A",
-            ),
-            (
-                "What does a tiny figure facing a looming shadow in the dark suggest?",
-                ("Celebration", "Vulnerability to a threat", "Relaxation", "Victory"),
-                "B",
-            ),
-            ("Which emotion does the image evoke?", ("Amusement", "Pride", "Fear", "Contentment"), "C"),
-        ],
-    ),
-    (
-        "sadness_001",
-        "affective",
-        "sadness",
-        _sadness,
-        [
-            ("What falls from the sky in the image?", ("Snow", "Leaves", "Confetti", "Rain"), "D"),
-            ("What do grey rain and a blue tear on the face convey?", ("Excitement", "Sorrow", "Hunger", "Anger"), "B"),
-            ("Which emotion does the image evoke?", ("Sadness", "Joy", "Wonder", "Anger"), "A"),
-        ],
-    ),
-]
+CHAINS = Path(__file__).resolve().parent / "chains.tsv"
+"""The chains' texts, one level a row: id, family, aspect, level, question, options A-D and the answer key."""
+COLUMNS = ("id", "family", "aspect", "level", "question", "A", "B", "C", "D", "answer")
+NOTE = "SMOKE SAMPLE for offline tests, not HVCU-Bench data"
+
+
+def _chains() -> dict[str, tuple[str, dict]]:
+    """Return id -> (family, authors'-format record) of every chain in CHAINS, or raise ValueError naming the field."""
+    chains: dict[str, tuple[str, dict]] = {}
+    with CHAINS.open(encoding="utf-8", newline="") as rows:
+        for line, row in enumerate(csv.DictReader(rows, delimiter="\t", quoting=csv.QUOTE_NONE), start=2):
+            where = f"{CHAINS}:{line}: chain {row.get('id')}"
+            missing = [column for column in COLUMNS if not row.get(column)]
+            if missing:
+                raise ValueError(f"{where}: field {missing[0]}: empty or missing")
+            if row["family"] not in FAMILIES:
+                raise ValueError(f"{where}: field family: {row['family']!r} is not one of {list(FAMILIES)}")
+            if row["aspect"] not in DRAWINGS:
+                raise ValueError(f"{where}: field aspect: {row['aspect']!r} has no drawing in DRAWINGS")
+            record = {"id": row["id"], "aspect": row["aspect"], "note": NOTE, "qa_levels": []}
+            family, record = chains.setdefault(row["id"], (row["family"], record))
+            if row["level"] != str(len(record["qa_levels"]) + 1):
+                raise ValueError(f"{where}: field level: {row['level']!r}, expected {len(record['qa_levels']) + 1}")
+            record["qa_levels"].append(
+                {
+                    "level": int(row["level"]),
+                    "question": row["question"],
+                    "options": [{"option_key": key, "option_text": row[key]} for key in "ABCD"],
+                    "correct_answer_key": row["answer"],
+                }
+            )
+    return chains
 
 
 def build(out: Path = SMOKE_DIR) -> None:
     """Write the smoke sample's three family JSON files and PNG images under `out`."""
     records: dict[str, list[dict]] = {f: [] for f in FAMILIES}
-    for sid, family, aspect, draw, levels in SPECS:
-        stem = FAMILIES[family][1]
+    for sid, (family, record) in _chains().items():
         img = Image.new("RGB", (SIZE, SIZE), "white")
-        draw(ImageDraw.Draw(img))
-        img_dir = out / "Image" / stem
+        DRAWINGS[record["aspect"]](ImageDraw.Draw(img))
+        img_dir = out / "Image" / FAMILIES[family][1]
         img_dir.mkdir(parents=True, exist_ok=True)
         img.save(img_dir / f"{sid}.png", optimize=True)
-        records[family].append(
-            {
-                "id": sid,
-                "aspect": aspect,
-                "note": "SMOKE SAMPLE for offline tests, not HVCU-Bench data",
-                "qa_levels": [
-                    {
-                        "level": n,
-                        "question": q,
-                        "options": [{"option_key": k, "option_text": t} for k, t in zip("ABCD", opts, strict=True)],
-                        "correct_answer_key": ans,
-                    }
-                    for n, (q, opts, ans) in enumerate(levels, start=1)
-                ],
-            }
-        )
+        records[family].append(record)
     for family, items in records.items():
         text = json.dumps(items, indent=2, ensure_ascii=False) + "\n"
         (out / f"{FAMILIES[family][1]}.json").write_text(text, encoding="utf-8")
