@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -261,6 +262,29 @@ def browser_files(root: Path = REPO / "tests") -> frozenset[str]:
     return frozenset(found)
 
 
+def work_scope(nodeid: str, together: frozenset[str]) -> str:
+    """The unit of work a test is scheduled in under xdist: its file, or the one scope of all Chromium test files."""
+    path = nodeid.split("::", 1)[0]
+    return BROWSER_SCOPE if path in together else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the work scopes heaviest first (most `slow` tests, then most tests); a file keeps its own test order.
+
+    With `--no-loadscope-reorder` (the Makefile) the xdist workers take the scopes in this order, so the long
+    end-to-end files start first and the many short files fill the end evenly. xdist's own order (most tests first)
+    left the files of two long tests each (the training loop, the killed paid run: 100 s apiece) for the very end.
+    """
+    together = browser_files()
+    scopes = [work_scope(item.nodeid, together) for item in items]
+    slow, count = Counter(), Counter(scopes)
+    for scope, item in zip(scopes, items, strict=True):
+        slow[scope] += item.get_closest_marker("slow") is not None
+    first = {scope: index for index, scope in reversed(list(enumerate(scopes)))}
+    order = {id(item): (-slow[scope], -count[scope], first[scope]) for scope, item in zip(scopes, items, strict=True)}
+    items.sort(key=lambda item: order[id(item)])
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadfile` with every Chromium test file in one scope (one Chromium at a time, module fixtures once).
@@ -277,8 +301,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class LoadFileBrowsersTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            return BROWSER_SCOPE if scope in together else scope
+            return work_scope(super()._split_scope(nodeid), together)
 
     return LoadFileBrowsersTogether(config, log)
 
