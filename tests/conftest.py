@@ -215,6 +215,18 @@ def run_lmms_eval(
     return json.loads(Path(found[0]).read_text())
 
 
+@pytest.fixture(scope="session")
+def lmms_eval_tasks_indexed_once() -> Iterator[None]:
+    """lmms-eval's own task folder indexed once in this process, for tests that build TaskManagers themselves.
+
+    Each `TaskManager()` indexes lmms-eval's ~2,000 task files again (3-7 s); with this fixture it gets a copy of
+    the first index, as every run of tests/lmms_worker.py does. This package's folder is still indexed each time.
+    """
+    undo = lmms_worker.index_lmms_eval_tasks_once()
+    yield
+    undo()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _lmms_workers() -> Iterator[None]:
     """Stop this pytest process's lmms-eval workers (tests/lmms_worker.py) at the end of the session."""
