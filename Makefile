@@ -100,9 +100,10 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 # The suite runs on PYTEST_JOBS xdist workers (0: in this process), a test file's tests on one worker and the
-# Chromium test files together on one (tests/conftest.py); the 25 slowest tests are listed at the end.
+# Chromium test files together on one, the files in the order tests/conftest.py sets (the ones with the most slow
+# tests first: --no-loadscope-reorder keeps it); the 25 slowest tests are listed at the end.
 PYTEST_JOBS ?= 2
-PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadfile --durations=25
+PYTEST_ARGS ?= -n $(PYTEST_JOBS) --dist loadfile --no-loadscope-reorder --durations=25
 
 unit: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -215,6 +215,18 @@ def run_lmms_eval(
     return json.loads(Path(found[0]).read_text())
 
 
+@pytest.fixture(scope="session")
+def lmms_eval_tasks_indexed_once() -> Iterator[None]:
+    """lmms-eval's own task folder indexed once in this process, for tests that build TaskManagers themselves.
+
+    Each `TaskManager()` indexes lmms-eval's ~2,000 task files again (3-7 s); with this fixture it gets a copy of
+    the first index, as every run of tests/lmms_worker.py does. This package's folder is still indexed each time.
+    """
+    undo = lmms_worker.index_lmms_eval_tasks_once()
+    yield
+    undo()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _lmms_workers() -> Iterator[None]:
     """Stop this pytest process's lmms-eval workers (tests/lmms_worker.py) at the end of the session."""
@@ -262,6 +274,29 @@ def browser_files(root: Path = REPO / "tests") -> frozenset[str]:
     return frozenset(found)
 
 
+def work_scope(nodeid: str, together: frozenset[str]) -> str:
+    """The unit of work a test is scheduled in under xdist: its file, or the one scope of all Chromium test files."""
+    path = nodeid.split("::", 1)[0]
+    return BROWSER_SCOPE if path in together else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the work scopes heaviest first (most `slow` tests, then most tests); a file keeps its own test order.
+
+    With `--no-loadscope-reorder` (the Makefile) the xdist workers take the scopes in this order, so the long
+    end-to-end files start first and the many short files fill the end evenly. xdist's own order (most tests first)
+    left the files of two long tests each (the training loop, the killed paid run: 100 s apiece) for the very end.
+    """
+    together = browser_files()
+    scopes = [work_scope(item.nodeid, together) for item in items]
+    slow, count = Counter(), Counter(scopes)
+    for scope, item in zip(scopes, items, strict=True):
+        slow[scope] += item.get_closest_marker("slow") is not None
+    first = {scope: index for index, scope in reversed(list(enumerate(scopes)))}
+    order = {id(item): (-slow[scope], -count[scope], first[scope]) for scope, item in zip(scopes, items, strict=True)}
+    items.sort(key=lambda item: order[id(item)])
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadfile` with every Chromium test file in one scope (one Chromium at a time, module fixtures once).
@@ -278,8 +313,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class LoadFileBrowsersTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            return BROWSER_SCOPE if scope in together else scope
+            return work_scope(super()._split_scope(nodeid), together)
 
     return LoadFileBrowsersTogether(config, log)
 

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +42,15 @@ IMPORT_FREE = frozenset(
         "OPENAI_API_KEY",
         "PYTEST_CURRENT_TEST",
         "VERBOSITY",
+        "HVCU_VLLM_STANDIN_LOG",
+        "HVCU_VLLM_STANDIN_CALL_S",
+        "HVCU_VLLM_STANDIN_CONV_S",
+        "HVCU_VLLM_STANDIN_SLEEP",
     }
 )
-"""Environment variables read when used, not at import (hvcu_tasks/settings.py reads HVCU_* on every call;
-HVCU_NO_AUTO_TASKS is read when the entry point loads, so it is not here)."""
+"""Environment variables read when used, not at import (hvcu_tasks/settings.py reads HVCU_* on every call, the
+stand-in vLLM of tests/standins its variables on every engine call; HVCU_NO_AUTO_TASKS is read when the entry
+point loads, so it is not here)."""
 POOL_SIZE = 3
 STARTUP_TIMEOUT = 300.0
 
@@ -156,8 +162,12 @@ POOL = Pool()
 # ---- the worker process ------------------------------------------------------------------------------------------
 
 
-def _index_lmms_eval_tasks_once() -> None:
-    """Index lmms-eval's own task folder now and hand each run a copy (the folder does not change in a session)."""
+def index_lmms_eval_tasks_once() -> Callable[[], None]:
+    """Index lmms-eval's own task folder now and hand each TaskManager a copy; return what undoes it.
+
+    The folder (site-packages) does not change in a session; every other folder, this package's task folder and
+    any --include_path, is indexed by each TaskManager as usual.
+    """
     import copy
 
     from lmms_eval.tasks import TaskManager
@@ -173,8 +183,12 @@ def _index_lmms_eval_tasks_once() -> None:
             index[task_dir] = original(self, task_dir)
         return copy.deepcopy(index[task_dir])
 
+    def undo() -> None:
+        TaskManager._get_task_and_group = original
+
     TaskManager._get_task_and_group = get_task_and_group
     TaskManager(include_defaults=True)
+    return undo
 
 
 def _child(request: dict) -> int:
@@ -225,7 +239,7 @@ def _serve() -> None:
     os.dup2(quiet, 2)
     import lmms_eval.__main__  # noqa: F401  (loads the hvcu entry point, as the CLI does)
 
-    _index_lmms_eval_tasks_once()
+    index_lmms_eval_tasks_once()
     replies.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)

@@ -232,6 +232,7 @@ def test_wrapper_needs_an_inner_model() -> None:
         ContextWrapper()
 
 
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_lmms_eval_task_object_speaks_vllms_round_protocol() -> None:
     """lmms-eval's own vllm loop calls task.doc_to_messages(doc) then (doc, round_idx=..., ...): replay it."""
     from lmms_eval.tasks import TaskManager, get_task_dict

@@ -337,6 +337,7 @@ def test_force_simple_is_refused_for_the_context_settings(template: str, model_i
     context.require_native(kwargs_of(template)[model_id])  # the chat class again
 
 
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_force_simple_gold_context_stops_the_run_before_any_engine_call(engine, tmp_path) -> None:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.models import get_model
@@ -486,6 +487,7 @@ def replies_by_task(results: dict) -> dict[str, list]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_qwen2_5_vl_runs_the_context_setting_with_batched_rounds(tiny_qwen: Path, monkeypatch) -> None:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.models.chat.qwen2_5_vl import Qwen2_5_VL
@@ -530,6 +532,7 @@ def test_qwen2_5_vl_runs_the_context_setting_with_batched_rounds(tiny_qwen: Path
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_qwen2_5_vl_runs_the_gold_context_with_the_gold_turns_and_refuses_force_simple(tiny_qwen, monkeypatch) -> None:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.models import get_model
@@ -574,6 +577,7 @@ def test_qwen2_5_vl_runs_the_gold_context_with_the_gold_turns_and_refuses_force_
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_openai_still_needs_the_wrapper_for_the_context_setting(monkeypatch) -> None:
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.tasks import TaskManager

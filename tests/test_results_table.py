@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lmms_worker
 import pytest
 from conftest import BIN, REPO, SMOKE_REPLIES, SMOKE_SCORE
 
@@ -54,12 +55,20 @@ def write_predictions(path: Path) -> Path:
     return path
 
 
-def lmms_eval(args: list[str], out: Path, pythonpath: str) -> tuple[str, Path]:
-    """Run the real lmms-eval CLI; return what it printed and its results file."""
-    env = {**os.environ, "PYTHONPATH": pythonpath}
+def lmms_eval(args: list[str], out: Path, pythonpath: str | None = None) -> tuple[str, Path]:
+    """Run lmms-eval; return what it printed and its results file.
+
+    With `pythonpath` (another copy of the package) the real CLI runs with it first on the path; without, this
+    checkout's package runs in a forked child of the test worker's lmms-eval (tests/lmms_worker.py), as the CLI would.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [str(BIN / "lmms-eval"), *args, "--output_path", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=out.parent)
+    argv = [*args, "--output_path", str(out)]
+    if pythonpath is None:
+        proc = lmms_worker.POOL.run(argv, dict(os.environ), out.parent, timeout=900)
+    else:
+        env = {**os.environ, "PYTHONPATH": pythonpath}
+        cmd = [str(BIN / "lmms-eval"), *argv]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=out.parent)
     found = sorted(out.rglob("*_results.json"))
     assert found, f"no results file (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout, found[0]
@@ -105,14 +114,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, old_package: Path) -> dict[st
     args += ["--tasks", TASKS, "--log_samples"]
     return {
         "old": lmms_eval(args, root / "old" / "out", str(old_package)),
-        "new": lmms_eval(args, root / "new" / "out", str(REPO)),
+        "new": lmms_eval(args, root / "new" / "out"),
     }
 
 
 def test_hvcu_bench_sample_prints_at_most_40_rows_the_overall_score_first(tmp_path: Path) -> None:
     predictions = write_predictions(tmp_path / "replies.jsonl")
     args = ["--model", "hvcu_replay", "--model_args", f"predictions={predictions}", "--tasks", "hvcu_bench_sample"]
-    stdout, _results = lmms_eval(args, tmp_path / "out", str(REPO))
+    stdout, _results = lmms_eval(args, tmp_path / "out")
     results_rows, group_rows = printed_tables(stdout)
     assert len(results_rows) + len(group_rows) <= 40
     first = results_rows[0]

@@ -76,27 +76,29 @@ def test_lmms_eval_still_has_the_signature_the_task_hook_wraps() -> None:
     assert tuple(inspect.signature(original).parameters) == plugin.EXPECTED_SIGNATURE
 
 
-def _listed_tasks(env: dict[str, str], *args: str) -> set[str]:
+def _listed_tasks(env: dict[str, str], *include_paths: list[str]) -> list[set[str]]:
+    """The hvcu tasks a fresh process with `env` lists, one TaskManager per include path list ([] = none given)."""
     code = (
         "import json, sys, lmms_eval.models\n"  # importing models loads the entry points, as the CLI does
         "from lmms_eval.tasks import TaskManager\n"
-        "paths = sys.argv[1:] or None\n"
-        "print(json.dumps([t for t in TaskManager(include_path=paths).all_tasks if t.startswith('hvcu')]))\n"
+        "for paths in map(json.loads, sys.argv[1:]):\n"
+        "    tasks = TaskManager(include_path=paths or None).all_tasks\n"
+        "    print(json.dumps([t for t in tasks if t.startswith('hvcu')]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300)
+    queries = [json.dumps(paths) for paths in include_paths]
+    proc = subprocess.run([sys.executable, "-c", code, *queries], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return [set(json.loads(line)) for line in proc.stdout.strip().splitlines()[-len(queries) :]]
 
 
 def test_installed_entry_point_registers_the_tasks_without_include_path() -> None:
     env = {k: v for k, v in os.environ.items() if k != settings.NO_AUTO_TASKS_ENV}
-    assert _listed_tasks(env) == HVCU_TASKS
+    assert _listed_tasks(env, []) == [HVCU_TASKS]
 
 
 def test_opt_out_leaves_include_path_as_the_way_in() -> None:
     env = {**os.environ, settings.NO_AUTO_TASKS_ENV: "1"}
-    assert _listed_tasks(env) == set()
-    assert _listed_tasks(env, str(plugin.TASKS_DIR)) == HVCU_TASKS
+    assert _listed_tasks(env, [], [str(plugin.TASKS_DIR)]) == [set(), HVCU_TASKS]
 
 
 def test_include_path_given_twice_is_indexed_once() -> None:
@@ -119,6 +121,7 @@ def test_hvcu_tasks_dir_prints_the_folder(capsys) -> None:
     assert Path(capsys.readouterr().out.strip()) == plugin.TASKS_DIR
 
 
+@pytest.mark.usefixtures("lmms_eval_tasks_indexed_once")
 def test_the_suite_names_tasks_lmms_eval_knows() -> None:
     from lmms_eval.tasks import TaskManager
 

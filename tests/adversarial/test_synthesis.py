@@ -51,6 +51,18 @@ def images(tmp_path: Path) -> Path:
     return copy_images(tmp_path / "imgs", 2)
 
 
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waits of milliseconds between a call's attempts instead of 0.5-8 s (the same attempts, in the same number).
+
+    For the tests that check what is retried, failed or cached, not how long it takes; the tests that bound a
+    run's time (a dead endpoint stops within seconds) keep the real waits.
+    """
+    from generation import client
+
+    monkeypatch.setattr(client, "BACKOFF_BASE_S", 0.005)
+
+
 def synth(method: str, base_url: str, images: Path, out: Path, *extra: str) -> int:
     args = [method, "--images", str(images), "--out", str(out), "--model", "fake", "--base-url", base_url]
     args += ["--api-key", "x", "--quiet"]
@@ -122,7 +134,9 @@ def test_a_failed_call_mid_search_fails_the_image_instead_of_rejecting_a_candida
     assert all("503" in r["error"] for r in records)
 
 
-def test_non_json_bodies_on_every_other_call_are_retried_to_the_full_result(images: Path, tmp_path: Path) -> None:
+def test_non_json_bodies_on_every_other_call_are_retried_to_the_full_result(
+    images: Path, tmp_path: Path, quick_retries: None
+) -> None:
     def every_other(n: int, _request: dict):
         return (200, {"Content-Type": "application/json"}, b"<html>gateway</html>") if n % 2 == 0 else None
 
@@ -135,7 +149,7 @@ def test_non_json_bodies_on_every_other_call_are_retried_to_the_full_result(imag
 
 @pytest.mark.parametrize("reply", ["", None, "   "], ids=["empty", "null", "blank"])
 def test_empty_or_null_replies_are_failed_calls_and_never_cached(
-    images: Path, tmp_path: Path, reply: str | None
+    images: Path, tmp_path: Path, reply: str | None, quick_retries: None
 ) -> None:
     with FakeOpenAI(lambda _request: reply) as server:
         assert synth("mcts", server.base_url, images, tmp_path / "out") == 1
@@ -295,7 +309,9 @@ def manifest(images: Path, tmp_path: Path) -> Path:
     return path
 
 
-def test_build_bench_empty_replies_fail_the_item_not_reject_it(manifest: Path, tmp_path: Path, capsys) -> None:
+def test_build_bench_empty_replies_fail_the_item_not_reject_it(
+    manifest: Path, tmp_path: Path, capsys, quick_retries: None
+) -> None:
     with FakeOpenAI(lambda _request: "") as server:
         assert build_bench(server.base_url, manifest, tmp_path / "out") == 1
     report = json.loads((tmp_path / "out" / "build_report.json").read_text())
