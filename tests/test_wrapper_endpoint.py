@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ACCELERATE_TWO_CPU_RANKS, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, run_lmms_eval, two_rank_shares
 from fake_openai import FakeOpenAI
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from hvcu_tasks.data.loaders import load_source
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IMPL_REQUESTS = 15
@@ -112,29 +113,34 @@ def test_some_failed_requests_keep_exit_0_and_are_summed_up(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_without_a_hang(
-    tmp_path: Path, closed_port: int
-) -> None:
-    port = closed_port
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    args = f"inner=openai,model_version=fake-vlm,base_url={endpoint},api_key=x,max_retries=1,retry_backoff_s=0"
-    out = tmp_path / "out"
-    cmd = [
-        *ACCELERATE_TWO_CPU_RANKS,
-        "--model",
-        "hvcu_context",
-        "--model_args",
-        args,
-        "--tasks",
-        "hvcu_bench_sample_impl",
-        "--output_path",
-        str(out),
+def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_without_a_hang(tmp_path: Path) -> None:
+    """Two real ranks whose every request failed: one verdict over both ranks' shares, exit 1 on every rank, no hang.
+
+    lmms-eval's openai backend refuses data parallelism on the CPU (it accepts only a multi-GPU, FSDP or DeepSpeed
+    launch), so here the wrapper drives hvcu_replay replaying a run whose every reply is lmms-eval's failure marker.
+    lmms-eval evens the shares out: rank 1's 7 requests get a copy of one as an 8th, which is no request of the run.
+    """
+    failed = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Connection error."
+    replies = [
+        {"family": "implication", "sample_id": sample.id, "level": lv.level, "response": failed}
+        for sample in load_source("smoke", "implication").samples
+        for lv in sample.levels
     ]
+    predictions = tmp_path / "failed.jsonl"
+    predictions.write_text("".join(json.dumps(reply) + "\n" for reply in replies), encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [*ACCELERATE_TWO_CPU_RANKS, "--model", "hvcu_context", "--model_args"]
+    cmd += [f"inner=hvcu_replay,predictions={predictions}", "--tasks", "hvcu_bench_sample_impl"]
+    cmd += ["--output_path", str(out), "--verbosity", "DEBUG"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     output = proc.stdout + proc.stderr
-    assert proc.returncode != 0, output[-3000:]
-    assert f"hvcu_context: 15 of 15 requests failed (endpoint {endpoint}); first error: Connection error." in output
-    assert f"hvcu_context: error: all 15 requests failed (endpoint {endpoint}; " in output
+    assert proc.returncode == 1, output[-3000:]
+    assert two_rank_shares(output) == {"hvcu_bench_sample_impl": [7, 8]}
+    summary = "hvcu_context: 15 of 15 requests failed (inner model hvcu_replay); first error: Connection error.\n"
+    assert summary in output
+    assert (
+        "hvcu_context: error: all 15 requests of the inner model hvcu_replay failed (first error: Connection error.); "
+    ) in output
     assert results_of(out)["results"]["hvcu_bench_sample_impl"]["n_failed_requests,none"] == IMPL_REQUESTS
 
 
