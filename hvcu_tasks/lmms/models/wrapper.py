@@ -500,8 +500,7 @@ class ContextWrapper(lmms):
                 cache.sample = 0
         else:
             replies = self._generate_cached(cache, requests, sample)
-        # the ranks' padding copies are sent (lmms-eval's doing) but are no request of the run: not counted;
-        # a reply count unequal to the requests' is the callers' error (not strict here)
+        # the ranks' padding copies are answered, not counted (a wrong reply count is the callers' error to raise)
         own = [reply for request, reply in zip(requests, replies, strict=False) if not is_padding(request)]
         if cache is not None:
             cache.tally([_text(reply) for reply in own])
