@@ -7,6 +7,7 @@ import glob
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -30,10 +31,30 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ACCELERATE_TWO_CPU_RANKS = [
-    *(str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1"),
-    *("--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lmms_eval"),
+    *(str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"),
+    *("--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lmms_eval"),
 ]
-"""`accelerate launch` of lmms-eval on two CPU ranks (data parallelism), before lmms-eval's own arguments."""
+"""`accelerate launch` of lmms-eval as two processes on the CPU (data parallelism), before lmms-eval's arguments.
+
+`--cpu` would start ONE process (accelerate's simple launcher); `--multi_gpu` starts two through
+torch.distributed.run, and without a GPU accelerate joins them over gloo (MULTI_CPU). Port 0: a free one per launch.
+"""
+
+
+def two_rank_shares(output: str) -> dict[str, list[int]]:
+    """Each task's requests per rank of a two-rank launch (smaller share first), read from lmms-eval's DEBUG log.
+
+    Fails unless ranks 0 and 1 of world size 2 both built every task's requests.
+    """
+    built = re.findall(r"requests-(\S+?)-\d+shot-rank(\d+)-world_size(\d+)", output)
+    shares: dict[str, list[int]] = {}
+    for task, count in re.findall(r"Task: (\S+); number of requests on this rank: (\d+)", output):
+        shares.setdefault(task, []).append(int(count))
+    assert shares and {(task, rank, size) for task, rank, size in built} == {
+        (task, rank, "2") for task in shares for rank in "01"
+    }, output[-3000:]
+    return {task: sorted(counts) for task, counts in shares.items()}
+
 
 # Property tests: the same examples on every run (derandomize), no per-example time limit (a loaded 2-core machine
 # made one example exceed hypothesis' 200 ms default once); the failing example is printed to reproduce it.

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import ACCELERATE_TWO_CPU_RANKS, report_metrics, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, report_metrics, run_lmms_eval, two_rank_shares
 
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.data.loaders import load_source
@@ -268,28 +268,32 @@ def test_a_model_that_always_answers_a_scores_zero_circular(tmp_path: Path) -> N
 
 
 def test_circular_under_data_parallelism_scores_after_gathering(tmp_path: Path) -> None:
+    """Two real ranks, each with its share of the rotations; a chain's rotations meet only after lmms-eval gathered
+    them, so the circular numbers are the hand-computed ones and the one-process run's.
+
+    Shares, 4 rotations x 3 levels per sample: Impl. 60 documents -> 30 + 30, Aesth. 48 -> 24 + 24,
+    Affect. 72 -> 36 + 36.
+    """
     predictions = write_predictions(tmp_path / "mix.jsonl")
+    args = ["--model", "hvcu_replay", "--model_args", f"predictions={predictions}"]
+    args += ["--tasks", "hvcu_bench_circular_sample"]
     out = tmp_path / "out"
-    cmd = [
-        *ACCELERATE_TWO_CPU_RANKS,
-        "--model",
-        "hvcu_replay",
-        "--model_args",
-        f"predictions={predictions}",
-        "--tasks",
-        "hvcu_bench_circular_sample",
-        "--output_path",
-        str(out),
-    ]
+    cmd = [*ACCELERATE_TWO_CPU_RANKS, *args, "--output_path", str(out), "--verbosity", "DEBUG"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert two_rank_shares(proc.stdout + proc.stderr) == {
+        "hvcu_bench_circular_sample_impl": [30, 30],
+        "hvcu_bench_circular_sample_aesth": [24, 24],
+        "hvcu_bench_circular_sample_affect": [36, 36],
+    }
     found = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
-    assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads(Path(found[0]).read_text())["results"]
     assert results["hvcu_bench_circular_sample"]["acc_full,none"] == CIRCULAR_SCORE
     for family, expected in CIRCULAR.items():
         for metric, value in expected.items():
             got = results[f"hvcu_bench_circular_sample_{SHORT[family]}"][f"{metric},none"]
             assert got == pytest.approx(value), (family, metric)
+    assert results == run_lmms_eval(args, tmp_path / "one")["results"]
 
 
 def test_gold_context_without_a_multi_turn_backend_is_told_how_to_wrap_it(tmp_path: Path) -> None:

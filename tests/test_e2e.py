@@ -9,7 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ACCELERATE_TWO_CPU_RANKS, SMOKE_EXPECTED, SMOKE_SCORE, report_metrics, run_lmms_eval
+from conftest import (
+    ACCELERATE_TWO_CPU_RANKS,
+    SMOKE_EXPECTED,
+    SMOKE_SCORE,
+    report_metrics,
+    run_lmms_eval,
+    two_rank_shares,
+)
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
@@ -167,26 +174,28 @@ def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -
 
 
 def test_data_parallel_run_gathers_before_scoring(authors_results: Path, tmp_path: Path) -> None:
+    """Two real ranks each answer their share (lmms-eval deals the documents out in turn); the scores are the
+    one-process run's, the hand-computed ones included: the hooks score only after lmms-eval gathered every rank.
+
+    Shares: Impl. 5 chains x 3 levels = 15 documents -> 8 + 7; Aesth. 12 -> 6 + 6; Affect. 18 -> 9 + 9.
+    """
+    args = ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench_sample"]
     out = tmp_path / "out"
-    cmd = [
-        *ACCELERATE_TWO_CPU_RANKS,
-        "--model",
-        "hvcu_replay",
-        "--model_args",
-        f"predictions={authors_results}",
-        "--tasks",
-        "hvcu_bench_sample",
-        "--output_path",
-        str(out),
-        "--verbosity",
-        "DEBUG",
-    ]
+    cmd = [*ACCELERATE_TWO_CPU_RANKS, *args, "--log_samples", "--output_path", str(out), "--verbosity", "DEBUG"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    found = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
-    assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = json.loads(Path(found[0]).read_text())
-    assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE
-    assert results["results"]["hvcu_bench_sample_affect"]["n_chains,none"] == 6
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert two_rank_shares(proc.stdout + proc.stderr) == {
+        "hvcu_bench_sample_impl": [7, 8],
+        "hvcu_bench_sample_aesth": [6, 6],
+        "hvcu_bench_sample_affect": [9, 9],
+    }
+    parallel = report_metrics(out)
+    assert parallel["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE
+    for family, task in TASK_OF.items():
+        for metric, value in SMOKE_EXPECTED[family].items():
+            assert parallel[task][f"{metric},none"] == pytest.approx(value), (task, metric)
+    run_lmms_eval([*args, "--log_samples"], tmp_path / "one")
+    assert parallel == report_metrics(tmp_path / "one")
 
 
 def test_a_local_copy_with_a_missing_image_stops_the_run(tmp_path: Path, authors_results: Path) -> None:

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ACCELERATE_TWO_CPU_RANKS, run_lmms_eval
+from conftest import ACCELERATE_TWO_CPU_RANKS, run_lmms_eval, two_rank_shares
 from fake_openai import FakeOpenAI
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
+from hvcu_tasks.data.loaders import load_source
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 IMPL_REQUESTS = 15
@@ -113,29 +114,46 @@ def test_some_failed_requests_keep_exit_0_and_are_summed_up(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_under_data_parallelism_every_failed_request_ends_the_launch_non_zero_without_a_hang(
-    tmp_path: Path, closed_port: int
+    tmp_path: Path, hvcu_cache: Path
 ) -> None:
-    port = closed_port
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    args = f"inner=openai,model_version=fake-vlm,base_url={endpoint},api_key=x,max_retries=1,retry_backoff_s=0"
-    out = tmp_path / "out"
-    cmd = [
-        *ACCELERATE_TWO_CPU_RANKS,
-        "--model",
-        "hvcu_context",
-        "--model_args",
-        args,
-        "--tasks",
-        "hvcu_bench_sample_impl",
-        "--output_path",
-        str(out),
+    """Two real ranks whose every request failed: one verdict over both ranks' shares, exit 1, no hang; the request
+    cache's run is one for both ranks, each rank keeping its own share.
+
+    lmms-eval's openai backend refuses data parallelism on the CPU (it accepts only a multi-GPU, FSDP or DeepSpeed
+    launch), so here the wrapper drives hvcu_replay replaying a run whose every reply is lmms-eval's failure marker.
+    Shares: base 15 documents -> 8 + 7, context 5 chains -> 3 + 2 (3 rounds each). lmms-eval evens them out with
+    copies (rank 1: one base request, one chain), which are no requests of the run: rank 0 asks 8 + 3 x 3 = 17,
+    rank 1 7 + 2 x 3 = 13, 30 in all.
+    """
+    failed = "[LMMS_EVAL_REQUEST_FAILED after 1 retries] Connection error."
+    replies = [
+        {"family": "implication", "sample_id": sample.id, "level": lv.level, "response": failed}
+        for sample in load_source("smoke", "implication").samples
+        for lv in sample.levels
     ]
+    predictions = tmp_path / "failed.jsonl"
+    predictions.write_text("".join(json.dumps(reply) + "\n" for reply in replies), encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [*ACCELERATE_TWO_CPU_RANKS, "--model", "hvcu_context", "--model_args"]
+    cmd += [f"inner=hvcu_replay,predictions={predictions},cache=on"]
+    cmd += ["--tasks", "hvcu_bench_sample_impl,hvcu_bench_context_sample_impl"]
+    cmd += ["--output_path", str(out), "--verbosity", "DEBUG"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     output = proc.stdout + proc.stderr
-    assert proc.returncode != 0, output[-3000:]
-    assert f"hvcu_context: 15 of 15 requests failed (endpoint {endpoint}); first error: Connection error." in output
-    assert f"hvcu_context: error: all 15 requests failed (endpoint {endpoint}; " in output
-    assert results_of(out)["results"]["hvcu_bench_sample_impl"]["n_failed_requests,none"] == IMPL_REQUESTS
+    assert proc.returncode == 1, output[-3000:]
+    assert two_rank_shares(output) == {"hvcu_bench_sample_impl": [7, 8], "hvcu_bench_context_sample_impl": [2, 3]}
+    summary = "hvcu_context: 30 of 30 requests failed (inner model hvcu_replay); first error: Connection error.\n"
+    assert summary in output
+    assert (
+        "hvcu_context: error: all 30 requests of the inner model hvcu_replay failed (first error: Connection error.); "
+    ) in output
+    results = results_of(out)["results"]
+    assert results["hvcu_bench_sample_impl"]["n_failed_requests,none"] == IMPL_REQUESTS
+    assert results["hvcu_bench_context_sample_impl"]["n_failed_requests,none"] == IMPL_REQUESTS
+    shares = [json.loads(f.read_text()) for f in sorted(hvcu_cache.glob("**/runs/*/rank-*/run.json"))]
+    counts = [(m["rank"], m["world_size"], m["requests"], m["failed"]) for m in shares]
+    assert counts == [(0, 2, 17, 17), (1, 2, 13, 13)]
+    assert len({m["run"] for m in shares}) == 1
 
 
 def test_without_base_url_the_start_line_names_the_openai_api_as_the_default(
@@ -186,3 +204,18 @@ def test_called_from_code_a_run_whose_every_request_failed_is_summed_up_and_noth
     assert (
         "hvcu_context: 3 of 3 requests failed (endpoint http://10.0.0.7:8000/v1); first error: Connection refused\n"
     ) in err
+
+
+def test_a_ranks_padding_copy_is_answered_but_is_no_request_of_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """lmms-eval gives a rank with fewer requests copies of its last one, marked `__padding_only__` in metadata."""
+    wrapper = ContextWrapper.around(Refusing(), "refusing")
+    requests = [
+        Instance("generate_until", ("ctx", lambda doc: [], {}, i, "t", "test"), idx=0, metadata=metadata)
+        for i, metadata in enumerate(
+            [{"task": "t", "doc_id": 0, "repeats": 1}, {"task": "t", "doc_id": 1, "repeats": 1}]
+            + [{"task": "t", "doc_id": 1, "repeats": 1, "__padding_only__": True}]
+        )
+    ]
+    assert len(wrapper.generate_until(requests)) == 3
+    wrapper.clean()
+    assert "hvcu_context: 2 of 2 requests failed (endpoint http://10.0.0.7:8000/v1)" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accelerate import PartialState
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from lmms_eval.protocol import ChatMessages
@@ -16,7 +17,8 @@ class ReplayModel(lmms):
 
     PATH is a JSONL of {family, sample_id, level, response} lines, an authors'-format result JSON, or a
     folder of such files ('+' separates several). Every request must have a stored reply; a missing
-    one is an error, never a default answer.
+    one is an error, never a default answer. Under data parallelism (`accelerate launch` or `torchrun`) each rank
+    answers its share; rank, world size and device are the launch's, as lmms-eval's own backends take them.
     """
 
     is_simple = False
@@ -30,6 +32,8 @@ class ReplayModel(lmms):
         if unknown:
             raise ValueError(f"hvcu_replay: unknown model argument(s) {unknown}")
         self.predictions = read_predictions(Path(p) for p in str(predictions).split("+"))
+        launch = PartialState()  # joins the launch's process group, as lmms-eval's Accelerator() does
+        self._rank, self._world_size, self.device = launch.process_index, launch.num_processes, launch.device
 
     def _reply(self, request: Instance) -> str:
         """Return the stored reply for one request after checking its chat messages are well formed."""

@@ -136,7 +136,7 @@ def _send_round(
                 request_type="generate_until",
                 arguments=(ctx, fixed_messages(messages), dict(gen_kwargs), len(batch), ROUND_TASK, "docs"),
                 idx=len(outputs[i]),
-                metadata={"task": task, "doc_id": doc_id, "repeats": 1},
+                metadata={**chunk[i].metadata, "task": task, "doc_id": doc_id, "repeats": 1},  # marks kept
             )
         )
         sent.append(i)

@@ -80,6 +80,8 @@ REQUEST_FAILED = "[LMMS_EVAL_REQUEST_FAILED"
 """How lmms-eval's API backends begin the text they return for a request that failed every retry."""
 BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
 """What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
+RANK_PADDING = "__padding_only__"
+"""lmms-eval's metadata mark on the copies it adds so that every rank sends as many requests: none of the run's."""
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 """Where the openai client sends requests when neither base_url nor the environment names an endpoint."""
 
@@ -88,6 +90,11 @@ def is_lmms_eval(program: str) -> bool:
     """Whether argv[0] is lmms-eval's CLI (the `lmms-eval` script or `python -m lmms_eval`), read, never changed."""
     path = Path(program)
     return path.name in ("lmms-eval", "lmms_eval") or (path.name == "__main__.py" and path.parent.name == "lmms_eval")
+
+
+def is_padding(request: Any) -> bool:
+    """Whether a request is a copy lmms-eval added to even out the ranks' shares (RANK_PADDING)."""
+    return bool((getattr(request, "metadata", None) or {}).get(RANK_PADDING))
 
 
 def failure_of(reply: Any) -> str | None:
@@ -485,9 +492,7 @@ class ContextWrapper(lmms):
         cache = self.request_cache
         if cache is None:
             replies = self._call_inner(requests)
-            self._count(replies)
-            return replies
-        if self._client_cached:
+        elif self._client_cached:
             cache.sample = sample
             try:
                 replies = self._call_inner(requests)
@@ -495,8 +500,11 @@ class ContextWrapper(lmms):
                 cache.sample = 0
         else:
             replies = self._generate_cached(cache, requests, sample)
-        cache.tally([_text(reply) for reply in replies])
-        self._count(replies)
+        # the ranks' padding copies are answered, not counted (a wrong reply count is the callers' error to raise)
+        own = [reply for request, reply in zip(requests, replies, strict=False) if not is_padding(request)]
+        if cache is not None:
+            cache.tally([_text(reply) for reply in own])
+        self._count(own)
         return replies
 
     def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
