@@ -11,6 +11,7 @@ import shutil
 import socket
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,10 +87,13 @@ def cached_replies(out: Path) -> list[str]:
         return [json.loads(v)["text"] for (v,) in db.execute("SELECT value FROM replies")]
 
 
-def closed_port() -> int:
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A 127.0.0.1 port nothing listens on, kept bound (never listening) for the test: released at once, it could
+    be given to another test's server while this test's client still calls it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def always(status: int, body: bytes = b'{"error": {"message": "boom"}}'):
@@ -174,9 +178,11 @@ def test_a_reply_the_model_wrote_but_that_is_unusable_is_rejected_and_not_cached
 # --- a dead endpoint stops the run quickly and says so ------------------------------------------------------------
 
 
-def test_a_refused_connection_stops_the_run_within_seconds_naming_the_endpoint(tmp_path: Path, capsys) -> None:
+def test_a_refused_connection_stops_the_run_within_seconds_naming_the_endpoint(
+    tmp_path: Path, capsys, closed_port: int
+) -> None:
     many = copy_images(tmp_path / "many", 15)
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{closed_port}/v1"
     start = time.monotonic()
     assert synth("mcts", url, many, tmp_path / "out", "--concurrency", "2") == 1
     assert time.monotonic() - start < 60
@@ -322,8 +328,8 @@ def test_build_bench_empty_replies_fail_the_item_not_reject_it(
     assert json.loads((tmp_path / "out" / "build_report.json").read_text())["emitted"] == 2
 
 
-def test_build_bench_stops_on_a_dead_endpoint(manifest: Path, tmp_path: Path, capsys) -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+def test_build_bench_stops_on_a_dead_endpoint(manifest: Path, tmp_path: Path, capsys, closed_port: int) -> None:
+    url = f"http://127.0.0.1:{closed_port}/v1"
     start = time.monotonic()
     assert build_bench(url, manifest, tmp_path / "out") == 1
     assert time.monotonic() - start < 60
