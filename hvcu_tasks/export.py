@@ -11,8 +11,9 @@ files copied as they are but for their imports of the package, which become rela
   (SHARED), so both folders hand lmms-eval the same source for every hook;
 - `hvcu_lib/documents.py`: `hvcu_tasks/lmms/export_documents.py` in the place of `lmms/documents.py`, the one part
   each side brings itself (where the samples come from, how an image is handed out);
-- `hvcu_lib/core/`: every file of the pure core `hvcu_tasks/core/`; `hvcu_lib/settings.py`: the package's settings
-  (the one reader of HVCU_*; standard library only, like the core).
+- `hvcu_lib/core/`: the files of the pure core `hvcu_tasks/core/` those modules import, directly or through each
+  other (used_core); `hvcu_lib/settings.py`: the package's settings (the one reader of HVCU_*; standard library
+  only, like the core).
 An import of any other part of the package is an ExportError naming file and line, never a broken folder.
 
 Every export also writes `.hvcu-export` (the toolkit version, then every file it wrote): `--force` replaces only an
@@ -121,12 +122,34 @@ def check_relative(text: str, path: Path) -> None:
             raise ExportError(f"{label(path)}:{node.lineno}: still imports {node.module} after the rewrite")
 
 
+def core_imports(path: Path) -> set[str]:
+    """Return the core modules (file stems) a module imports, at its top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == CORE:
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(CORE + "."):
+            found.add((node.module or "").removeprefix(CORE + ".").split(".")[0])
+    return found
+
+
+def used_core() -> list[Path]:
+    """Return the core modules the SHIPPED modules import, directly or through other core modules (sorted)."""
+    todo = set().union(*(core_imports(path) for _name, path in SHIPPED.values()))
+    done: set[str] = {"__init__"}
+    while todo - done:
+        name = min(todo - done)
+        done.add(name)
+        todo |= core_imports(CORE_DIR / f"{name}.py")
+    return sorted(CORE_DIR / f"{name}.py" for name in done)
+
+
 def code_files() -> dict[str, bytes]:
-    """Return the exported code: utils.py, the SHIPPED modules and a copy of every core module."""
+    """Return the exported code: utils.py, the SHIPPED modules and a copy of each core module they use."""
     files = {"utils.py": UTILS_TEMPLATE.read_bytes(), f"{LIB}/__init__.py": LIB_INIT.encode("utf-8")}
     for name, path in SHIPPED.values():
         files[f"{LIB}/{name}.py"] = relative_core_imports(path, -1)
-    for path in sorted(CORE_DIR.glob("*.py")):
+    for path in used_core():
         files[f"{LIB}/core/{path.name}"] = relative_core_imports(path, 0)
     return files
 

@@ -30,6 +30,16 @@ Decode = Callable[[str], Any]
 """Parses JSON text held in a field; raises ValueError saying why it is not JSON."""
 
 
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
 def _text(value: Any, fld: str, add: Report) -> str | None:
     """Return a question or option text, or report why it is not usable text (null, not a string, bad Unicode)."""
     if value is None:
