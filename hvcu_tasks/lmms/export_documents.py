@@ -22,7 +22,7 @@ from typing import Any
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
-from hvcu_tasks.core.records import record_to_sample, unique_object
+from hvcu_tasks.core.records import loads_unique, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
 from hvcu_tasks.settings import DATA_ENV, Settings, current
 
@@ -42,11 +42,6 @@ def resolve_source(declared: str, config: Settings) -> str:
     return source
 
 
-def loads_field(text: str) -> Any:
-    """Parse JSON text held in a data field (duplicate keys refused); raise ValueError when it is not JSON."""
-    return json.loads(text, object_pairs_hook=unique_object)
-
-
 def record_sample(
     record: Any, family: str, source: str, index: int, image: Callable[[str], ImageRef | None]
 ) -> tuple[Sample | None, list[Problem]]:
@@ -57,7 +52,7 @@ def record_sample(
         ref = image(check_name(record.get("id"), "id"))
     except UnsafeNameError:
         ref = None  # record_to_sample names what is wrong with the id
-    return record_to_sample(record, family, source, ref, index, loads_field)
+    return record_to_sample(record, family, source, ref, index, loads_unique)
 
 
 def read_json_family(
@@ -66,7 +61,7 @@ def read_json_family(
     """Read the authors' JSON file of one family, each id's image found as `image_dir/<id>.<ext>`."""
     source = label or str(path)
     try:
-        records = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_object)
+        records = loads_unique(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         return [(None, [Problem(source, "-", "file", f"cannot read JSON: {exc}")])]
     if not isinstance(records, list) or not records:
