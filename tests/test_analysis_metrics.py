@@ -204,11 +204,13 @@ def test_circular_official_rule_reads_the_reply_the_authors_way() -> None:
 
 
 def test_chance_values() -> None:
-    assert metrics.CHANCE_LEVEL == 25.0
-    assert metrics.CHANCE_FULL == 100 / 64  # 1.5625
-    assert metrics.CIRCULAR_CHANCE_LEVEL == 100 / 256  # (1/4)^4
-    assert metrics.CIRCULAR_CHANCE_FULL == 100 / 256**3  # (1/256)^3
-    assert metrics.CHANCE_WRONG == 75.0
+    from hvcu_tasks.report import tables
+
+    assert tables.CHANCE_LEVEL == 25.0
+    assert tables.CHANCE_FULL == 100 / 64  # 1.5625
+    assert tables.CIRCULAR_CHANCE_LEVEL == 100 / 256  # (1/4)^4
+    assert tables.CIRCULAR_CHANCE_FULL == 100 / 256**3  # (1/256)^3
+    assert tables.CHANCE_WRONG == 75.0
 
 
 def test_circular_full_chain_counts_each_rule_apart_and_failed_requests() -> None:

@@ -11,6 +11,9 @@ import pytest
 from hvcu_tasks.core import metrics
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.lmms.taskgen import GROUP_METRICS, higher_is_better
+from hvcu_tasks.results.diagnostics import diagnostic_metric_names
+from hvcu_tasks.results.runs import COUNT_PREFIXES, PERCENT_PREFIXES
 
 LEVELS = ("perc", "bridge", "conn")
 # Written from the README's metric table, not read from the code.
@@ -198,12 +201,12 @@ def test_what_lmms_eval_prints_and_what_the_report_computes_split_every_metric()
     for family, aspects in ASPECTS.items():
         names = metrics.metric_names(aspects)
         assert metrics.table_metric_names(names) == EXPECTED_PRINTED, family
-        diagnostics = metrics.diagnostic_metric_names(names)
+        diagnostics = diagnostic_metric_names(names)
         assert diagnostics == [n for n in EXPECTED_AESTHETIC if n not in EXPECTED_PRINTED] or family != "aesthetic"
         assert set(diagnostics) | set(EXPECTED_PRINTED) == set(names) and not set(diagnostics) & set(EXPECTED_PRINTED)
     circular = metrics.circular_metric_names()
     assert metrics.table_metric_names(circular) == EXPECTED_PRINTED
-    assert metrics.diagnostic_metric_names(circular) == [n for n in EXPECTED_CIRCULAR if n not in EXPECTED_PRINTED]
+    assert diagnostic_metric_names(circular) == [n for n in EXPECTED_CIRCULAR if n not in EXPECTED_PRINTED]
 
 
 # --- hvcu chains: the metrics' grouping, both parsing rules ------------------------------------------------
@@ -263,24 +266,24 @@ def test_hvcu_chains_refuses_a_level_logged_twice(tmp_path: Path) -> None:
 
 def test_every_metric_is_a_percentage_or_a_count_and_says_which_way_is_better() -> None:
     names = metrics.metric_names(ASPECTS["implication"])
-    percent = {n for n in names if n.startswith(metrics.PERCENT_PREFIXES)}
-    counts = {n for n in names if n.startswith(metrics.COUNT_PREFIXES)}
+    percent = {n for n in names if n.startswith(PERCENT_PREFIXES)}
+    counts = {n for n in names if n.startswith(COUNT_PREFIXES)}
     assert percent | counts == set(names) and not percent & counts
     expected_counts = {"errors_at_perc", "errors_at_bridge", "errors_at_conn"}
     assert counts == expected_counts | {"n_chains", "n_incomplete", "n_failed_requests"}
-    better_high = {n for n in names if metrics.higher_is_better(n)}
+    better_high = {n for n in names if higher_is_better(n)}
     assert better_high == {n for n in names if n.startswith(("acc_", "full_"))}
-    neither = {n for n in names if metrics.higher_is_better(n) is None}
+    neither = {n for n in names if higher_is_better(n) is None}
     assert neither == {f"{side}_share_{k}" for side in ("pred", "gold") for k in "ABCD"}
 
 
 def test_every_circular_metric_is_a_percentage_or_a_count() -> None:
     names = metrics.circular_metric_names()
-    percent = {n for n in names if n.startswith(metrics.PERCENT_PREFIXES)}
-    counts = {n for n in names if n.startswith(metrics.COUNT_PREFIXES)}
+    percent = {n for n in names if n.startswith(PERCENT_PREFIXES)}
+    counts = {n for n in names if n.startswith(COUNT_PREFIXES)}
     assert percent | counts == set(names) and not percent & counts
     assert counts == {"n_chains", "n_incomplete", "n_failed_requests"}
 
 
 def test_a_group_reports_the_score_under_both_rules() -> None:
-    assert metrics.GROUP_METRICS == ("acc_full", "acc_full_official")
+    assert GROUP_METRICS == ("acc_full", "acc_full_official")

@@ -14,11 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvcu_tasks.core.families import ASPECTS, aspect_from_text, family_from_name
-from hvcu_tasks.core.names import UnsafeNameError, check_name, name_key
+from hvcu_tasks.core.families import ASPECTS, aspect_from_text
+from hvcu_tasks.core.names import UnsafeNameError, check_name
 from hvcu_tasks.core.schema import DataError, Problem
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import check_image
+from hvcu_tasks.data.loaders import family_from_name
+from hvcu_tasks.data.public import name_key
 
 FIELDS = ("image", "family", "aspect", "anchor", "id")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

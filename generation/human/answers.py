@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from generation.human.assign import Assignment, parse_level
-from hvcu_tasks.core.families import LEVEL_NAMES, OPTION_KEYS, family_from_name
+from hvcu_tasks.core.families import LEVEL_NAMES, OPTION_KEYS
 from hvcu_tasks.core.schema import DataError, Problem
 from hvcu_tasks.data.files import csv_uncell
+from hvcu_tasks.data.loaders import family_from_name
 
 REQUIRED = ("annotator", "level", "family", "id", "answer")
 Answers = dict[str, dict[tuple[str, str], str | None]]

@@ -33,15 +33,6 @@ ASPECTS: MappingProxyType[str, MappingProxyType[str, int]] = MappingProxyType(
 UNKNOWN_ASPECT = "unknown"
 
 
-def family_from_name(name: str) -> str | None:
-    """Return the canonical family id for a split name, JSON stem or family id, else None."""
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    for family, (split, stem, short) in FAMILIES.items():
-        if key in {family, split.lower(), stem.lower().replace("-", "_"), short}:
-            return family
-    return None
-
-
 def aspect_from_text(text: str, family: str | None = None) -> str | None:
     """Return the aspect named by a label or an id prefix such as 'metaphor_012', else None."""
     lowered = text.strip().lower()

@@ -73,34 +73,6 @@ TABLE_METRICS = (*ACCURACY_METRICS, *OFFICIAL_METRICS, *COUNT_METRICS)
 """What a family task reports to lmms-eval (the rows of its printed table and results file): the paper's
 accuracies under both rules and the counts that tell a complete run from a partial one. Every other metric is a
 diagnostic that `hvcu report` computes from the sample logs (hvcu_tasks.results.diagnostics)."""
-GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
-"""What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
-PERCENT_PREFIXES = (
-    "acc_",
-    "invalid_",
-    "error_share_",
-    "full_",
-    "pred_share_",
-    "gold_share_",
-    "position_bias",
-    "wrong_",
-    "plain_acc_",
-)
-"""Every metric named with one of these is a percentage (0-100, or NA)."""
-COUNT_PREFIXES = ("n_", "errors_at_")
-"""Every metric named with one of these is a count (a number >= 0, never NA)."""
-
-LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_", "position_bias", "wrong_")
-"""Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
-DESCRIPTIVE_PREFIXES = ("pred_share_", "gold_share_")
-"""Metrics named with one of these describe a distribution: neither direction is better (`higher_is_better: null`)."""
-
-
-def higher_is_better(name: str) -> bool | None:
-    """Whether a larger value of this metric is better (what a task YAML declares for it); None: neither."""
-    if name.startswith(DESCRIPTIVE_PREFIXES):
-        return None
-    return not name.startswith(LOWER_IS_BETTER_PREFIXES)
 
 
 _FROM_RESPONSE = "\0parse the response"
@@ -115,11 +87,6 @@ def metric_names(aspects: Sequence[str]) -> list[str]:
 def table_metric_names(names: Sequence[str]) -> list[str]:
     """Return the names among `names` a task reports to lmms-eval (TABLE_METRICS), in their order."""
     return [n for n in names if n in TABLE_METRICS]
-
-
-def diagnostic_metric_names(names: Sequence[str]) -> list[str]:
-    """Return the names among `names` a task does not report to lmms-eval (computed from the sample logs)."""
-    return [n for n in names if n not in TABLE_METRICS]
 
 
 @dataclass(frozen=True)
@@ -440,21 +407,10 @@ def family_metrics(outcomes: Sequence[Outcome], aspects: Sequence[str]) -> dict[
     return score_task(outcomes).as_metrics(aspects)
 
 
-# --- Circular evaluation (MMBench's CircularEval) and chance values -------------------------------------------
+# --- Circular evaluation (MMBench's CircularEval) -------------------------------------------------------
 
 ROTATIONS = len(OPTION_KEYS)
 """Rotations of a level's options in circular evaluation: one per option key (4)."""
-
-CHANCE_LEVEL = 100.0 / len(OPTION_KEYS)
-"""Per-level accuracy of a uniform random guesser: 25%."""
-CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** len(LEVELS)
-"""Full-chain accuracy (and Score) of a uniform random guesser: 1/64 = 1.5625%."""
-CIRCULAR_CHANCE_LEVEL = 100.0 / len(OPTION_KEYS) ** ROTATIONS
-"""Circular per-level accuracy of a guesser picking uniformly and independently per request: (1/4)^4 = 1/256."""
-CIRCULAR_CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** (ROTATIONS * len(LEVELS))
-"""Circular full-chain accuracy (and Score) of that guesser: (1/256)^3 = 1/16,777,216 (about 0.000006%)."""
-CHANCE_WRONG = 100.0 - CHANCE_LEVEL
-"""P(level k wrong | anything before) of a uniform random guesser: 75% (its levels are independent)."""
 
 PLAIN_PREFIX = "plain_"
 """Prefix of a circular task's accuracy counting every rotated question on its own (no circular rule)."""

@@ -8,6 +8,7 @@ raises ValueError saying why a text is not JSON.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,21 @@ Report = Callable[[str, str], None]
 
 Decode = Callable[[str], Any]
 """Parses JSON text held in a field; raises ValueError saying why it is not JSON."""
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def loads_unique(text: str) -> Any:
+    """Parse JSON text, refusing a key given twice: the reader of the code both task folders share (no data/jsonio)."""
+    return json.loads(text, object_pairs_hook=unique_object)
 
 
 def _text(value: Any, fld: str, add: Report) -> str | None:

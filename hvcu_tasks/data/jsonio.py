@@ -18,6 +18,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks.core.records import unique_object
+
 MAX_DEPTH = 100
 """Deepest nesting of arrays and objects accepted; no file or reply the toolkit reads needs more than ~10."""
 
@@ -44,22 +46,12 @@ def _too_deep(text: str) -> bool:
     return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0) > MAX_DEPTH
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Build a JSON object, refusing a key given twice (json.loads would silently keep the last)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
 def _reason(text: str, unique_keys: bool) -> tuple[Any, str | None, int | None]:
     """Parse text; return (value, None, None) or (None, reason, line of the text where it failed)."""
     if _too_deep(text):
         return None, f"nested deeper than {MAX_DEPTH} levels of arrays/objects", None
     try:
-        return json.loads(text, object_pairs_hook=_unique if unique_keys else None), None, None
+        return json.loads(text, object_pairs_hook=unique_object if unique_keys else None), None, None
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})", exc.lineno
     except ValueError as exc:

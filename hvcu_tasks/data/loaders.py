@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import ASPECTS, FAMILIES, family_from_name
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, check_name
 from hvcu_tasks.core.records import ASPECT_COLUMNS, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
@@ -40,6 +40,15 @@ class LoadResult:
         if self.problems:
             raise DataError(self.problems)
         return self.samples
+
+
+def family_from_name(name: str) -> str | None:
+    """Return the canonical family id for a split name, JSON stem or family id, else None."""
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    for family, (split, stem, short) in FAMILIES.items():
+        if key in {family, split.lower(), stem.lower().replace("-", "_"), short}:
+            return family
+    return None
 
 
 def find_image(image_dir: Path, sid: str) -> Path | None:

@@ -36,7 +36,6 @@ from typing import Any
 from hvcu_tasks import settings
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.fingerprint import SCHEME
-from hvcu_tasks.core.names import name_key
 from hvcu_tasks.core.records import ASPECT_COLUMNS
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
@@ -44,6 +43,7 @@ from hvcu_tasks.data.files import ImageError, check_image
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record, offline
 from hvcu_tasks.data.hub import OFFLINE_FLAGS as OFFLINE_FLAGS  # where the offline flags are named
 from hvcu_tasks.data.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.data.public import name_key
 
 HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)

@@ -9,13 +9,12 @@ toolkit's carry their source, so its plugin sends API backends the file's own by
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import logging
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, UNKNOWN_ASPECT
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
-from hvcu_tasks.core.records import record_to_sample
+from hvcu_tasks.core.records import loads_unique, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
 from hvcu_tasks.settings import DATA_ENV, Settings, current
 
@@ -43,21 +42,6 @@ def resolve_source(declared: str, config: Settings) -> str:
     return source
 
 
-def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Return a JSON object's pairs as a dict, refusing a key given twice (json.loads would keep the last one)."""
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
-def loads_field(text: str) -> Any:
-    """Parse JSON text held in a data field (duplicate keys refused); raise ValueError when it is not JSON."""
-    return json.loads(text, object_pairs_hook=unique_keys)
-
-
 def record_sample(
     record: Any, family: str, source: str, index: int, image: Callable[[str], ImageRef | None]
 ) -> tuple[Sample | None, list[Problem]]:
@@ -68,7 +52,7 @@ def record_sample(
         ref = image(check_name(record.get("id"), "id"))
     except UnsafeNameError:
         ref = None  # record_to_sample names what is wrong with the id
-    return record_to_sample(record, family, source, ref, index, loads_field)
+    return record_to_sample(record, family, source, ref, index, loads_unique)
 
 
 def read_json_family(
@@ -77,7 +61,7 @@ def read_json_family(
     """Read the authors' JSON file of one family, each id's image found as `image_dir/<id>.<ext>`."""
     source = label or str(path)
     try:
-        records = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
+        records = loads_unique(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         return [(None, [Problem(source, "-", "file", f"cannot read JSON: {exc}")])]
     if not isinstance(records, list) or not records:
@@ -210,29 +194,22 @@ def task_data(stub: Any) -> tuple[list[Sample], str]:
         raise TaskLoadError(family, source, [problem]) from exc
 
 
-_IMAGES: OrderedDict[tuple, Any] = OrderedDict()
-"""The last few decoded RGB images, by file (path, size, mtime) or bytes digest: a chain decodes once, not per round."""
-_IMAGES_KEPT = 32
-_IMAGES_LOCK = threading.Lock()
+@functools.lru_cache(maxsize=32)
+def decoded(path: str | None, stamp: tuple[int, int] | None, data: bytes | None) -> Any:
+    """Return one image file (as of its mtime and size) or image bytes as RGB: the last 32, so a chain decodes once."""
+    from PIL import Image
+
+    with Image.open(path or io.BytesIO(data)) as opened:
+        return opened.convert("RGB") if opened.mode != "RGB" else opened.copy()
 
 
 def document_image(doc: Mapping[str, Any]) -> Any:
     """Return a document's image as RGB (a private copy: backends may edit it), or raise ValueError naming it."""
-    from PIL import Image
-
     path, data = doc.get("image_path"), doc.get("image_bytes")
     label = f"sample {doc.get('family', '?')}/{doc.get('sample_id', '?')}"
     try:
-        key = (path, os.stat(path).st_mtime_ns, os.stat(path).st_size) if path else (hashlib.sha256(data).digest(),)
-        with _IMAGES_LOCK:
-            image = _IMAGES.get(key)
-        if image is None:
-            with Image.open(path or io.BytesIO(data)) as opened:
-                image = opened.convert("RGB") if opened.mode != "RGB" else opened.copy()
-            with _IMAGES_LOCK:
-                _IMAGES[key] = image
-                while len(_IMAGES) > _IMAGES_KEPT:
-                    _IMAGES.popitem(last=False)
+        stat = os.stat(path) if path else None
+        image = decoded(path, (stat.st_mtime_ns, stat.st_size) if stat else None, None if path else bytes(data))
     except Exception as exc:  # a missing file, no image at all, or bytes PIL cannot decode
         where = path or f"<{len(data or b'')} image bytes>"
         raise ValueError(f"HVCU-Bench {label}: image {where}: {type(exc).__name__}: {exc}") from None

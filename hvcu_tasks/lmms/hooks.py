@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from hvcu_tasks.core.documents import level_rows
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads
 from hvcu_tasks.core.prompts import base_messages, level_text
+from hvcu_tasks.core.records import loads_unique
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
 from hvcu_tasks.lmms.documents import document_image, task_data
@@ -84,7 +84,7 @@ def loaded_table(stub: Any, kind: str, rows: Any) -> Any:
 def doc_identity(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Return the data identity a document carries ({} for a document built without one): JSON the load wrote."""
     text = doc.get(IDENTITY_KEY)
-    return json.loads(text) if text else {}
+    return loads_unique(text) if text else {}
 
 
 def doc_fingerprint(doc: Mapping[str, Any]) -> str | None:

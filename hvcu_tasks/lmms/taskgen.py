@@ -12,9 +12,24 @@ import sys
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import GROUP_METRICS, circular_metric_names, higher_is_better, table_metric_names
+from hvcu_tasks.core.metrics import FULL_METRIC, OFFICIAL_FULL_METRIC, circular_metric_names, table_metric_names
 from hvcu_tasks.core.payloads import family_metric_names
 from hvcu_tasks.lmms.plugin import TASKS_DIR
+
+GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
+"""What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
+LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_", "position_bias", "wrong_")
+"""Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
+DESCRIPTIVE_PREFIXES = ("pred_share_", "gold_share_")
+"""Metrics named with one of these describe a distribution: neither direction is better (`higher_is_better: null`)."""
+
+
+def higher_is_better(name: str) -> bool | None:
+    """Whether a larger value of this metric is better (what a task YAML declares for it); None: neither."""
+    if name.startswith(DESCRIPTIVE_PREFIXES):
+        return None
+    return not name.startswith(LOWER_IS_BETTER_PREFIXES)
+
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
 VARIANTS = (

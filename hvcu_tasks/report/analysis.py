@@ -5,7 +5,7 @@ base and context tasks, as `results.runs.read_folders` read them. A model's runs
 (the published benchmark, the smoke sample, custom data: `results.runs.data_kind`), so a row never mixes them; the
 multi-modal gain compares two settings only when both are complete and read the same data (the same
 fingerprint per family where recorded). Every table has a chance row: what a uniform random guesser scores
-(hvcu_tasks.core.metrics: CHANCE_*).
+(hvcu_tasks.report.tables: CHANCE_*).
 """
 
 from __future__ import annotations
@@ -14,11 +14,6 @@ from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
 from hvcu_tasks.core.metrics import (
-    CHANCE_FULL,
-    CHANCE_LEVEL,
-    CHANCE_WRONG,
-    CIRCULAR_CHANCE_FULL,
-    CIRCULAR_CHANCE_LEVEL,
     FULL_METRIC,
     PLAIN_PREFIX,
     POSITION_BIAS_METRIC,
@@ -28,7 +23,15 @@ from hvcu_tasks.core.metrics import (
     pred_share_metric,
     wrong_after_metric,
 )
-from hvcu_tasks.report.tables import FAMILY_LABEL, Table
+from hvcu_tasks.report.tables import (
+    CHANCE_FULL,
+    CHANCE_LEVEL,
+    CHANCE_WRONG,
+    CIRCULAR_CHANCE_FULL,
+    CIRCULAR_CHANCE_LEVEL,
+    FAMILY_LABEL,
+    Table,
+)
 from hvcu_tasks.results.runs import BENCHMARK, CUSTOM, SMOKE, AnalysisRun
 
 ANALYSIS_SETTINGS = ("blind", "circular", "context_gold")

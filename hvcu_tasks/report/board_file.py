@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.names import name_problem
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.public import name_problem
 from hvcu_tasks.report import stats
 from hvcu_tasks.report.board import (
     BENCHMARK_SIZES,

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import ACCURACY_METRICS, CHANCE_FULL, CHANCE_LEVEL, aspect_metric
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, aspect_metric
 from hvcu_tasks.data.files import atomic_path
 from hvcu_tasks.report.reference import rows_for
+from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
 from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_nan
 
 LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]

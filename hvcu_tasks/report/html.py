@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvcu_tasks.core.names import check_name, name_key
+from hvcu_tasks.core.names import check_name
+from hvcu_tasks.data.public import name_key
 from hvcu_tasks.report.page_assets import asset
 from hvcu_tasks.report.render import cell_text
 from hvcu_tasks.report.run_html import runs_section

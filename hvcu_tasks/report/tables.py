@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
+from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
 from hvcu_tasks.core.metrics import (
     ACCURACY_METRICS,
-    CHANCE_FULL,
-    CHANCE_LEVEL,
     OFFICIAL_FULL_METRIC,
     OFFICIAL_SUFFIX,
+    ROTATIONS,
     aspect_metric,
     error_share_metric,
     errors_at_metric,
@@ -37,6 +36,16 @@ SMOKE_MARK = "†"
 DISAGREE_MARK = "‡"
 DISAGREE_POINTS = 1.0
 """A model whose Score and Score (official) differ by more than this many points is flagged."""
+CHANCE_LEVEL = 100.0 / len(OPTION_KEYS)
+"""Per-level accuracy of a uniform random guesser: 25%."""
+CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** len(LEVELS)
+"""Full-chain accuracy (and Score) of a uniform random guesser: 1/64 = 1.5625%."""
+CIRCULAR_CHANCE_LEVEL = 100.0 / len(OPTION_KEYS) ** ROTATIONS
+"""Circular per-level accuracy of a guesser picking uniformly and independently per request: (1/4)^4 = 1/256."""
+CIRCULAR_CHANCE_FULL = 100.0 / len(OPTION_KEYS) ** (ROTATIONS * len(LEVELS))
+"""Circular full-chain accuracy (and Score) of that guesser: (1/256)^3 = 1/16,777,216 (about 0.000006%)."""
+CHANCE_WRONG = 100.0 - CHANCE_LEVEL
+"""P(level k wrong | anything before) of a uniform random guesser: 75% (its levels are independent)."""
 CHANCE_NAME = "Random guess (chance)"
 CHANCE_NOTE = (
     f"{CHANCE_NAME}: answering every question at random among its four options: {CHANCE_LEVEL:g}% per level, "

@@ -16,9 +16,9 @@ from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import (
+    TABLE_METRICS,
     Outcome,
     circular_metric_names,
-    diagnostic_metric_names,
     family_metrics,
     metric_names,
     score_circular,
@@ -61,6 +61,11 @@ def all_metric_names(task: str) -> list[str]:
 def diagnostic_names(task: str) -> list[str]:
     """Return the metrics of a family task that lmms-eval does not print (computed from the sample logs)."""
     return diagnostic_metric_names(all_metric_names(task))
+
+
+def diagnostic_metric_names(names: Sequence[str]) -> list[str]:
+    """Return the names among `names` a task does not report to lmms-eval (computed from the sample logs)."""
+    return [n for n in names if n not in TABLE_METRICS]
 
 
 def samples_file(results_file: Path, task: str) -> Path | None:

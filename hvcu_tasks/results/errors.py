@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hvcu_tasks.core.names import name_problem
+from hvcu_tasks.data.public import name_problem
 
 
 class ReportError(ValueError):

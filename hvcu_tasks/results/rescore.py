@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text, family_from_name
+from hvcu_tasks.core.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
-from hvcu_tasks.core.names import name_problem
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.schema import DataError, Problem
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.data.loaders import family_from_name
+from hvcu_tasks.data.public import name_problem
 
 ID_FIELDS = ("id", "item_id", "sample_id")
 RAW_FIELDS = ("model_response", "raw_response", "response", "model_output")

@@ -4,7 +4,7 @@ Everything comes from the results file itself (`config`, `config.resolved_cli_ar
 `git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`: data identity, toolkit version and, for a
 run through hvcu_context, the model identity); a field an older file lacks is None.
 Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument or identity field is
-redacted here too, and every URL loses its user, password, query and fragment (core/names.public_urls, the rule the
+redacted here too, and every URL loses its user, password, query and fragment (data/public.public_urls, the rule the
 model identity is recorded under). Given the runs folders of `hvcu report`, a path the file recorded is shown from
 the folder holding it (`runs/model-a/...`), a path outside them by its base name only (shown_path).
 """
@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hvcu_tasks.core.names import is_secret_name, name_problem, public_urls
 from hvcu_tasks.data import provenance
 from hvcu_tasks.data.provenance import CONFIG_KEY, LMMS_EVAL_KEY, MODEL_KEY, VERSION_KEY, location_text
+from hvcu_tasks.data.public import is_secret_name, name_problem, public_urls
 from hvcu_tasks.results.diagnostics import family_of
 from hvcu_tasks.results.errors import ReportError, checked_text
 

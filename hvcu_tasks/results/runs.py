@@ -13,10 +13,8 @@ from typing import Any
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS
 from hvcu_tasks.core.metrics import (
     ACCURACY_METRICS,
-    COUNT_PREFIXES,
     FULL_METRIC,
     OFFICIAL_FULL_METRIC,
-    PERCENT_PREFIXES,
     Outcome,
     overall_score,
 )
@@ -28,6 +26,22 @@ from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
 from hvcu_tasks.results.errors import ReportError, checked_text
 from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
 from hvcu_tasks.results.run_record import RunRecord, run_record
+
+PERCENT_PREFIXES = (
+    "acc_",
+    "invalid_",
+    "error_share_",
+    "full_",
+    "pred_share_",
+    "gold_share_",
+    "position_bias",
+    "wrong_",
+    "plain_acc_",
+)
+"""Every metric named with one of these is a percentage (0-100, or NA)."""
+COUNT_PREFIXES = ("n_", "errors_at_")
+"""Every metric named with one of these is a count (a number >= 0, never NA)."""
+
 
 TASK_NAME = re.compile(r"^hvcu_bench(?P<context>_context)?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$")
 LEVEL_METRICS = list(ACCURACY_METRICS)

@@ -34,9 +34,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hvcu_tasks.core.names import is_secret_name, public_url
 from hvcu_tasks.data import jsonio
 from hvcu_tasks.data.files import write_atomic
+from hvcu_tasks.data.public import is_secret_name, public_url
 from hvcu_tasks.lmms.models import cache_runs as runs
 
 log = logging.getLogger("hvcu_tasks")

@@ -52,7 +52,7 @@ from typing import Any
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 
-from hvcu_tasks.core.names import public_url
+from hvcu_tasks.data.public import public_url
 from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
     IDENTITY_ATTRS,
