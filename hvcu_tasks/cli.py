@@ -574,10 +574,12 @@ class _StdoutClosed(BrokenPipeError):
 
 
 class _GuardedStdout:
-    """Stdout as the commands see it: a broken pipe while writing here is raised as _StdoutClosed."""
+    """Stdout as the commands see it: a broken pipe while writing here is raised as _StdoutClosed, and again by
+    every later flush (argparse's help swallows the first one: `hvcu --help | true` must not exit 0)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        self._closed = False
 
     def _guard(self, method: str, *args: Any) -> Any:
         try:
@@ -585,6 +587,7 @@ class _GuardedStdout:
         except _StdoutClosed:
             raise
         except BrokenPipeError as exc:
+            self._closed = True
             raise _StdoutClosed(*exc.args) from exc
 
     def write(self, text: str) -> int:
@@ -597,7 +600,9 @@ class _GuardedStdout:
             self.write(line)
 
     def flush(self) -> None:
-        """Flush stdout, marking a broken pipe as stdout's."""
+        """Flush stdout, marking a broken pipe as stdout's (one met before as well)."""
+        if self._closed:
+            raise _StdoutClosed("stdout was closed by its reader")
         self._guard("flush")
 
     def __getattr__(self, name: str) -> Any:

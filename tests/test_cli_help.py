@@ -193,8 +193,11 @@ def runs(tmp_path: Path) -> Path:
         ["chains", "chains/run"],
         ["report", "run"],
         ["--version"],
+        ["--help"],
+        ["mock", "serve", "-h"],
+        ["report", "-h"],
     ],
-    ids=["score-table", "score-json", "chains", "report", "version"],
+    ids=["score-table", "score-json", "chains", "report", "version", "help", "mock-serve-help", "report-help"],
 )
 def test_a_closed_stdout_ends_the_command_quietly(argv: list[str], runs: Path) -> None:
     done = closed_reader(*argv, cwd=runs)
