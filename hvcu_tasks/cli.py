@@ -118,14 +118,12 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _cmd_chains(args: argparse.Namespace) -> int:
     """Print one JSON line per sample chain found in lmms-eval samples files."""
-    from hvcu_tasks.results.chains import chains_of_file, samples_files
+    from hvcu_tasks.results.chains import chains_of_file, no_samples_reason, samples_files
 
     files = samples_files(args.paths)
     if not files:
-        print(
-            f"error: no *_samples_hvcu_bench*.jsonl under {[str(p) for p in args.paths]} (run with --log_samples)",
-            file=sys.stderr,
-        )
+        where = [str(p) for p in args.paths]
+        print(f"error: no *_samples_hvcu_bench*.jsonl under {where}: {no_samples_reason(args.paths)}", file=sys.stderr)
         return 2
     chains = (chain for task, path in files for chain in chains_of_file(task, path))
     lines = (json.dumps(chain, ensure_ascii=False) + "\n" for chain in chains)
