@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hvcu_tasks.argtypes import int_range
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.core.metrics import FamilyScores
 from hvcu_tasks.core.schema import DataError
@@ -562,7 +563,7 @@ def build_parser() -> Parser:
         default="qwen2_5_vl",
         help="architecture, as lmms-eval's qwen2_5_vl, qwen3_vl and llava_hf backends load it (default qwen2_5_vl)",
     )
-    tiny.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    tiny.add_argument("--seed", type=int_range(0, 2**31 - 1), default=0, help="seed of the random weights (default 0)")
     tiny.set_defaults(func=_cmd_tiny_model)
     return parser
 
