@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hvcu_tasks.argtypes import int_range
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.core.metrics import FamilyScores
 from hvcu_tasks.core.schema import DataError
@@ -118,14 +119,12 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def _cmd_chains(args: argparse.Namespace) -> int:
     """Print one JSON line per sample chain found in lmms-eval samples files."""
-    from hvcu_tasks.results.chains import chains_of_file, samples_files
+    from hvcu_tasks.results.chains import chains_of_file, no_samples_reason, samples_files
 
     files = samples_files(args.paths)
     if not files:
-        print(
-            f"error: no *_samples_hvcu_bench*.jsonl under {[str(p) for p in args.paths]} (run with --log_samples)",
-            file=sys.stderr,
-        )
+        where = [str(p) for p in args.paths]
+        print(f"error: no *_samples_hvcu_bench*.jsonl under {where}: {no_samples_reason(args.paths)}", file=sys.stderr)
         return 2
     chains = (chain for task, path in files for chain in chains_of_file(task, path))
     lines = (json.dumps(chain, ensure_ascii=False) + "\n" for chain in chains)
@@ -564,7 +563,7 @@ def build_parser() -> Parser:
         default="qwen2_5_vl",
         help="architecture, as lmms-eval's qwen2_5_vl, qwen3_vl and llava_hf backends load it (default qwen2_5_vl)",
     )
-    tiny.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    tiny.add_argument("--seed", type=int_range(0, 2**31 - 1), default=0, help="seed of the random weights (default 0)")
     tiny.set_defaults(func=_cmd_tiny_model)
     return parser
 
@@ -574,10 +573,12 @@ class _StdoutClosed(BrokenPipeError):
 
 
 class _GuardedStdout:
-    """Stdout as the commands see it: a broken pipe while writing here is raised as _StdoutClosed."""
+    """Stdout as the commands see it: a broken pipe while writing here is raised as _StdoutClosed, and again by
+    every later flush (argparse's help swallows the first one: `hvcu --help | true` must not exit 0)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        self._closed = False
 
     def _guard(self, method: str, *args: Any) -> Any:
         try:
@@ -585,6 +586,7 @@ class _GuardedStdout:
         except _StdoutClosed:
             raise
         except BrokenPipeError as exc:
+            self._closed = True
             raise _StdoutClosed(*exc.args) from exc
 
     def write(self, text: str) -> int:
@@ -597,7 +599,9 @@ class _GuardedStdout:
             self.write(line)
 
     def flush(self) -> None:
-        """Flush stdout, marking a broken pipe as stdout's."""
+        """Flush stdout, marking a broken pipe as stdout's (one met before as well)."""
+        if self._closed:
+            raise _StdoutClosed("stdout was closed by its reader")
         self._guard("flush")
 
     def __getattr__(self, name: str) -> Any:

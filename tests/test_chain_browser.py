@@ -653,6 +653,7 @@ def chain(correct: list[bool]) -> dict:
         "parsed": letters,
         "official": letters,
         "correct": correct,
+        "correct_official": correct,
         "failed": [False] * 3,
         "first": first,
         "first_official": first,
@@ -700,13 +701,18 @@ def two_model_page(tmp_path: Path, chains: dict[str, tuple[dict | None, dict | N
 def cut(correct: list[bool]) -> dict:
     """An embedded chain of fewer than three levels."""
     found = chain(correct) | {"first": "incomplete", "first_official": "incomplete"}
-    return found | {key: found[key][: len(correct)] for key in ("questions", "gold", "replies", "parsed", "official")}
+    kept = ("questions", "gold", "replies", "parsed", "official", "correct_official")
+    return found | {key: found[key][: len(correct)] for key in kept}
 
 
 # s1: m1 holds under our rule only (the authors' rule reads no letter at L3); s2: m2's chain was cut after L2;
 # s3: m1's chain was cut after L1 and m2 broke at L1; s4: only m2 has it; s5: both break.
 HAND_CHAINS = {
-    "s1": (chain([True] * 3) | {"first_official": "L3"}, chain([True] * 3)),
+    "s1": (
+        chain([True] * 3)
+        | {"first_official": "L3", "official": ["A", "A", None], "correct_official": [True] * 2 + [False]},
+        chain([True] * 3),
+    ),
     "s2": (chain([True] * 3), cut([True, True])),
     "s3": (cut([True]), chain([False, True, True])),
     "s4": (None, chain([True] * 3)),
@@ -727,3 +733,30 @@ def test_the_page_groups_by_the_chosen_rule_and_counts_incomplete_chains(tmp_pat
     assert summary_counts(dom) == expected_counts(expected)
     rule_name = "this toolkit's rule" if rule else "the authors' rule"
     assert f"<caption>base setting, {rule_name}</caption>" in dom
+
+
+def badges(dom: str, sid: str) -> list[str]:
+    """The verdict badges of the cards listed for one sample in the two-model view, in order."""
+    section = re.search(rf'<section class="pair" data-family="[^"]*" data-id="{sid}".*?</section>', dom, re.S)
+    assert section, dom[-2000:]
+    return re.findall(r'<span class="badge[^"]*">([^<]*)</span>', section.group(0))
+
+
+def test_the_listed_cards_are_judged_by_the_rule_of_the_summary_above_them(tmp_path: Path) -> None:
+    # s1: m1's L3 reply has no letter for the authors' rule: under it (the default) m2 holds and m1 breaks at L3.
+    dom = chromium_dom(two_model_page(tmp_path, HAND_CHAINS).as_uri() + "#pair=b-holds-L3", tmp_path)
+    assert [sid for _family, sid, _level in pair_list(dom)] == ["s1"]
+    assert badges(dom, "s1") == [
+        "base: first wrong L3 (authors' rule)",
+        "context: not run",
+        "base: all right (authors' rule)",
+        "context: not run",
+    ]
+    assert dom.count('<span class="bad">✗ </span>A (authors\' —)') == 1  # m1's L3, wrong by that rule
+
+
+def test_the_card_list_keeps_our_rule_and_says_what_a_dash_means(tmp_path: Path) -> None:
+    dom = chromium_dom(two_model_page(tmp_path, HAND_CHAINS).as_uri() + "#model=m1&id=s1", tmp_path)
+    assert shown(dom) == [("m1", "s1")]
+    assert re.findall(r'<span class="badge[^"]*">([^<]*)</span>', dom) == ["base: all right", "context: not run"]
+    assert '<span class="ok">✓ </span>A (authors\' —)<span class="note"> (—: no letter read)</span>' in dom

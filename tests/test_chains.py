@@ -207,13 +207,42 @@ def test_hvcu_chains_out_writes_the_same_lines_to_a_file(tmp_path: Path, capsys)
     )
 
 
-def test_hvcu_chains_without_samples_files_says_to_log_samples(tmp_path: Path, capsys) -> None:
-    (tmp_path / "empty").mkdir()
-    code, _out, err = run("chains", str(tmp_path / "empty"), capsys=capsys)
+def chains_error(tmp_path: Path, capsys, files: dict[str, str]) -> tuple[int, str]:
+    """Run `hvcu chains` on a run folder holding only `files` (name -> text); return its status and error line."""
+    folder = tmp_path / "run" / "model"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    code, _out, err = run("chains", str(tmp_path / "run"), capsys=capsys)
+    return code, one_line_error(err)
+
+
+def test_hvcu_chains_on_a_run_without_log_samples_says_to_log_samples(tmp_path: Path, capsys) -> None:
+    code, err = chains_error(tmp_path, capsys, {"20250101_120000_results.json": "{}"})
     assert code == 2
-    assert one_line_error(err) == (
-        f"error: no *_samples_hvcu_bench*.jsonl under {[str(tmp_path / 'empty')]} (run with --log_samples)"
+    assert err == (
+        f"error: no *_samples_hvcu_bench*.jsonl under {[str(tmp_path / 'run')]}: the results files there have no "
+        "samples files beside them: rerun with --log_samples"
     )
+
+
+def test_hvcu_chains_on_a_run_that_logged_other_tasks_names_them_not_log_samples(tmp_path: Path, capsys) -> None:
+    files = {"r_results.json": "{}", "r_samples_mmstar.jsonl": "{}\n", "r_samples_hvcu_bench_blind_sample.jsonl": ""}
+    code, err = chains_error(tmp_path, capsys, files)
+    assert code == 2
+    assert err.endswith(": the samples files there are of other tasks only: hvcu_bench_blind_sample, mmstar")
+    assert "--log_samples" not in err  # the run did log its samples
+
+
+def test_hvcu_chains_on_a_folder_without_lmms_eval_output_says_so(tmp_path: Path, capsys) -> None:
+    code, err = chains_error(tmp_path, capsys, {"notes.txt": "x"})
+    assert (code, err.endswith(": no lmms-eval output there (no *_results.json, no *_samples_*.jsonl)")) == (2, True)
+
+
+def test_hvcu_chains_on_a_path_that_does_not_exist_names_it(tmp_path: Path, capsys) -> None:
+    code, _out, err = run("chains", str(tmp_path / "nowhere"), capsys=capsys)
+    assert code == 2
+    assert one_line_error(err).endswith(f": no such file or folder: {tmp_path / 'nowhere'}")
 
 
 def logged_chain(sid: str, replies: list, gold: str = "ADB", **entry: Any) -> dict:

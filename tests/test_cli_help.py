@@ -100,6 +100,47 @@ def test_version_names_the_installed_hvcu_and_lmms_eval(capsys) -> None:
     assert capsys.readouterr().out == f"hvcu {version} (lmms-eval {lmms_eval})\n"
 
 
+def test_no_numeric_option_of_any_command_takes_a_bare_int_or_float() -> None:
+    # A bare int or float takes any number (-1 seeds numpy's "expected non-negative integer" deep in a command);
+    # hvcu_tasks.argtypes' range-checked types refuse it up front, naming the option.
+    bare = [
+        f"{path} {'/'.join(action.option_strings) or action.dest}"
+        for path, parser in parsers(build_parser())
+        for action in parser._actions
+        if action.type in (int, float)
+    ]
+    assert bare == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["report", "run", "--seed", "-1"], "--seed"),  # the report has no seed (exact intervals, no bootstrap)
+        (["tiny-model", "out", "--seed", "-1"], "--seed"),
+        (["train", "prepare", "--seed", "-1"], "--seed"),
+        (["perturb", "in.png", "--seed", "-1"], "--seed"),
+        (["human", "sheets", "--seed", "-1"], "--seed"),
+        (["human", "sheets", "--annotators-per-level", "0"], "--annotators-per-level"),
+        (["audit", "export", "bench", "--seed", "-1"], "--seed"),
+        (["audit", "export", "bench", "--rounds", "0"], "--rounds"),
+        (["audit", "export", "bench", "--min-annotators", "1"], "--min-annotators"),  # agreement needs two
+        (["audit", "export", "bench", "--threshold", "0.5"], "--threshold"),  # a share above one half
+        (["audit", "export", "bench", "--threshold", "nan"], "--threshold"),
+        (["audit", "export", "bench", "--max-side", "-1"], "--max-side"),
+        (["audit", "import", "a", "f.csv", "--round", "0"], "--round"),
+        (["audit", "stats", "a", "--round", "-2"], "--round"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_a_bad_number_is_a_usage_error_naming_the_option(argv: list[str], option: str, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert f"argument {option}:" in err or f"unrecognized arguments: {option} " in err, err
+    assert "Traceback" not in err
+
+
 # --- hvcu mcts and its other form, hvcu mcts merge ------------------------------------------------------------------
 
 
@@ -193,8 +234,11 @@ def runs(tmp_path: Path) -> Path:
         ["chains", "chains/run"],
         ["report", "run"],
         ["--version"],
+        ["--help"],
+        ["mock", "serve", "-h"],
+        ["report", "-h"],
     ],
-    ids=["score-table", "score-json", "chains", "report", "version"],
+    ids=["score-table", "score-json", "chains", "report", "version", "help", "mock-serve-help", "report-help"],
 )
 def test_a_closed_stdout_ends_the_command_quietly(argv: list[str], runs: Path) -> None:
     done = closed_reader(*argv, cwd=runs)

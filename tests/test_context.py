@@ -306,8 +306,8 @@ def test_the_logged_chain_names_the_data_it_came_from(docs) -> None:
 def test_the_multi_round_error_says_how_to_wrap_the_model(docs) -> None:
     with pytest.raises(context.UnsupportedBackend) as exc:
         context.doc_to_text(docs[0], None)
-    assert str(exc.value) == (
-        "the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
+    assert exc.value.code == (  # a SystemExit: the message is the run's last line, its exit status 1
+        "error: the HVCU-Bench context setting needs a model that holds multi-turn chats; this backend does not. "
         "Wrap it: --model hvcu_context --model_args inner=<model>,<that model's args> "
         "(e.g. inner=openai,model_version=gpt-4o), or use --model vllm, qwen2_5_vl, qwen3_vl or llava_hf"
     )  # those four run the rounds directly (qwen2_5_vl no longer needs the wrapper)

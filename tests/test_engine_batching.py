@@ -11,10 +11,13 @@ from __future__ import annotations
 import glob
 import json
 import math
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_lmms_eval
+from conftest import BIN, REPO, run_lmms_eval
+from fake_openai import FakeOpenAI
 from lmms_eval.api.instance import Instance
 
 from hvcu_tasks.lmms import context, plugin
@@ -434,6 +437,45 @@ def samples_by_task(out: Path) -> dict[str, list[dict]]:
             (json.loads(line) for line in Path(path).read_text().splitlines()), key=lambda s: s["doc_id"]
         )
     return found
+
+
+def refused_cli_run(tmp_path: Path, args: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run the real `lmms-eval` CLI as a user would (default verbosity, stdout and stderr in one pipe)."""
+    proc = subprocess.run(
+        [str(BIN / "lmms-eval"), *args, "--tasks", "hvcu_bench_context_sample", "--output_path", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **env},
+        timeout=600,
+        cwd=tmp_path,
+    )
+    return proc.returncode, [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_force_simple_on_the_context_setting_exits_1_with_the_fix_as_the_last_line(tmp_path: Path) -> None:
+    log = tmp_path / "engine.jsonl"
+    env = {"PYTHONPATH": str(STANDINS), "HVCU_VLLM_STANDIN_LOG": str(log)}
+    args = ["--model", "vllm", "--model_args", "model=stand-in", "--force_simple"]
+    code, lines = refused_cli_run(tmp_path, args, env)
+    assert code == 1, "\n".join(lines[-30:])  # a CI job must not read the refusal as success
+    assert lines[-1].startswith("error: the HVCU-Bench context settings send multi-turn chats")
+    assert lines[-1].endswith("--model hvcu_context --model_args inner=vllm,<that model's args>")
+    assert not any("Traceback" in line for line in lines)
+    assert engine_calls(log) == [] and not glob.glob(str(tmp_path / "out" / "**" / "*_results.json"), recursive=True)
+
+
+@pytest.mark.slow
+def test_openai_on_the_context_setting_exits_1_with_the_wrapper_as_the_last_line(tmp_path: Path) -> None:
+    with FakeOpenAI(lambda body: "A") as server:
+        args = ["--model", "openai", "--model_args", f"model_version=fake-vlm,base_url={server.base_url}"]
+        code, lines = refused_cli_run(tmp_path, args, {"OPENAI_API_KEY": "x"})
+    assert code == 1, "\n".join(lines[-30:])
+    assert lines[-1].startswith("error: the HVCU-Bench context setting needs a model that holds multi-turn chats")
+    assert "Wrap it: --model hvcu_context --model_args inner=<model>,<that model's args>" in lines[-1]
+    assert not any("Traceback" in line for line in lines)
+    assert server.requests == [] and not glob.glob(str(tmp_path / "out" / "**" / "*_results.json"), recursive=True)
 
 
 EVERY_SETTING = "hvcu_bench_sample,hvcu_bench_context_sample,hvcu_analysis_sample"

@@ -555,7 +555,7 @@ def test_the_exported_context_tasks_refuse_routed_backends_clearly_without_the_t
     get_model("qwen2_5_vl")  # the toolkit's hook (installed here) hands out the routed class
     assert utils.context_doc_to_text(chain, marks["qwen2_5_vl"])  # the bundled check reads the toolkit's record
     monkeypatch.setattr(ModelRegistryV2, "get_model_class", ModelRegistryV2.get_model_class.__wrapped__)
-    with pytest.raises(Exception, match="hvcu-toolkit is not installed") as caught:  # lmms-eval alone
+    with pytest.raises(SystemExit, match="hvcu-toolkit is not installed") as caught:  # lmms-eval alone: exit 1
         utils.context_doc_to_text(chain, marks["qwen2_5_vl"])
     assert type(caught.value).__name__ == "UnsupportedBackend"
     assert "pip install hvcu-toolkit" in str(caught.value)

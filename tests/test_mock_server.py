@@ -26,8 +26,10 @@ from generation.bench.stages import Draft, parse_draft, parse_verdict, stage_pro
 from generation.mcts import Node
 from generation.mock.answers import GoldIndex, MockSettings, load_gold, reply_to
 from generation.mock.server import base_url, make_server
+from generation.mock.styles import MC_STYLES, parse_styles
 from generation.policy import candidate_fields, chain_text, feedback_text, judge_score, prompt
 from generation.runner import direct_levels
+from hvcu_tasks.core.official_parsing import parse_official
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.prompts import CONTEXT_PREFIX, SYSTEM_PROMPT, level_text
 
@@ -36,10 +38,13 @@ IMAGE_URL = "data:image/png;base64,iVBORw0KGgo="  # the mock reads only the text
 
 
 @contextmanager
-def mock(seed: int = 0, accuracy: float = 0.6, gold: GoldIndex | None = None) -> Iterator[tuple[str, io.StringIO]]:
-    """Serve the mock in this process on a free port; yield its base URL and what it logged."""
+def mock(
+    seed: int = 0, accuracy: float = 0.6, gold: GoldIndex | None = None, styles: str | None = None
+) -> Iterator[tuple[str, io.StringIO]]:
+    """Serve the mock in this process on a free port (`styles`: a --styles value); yield its URL and what it logged."""
     log = io.StringIO()
-    server = make_server("127.0.0.1", 0, MockSettings(seed, accuracy), gold or GoldIndex(), log)
+    settings = MockSettings(seed, accuracy, **({"styles": parse_styles(styles)} if styles else {}))
+    server = make_server("127.0.0.1", 0, settings, gold or GoldIndex(), log)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -266,24 +271,40 @@ def test_accuracy_zero_never_names_the_gold_key() -> None:
         assert not any(parse_choice(reply(url, base_request(t)), "ABCD") == k for t, k in gold.items())
 
 
-STYLES = {  # the reply shapes the brief asks for, each as the test recognises it
-    "letter": re.compile(r"^[A-D]$"),
-    "answer is": re.compile(r"^The answer is \([A-D]\)\.$"),
-    "bold": re.compile(r"^\*\*[A-D]\*\*$"),
-    "boxed": re.compile(r"^\\boxed\{[A-D]\}$"),
-    "prose": re.compile(r"^[A-Z][a-z].*[a-z].*[A-D]\.$|^[A-D]\. \w"),
-}
-
-
-def test_replies_come_in_every_style_and_each_parses_to_the_gold_key() -> None:
+def test_default_replies_are_mostly_a_bare_letter_and_both_parsers_read_every_one() -> None:
+    # The default draws `B` 6 times in 10: n = 200 gives sd 0.035, so 0.6 +- 0.14 (4 sd) holds for a correct mock.
     index, gold = gold_for(200)
-    seen = set()
     with mock(accuracy=1.0, gold=index) as (url, _):
-        for text, key in gold.items():
-            answer = reply(url, base_request(text))
-            assert parse_choice(answer, "ABCD") == key, answer
-            seen |= {name for name, pattern in STYLES.items() if pattern.search(answer)}
-    assert seen == set(STYLES)
+        answers = [(reply(url, base_request(text)), key) for text, key in gold.items()]
+    assert all(parse_choice(answer, "ABCD") == key == parse_official(answer) for answer, key in answers), answers
+    assert 0.46 <= sum(re.fullmatch("[A-D]", answer) is not None for answer, _ in answers) / 200 <= 0.74
+
+
+STYLE_ROW = re.compile(r"^ *\| `([\w-]+)` \| `(.+?)` \| (\S+) \| (\S+) \|$", re.M)
+
+
+def documented_styles() -> list[tuple[str, str, str, str]]:
+    """The reply-style table of docs/offline-recipes.md: name, the reply to a question with gold B, both parsers'."""
+    rows = STYLE_ROW.findall((Path(__file__).resolve().parents[1] / "docs" / "offline-recipes.md").read_text())
+    assert len(rows) >= 6, rows
+    return rows
+
+
+def test_every_reply_style_of_the_mock_is_in_the_docs_table() -> None:
+    assert sorted(name for name, *_ in documented_styles()) == sorted(MC_STYLES)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown", "ours", "authors"), documented_styles(), ids=[r[0] for r in documented_styles()]
+)
+def test_each_reply_style_is_the_reply_and_reads_as_the_docs_table_says(name, shown, ours, authors) -> None:
+    index = GoldIndex(sources=["test"])
+    text = level_text("What does the picture show?", [("A", "a cat"), ("B", "a red balloon"), ("C", "a dog")])
+    index.add(text, "B", "test")
+    with mock(accuracy=1.0, gold=index, styles=name) as (url, _):
+        answer = reply(url, base_request(text))
+    assert answer == shown.replace("<option text>", "a red balloon")
+    assert (parse_choice(answer, "ABC") or "—", parse_official(answer) or "—") == (ours, authors)
 
 
 def test_a_context_turn_is_answered_from_the_question_after_the_prefix() -> None:
@@ -468,6 +489,27 @@ def test_accuracy_outside_zero_to_one_is_a_usage_error_naming_it(capsys) -> None
     assert stopped.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--accuracy" in last and "1.5" in last
+
+
+@pytest.mark.parametrize("styles", ["sarcasm", "letter:0", "letter,letter"])
+def test_a_bad_styles_value_is_a_usage_error_naming_it(styles: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run("mock", "serve", "--styles", styles, capsys=capsys)
+    assert stopped.value.code == 2
+    assert "argument --styles:" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_serve_with_hard_styles_answers_in_them_and_says_so() -> None:
+    proc, url = start_mock("--styles", "prose:3,boxed", "--accuracy", "1")
+    try:
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
+            assert json.loads(response.read())["hvcu_mock"]["styles"] == [["prose", 3], ["boxed", 1]]
+        smoke = load_gold(["smoke"])
+        answers = {reply(url, base_request(text)): key for text, key in list(smoke.gold.items())[:20]}
+    finally:
+        stop(proc)
+    assert all(a in (f"Based on the image, {k}.", f"\\boxed{{{k}}}") for a, k in answers.items()), answers
+    assert not any(parse_official(answer) for answer in answers)  # the authors' rule reads neither
 
 
 def test_a_port_in_use_is_one_error_line(capsys) -> None:

@@ -168,11 +168,18 @@ def items(folder: Path) -> dict[str, list]:
     }
 
 
-def scores(root: Path) -> tuple[float, float]:
-    """Return the Overall Score (acc_full) of recipe 4's base and context runs, from the folder its page names."""
-    folder = root / stated("evaluate", r"`(runs/\S+/)\*_results\.json`").group(1)
-    got = results(folder)
-    return got["hvcu_bench_sample"]["acc_full,none"], got["hvcu_bench_context_sample"]["acc_full,none"]
+def results_files(root: Path) -> tuple[int, list[Path]]:
+    """Return how many results files recipe 4's page says it writes, and the files its path pattern finds."""
+    said = stated("evaluate", r"(\w+) results files, `(runs/\S+_results\.json)`")
+    return NUMBERS[said.group(1)], sorted(root.glob(said.group(2)))
+
+
+def scores(root: Path) -> tuple[float, float, float]:
+    """Return the Overall Score (acc_full) of recipe 4's strong model (base, context) and weak model (base)."""
+    folder = root / "runs" / "recipes" / "evaluate"
+    strong, weak = results(folder / "mock-strong"), results(folder / "mock-weak")
+    base, context = "hvcu_bench_sample", "hvcu_bench_context_sample"
+    return strong[base]["acc_full,none"], strong[context]["acc_full,none"], weak[base]["acc_full,none"]
 
 
 def test_no_recipe_is_lost_across_the_readme_and_the_docs_pages() -> None:
@@ -311,15 +318,19 @@ def test_build_bench_recipe_reruns_in_the_same_folder_with_the_same_benchmark(wo
 @pytest.mark.slow
 def test_evaluate_recipe_writes_the_results_files_the_readme_states(workdir: Path) -> None:
     run_recipe("evaluate", workdir)
-    said = stated("evaluate", r"(\w+) results files, `(runs/\S+/)\*_results\.json`")
-    assert len(list((workdir / said.group(2)).glob("*_results.json"))) == NUMBERS[said.group(1)]
+    count, files = results_files(workdir)
+    assert len(files) == count
 
 
 @pytest.mark.slow
 def test_evaluate_recipe_gives_the_scores_the_readme_states(workdir: Path) -> None:
     run_recipe("evaluate", workdir)
-    said = stated("evaluate", r"is ([\d.]+) in the base setting and ([\d.]+) in the context setting")
-    assert scores(workdir) == (float(said.group(1)), float(said.group(2)))
+    said = stated(
+        "evaluate",
+        r"of `mock-strong` is ([\d.]+) in the base setting and ([\d.]+) in the context setting, that of `mock-weak` "
+        r"([\d.]+) in the base setting",
+    )
+    assert scores(workdir) == tuple(float(said.group(k)) for k in (1, 2, 3))
 
 
 @pytest.mark.slow
@@ -330,11 +341,28 @@ def test_evaluate_recipe_context_run_keeps_no_request_cache(workdir: Path) -> No
 
 
 @pytest.mark.slow
-def test_report_recipe_prints_the_mock_row_and_writes_the_page(workdir: Path) -> None:
+def test_report_recipe_prints_the_mock_rows_and_writes_the_page(workdir: Path) -> None:
     done = run_recipe("report", workdir)
     page = stated("report", r"It writes `(\S+/index\.html)`").group(1)
-    assert "| mock" in done.stdout
+    assert "| mock-strong" in done.stdout and "| mock-weak" in done.stdout
     assert (workdir / page).is_file()
+
+
+@pytest.mark.slow
+def test_report_recipe_finds_the_strong_mock_significantly_above_the_weak_one(workdir: Path) -> None:
+    run_recipe("report", workdir)
+    board = json.loads((workdir / stated("report", r"`(\S+/leaderboard\.json)`").group(1)).read_text())
+    said = stated(
+        "report",
+        r"significantly above `mock-weak` on the Score \(authors' parser\): ([\d.]+) against "
+        r"([\d.]+), p \(Holm\) ([\d.]+)\.",
+    )
+    (pair,) = [p for p in board["pairs"] if {p["a"]["model"], p["b"]["model"]} == {"mock-strong", "mock-weak"}]
+    assert (pair["a"]["model"], pair["b"]["model"], pair["paired"]) == ("mock-weak", "mock-strong", True)
+    assert pair["significant"] and pair["interval"][0] > 0  # Δ = Score(strong) - Score(weak), its 95% CI above 0
+    assert pair["p_adjusted"] < 0.05 and f"{pair['p_adjusted']:.3g}" == said.group(3)
+    score = {e["model"]: e["score_base"] for e in board["entries"] if e["model"].startswith("mock-")}
+    assert (f"{score['mock-strong']:.2f}", f"{score['mock-weak']:.2f}") == (said.group(1), said.group(2))
 
 
 @pytest.mark.slow
@@ -343,10 +371,10 @@ def test_evaluate_then_report_rerun_in_the_same_folder_give_the_same_scores(work
     first = scores(workdir)
     run_recipe("evaluate", workdir, again=True)
     done = run_recipe("report", workdir, again=True)
-    said = stated("evaluate", r"(\w+) results files, `(runs/\S+/)\*_results\.json`")
-    assert len(list((workdir / said.group(2)).glob("*_results.json"))) == NUMBERS[said.group(1)]
+    count, files = results_files(workdir)
+    assert len(files) == count
     assert scores(workdir) == first
-    assert "| mock" in done.stdout
+    assert "| mock-strong" in done.stdout
 
 
 @pytest.mark.slow

@@ -123,7 +123,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     prep.add_argument(
         "--composition", nargs="+", choices=COMPOSITIONS, required=True, help="one or more of the paper's Table 4"
     )
-    prep.add_argument("--seed", type=int, default=0, help="picks full-hierarchy's third of the chains")
+    prep.add_argument(
+        "--seed", type=int_range(0, 2**31 - 1), default=0, help="picks full-hierarchy's third of the chains"
+    )
     prep.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: cwd)")
     prep.add_argument(
         "--name",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from generation.audit.review import DEFAULT_MIN_ANNOTATORS, DEFAULT_THRESHOLD, rule_text
+from hvcu_tasks.argtypes import float_range, int_range
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -126,15 +127,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--annotators", nargs="+", required=True, help="a count (5 -> a1..a5) or names (alice bob ... or alice,bob)"
     )
-    export.add_argument("--seed", type=int, default=0, help="seed of each annotator's item order")
-    export.add_argument("--rounds", type=int, default=3, help="most review rounds; unresolved items are then dropped")
+    export.add_argument("--seed", type=int_range(0, 2**31 - 1), default=0, help="seed of each annotator's item order")
     export.add_argument(
-        "--min-annotators", type=int, default=DEFAULT_MIN_ANNOTATORS, help="verdicts needed per item (default 5)"
+        "--rounds", type=int_range(1), default=3, help="most review rounds; unresolved items are then dropped"
     )
     export.add_argument(
-        "--threshold", type=float, default=DEFAULT_THRESHOLD, help="yes share an item needs on every question"
+        "--min-annotators",
+        type=int_range(2),
+        default=DEFAULT_MIN_ANNOTATORS,
+        help="verdicts needed per item (default 5)",
     )
-    export.add_argument("--max-side", type=int, default=0, help="shrink embedded images to this many pixels (0: as is)")
+    export.add_argument(
+        "--threshold",
+        type=float_range(0.5, 1, low_open=True),
+        default=DEFAULT_THRESHOLD,
+        help="yes share an item needs on every question",
+    )
+    export.add_argument(
+        "--max-side", type=int_range(0), default=0, help="shrink embedded images to this many pixels (0: as is)"
+    )
     export.set_defaults(func=_cmd_export)
 
     imp = cmds.add_parser("import", help="import annotators' verdict CSV files into the open round")
@@ -145,7 +156,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="the verdict CSV files the annotators downloaded from their forms (or filled in)",
     )
-    imp.add_argument("--round", type=int, help="round number (default: the open round)")
+    imp.add_argument("--round", type=int_range(1), help="round number (default: the open round)")
     imp.add_argument("--replace", action="store_true", help="replace verdicts already imported for an annotator")
     imp.set_defaults(func=_cmd_import)
 
@@ -153,19 +164,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "forms", help="rewrite the open round's forms after editing its items in source/ (before any verdict)"
     )
     forms.add_argument("audit", type=Path, help="the audit folder")
-    forms.add_argument("--round", type=int, help="round number (default: the open round)")
+    forms.add_argument("--round", type=int_range(1), help="round number (default: the open round)")
     forms.set_defaults(func=_cmd_forms)
 
     stats = cmds.add_parser("stats", help="agreement per question, flagged items (writes stats.json, flags.csv)")
     stats.add_argument("audit", type=Path, help="the audit folder")
-    stats.add_argument("--round", type=int, help="round number (default: the open round, else the last)")
+    stats.add_argument("--round", type=int_range(1), help="round number (default: the open round, else the last)")
     stats.add_argument("--json", action="store_true", help="print stats.json instead of a table")
     stats.set_defaults(func=_cmd_stats)
 
     dec = cmds.add_parser("decide", help="apply keep/discard/revisit decisions; open the next round or finish")
     dec.add_argument("audit", type=Path, help="the audit folder")
     dec.add_argument("decisions", nargs="?", type=Path, help="decisions CSV (default: the round's decisions.csv)")
-    dec.add_argument("--round", type=int, help="round number (default: the open round)")
+    dec.add_argument("--round", type=int_range(1), help="round number (default: the open round)")
     dec.set_defaults(func=_cmd_decide)
 
     status = cmds.add_parser("status", help="where the audit stands and what to do next")

@@ -17,6 +17,7 @@ from generation.human.assign import (
 from generation.human.results import check_label, check_stamp, write_run
 from generation.human.score import match_bench, score_human
 from generation.human.sheets import write_sheets
+from hvcu_tasks.argtypes import int_range
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES
 from hvcu_tasks.core.metrics import ACCURACY_METRICS
 from hvcu_tasks.core.schema import Sample
@@ -103,12 +104,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     sheets.add_argument(
         "--annotators-per-level",
-        type=int,
+        type=int_range(1),
         default=DEFAULT_PER_LEVEL,
         metavar="N",
         help=f"annotators in each level's group (default {DEFAULT_PER_LEVEL})",
     )
-    sheets.add_argument("--seed", type=int, default=0, help="seeds the dealing of names and every sheet's order")
+    sheets.add_argument(
+        "--seed", type=int_range(0, 2**31 - 1), default=0, help="seeds the dealing of names and every sheet's order"
+    )
     sheets.set_defaults(func=cmd_sheets)
 
     score = commands.add_parser("score", help="score filled answer sheets as a 'Human' run for `hvcu report`")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from generation.mock.styles import DEFAULT_STYLES, MC_STYLES, parse_styles
 from generation.policy import prompt
 from hvcu_tasks.core.prompts import CONTEXT_PREFIX, level_text
 
@@ -51,6 +52,8 @@ class MockSettings:
 
     seed: int = 0
     accuracy: float = 0.6
+    styles: tuple[tuple[str, int], ...] = parse_styles(DEFAULT_STYLES)
+    """The multiple-choice reply styles (MC_STYLES names) with their weights."""
 
 
 @dataclass
@@ -362,16 +365,6 @@ def template_reply(name: str, fields: Mapping[str, str], rng: random.Random) -> 
 
 _OPTION_LINE = re.compile(r"^\s*\(?([A-J])(?:\)|\.|:)\s*(\S.*?)\s*$")
 
-# Reply styles: each names the letter in a way hvcu_tasks.core.parsing.parse_choice reads.
-MC_STYLES: tuple[Callable[[str, str], str], ...] = (
-    lambda key, _text: key,
-    lambda key, _text: f"The answer is ({key}).",
-    lambda key, _text: f"**{key}**",
-    lambda key, _text: f"\\boxed{{{key}}}",
-    lambda key, _text: f"Based on the image, {key}.",
-    lambda key, text: f"{key}. {text}",
-)
-
 
 def option_keys(text: str) -> list[tuple[str, str]] | None:
     """Return the (key, text) option lines of a multiple-choice question (A, B, ... in order), or None."""
@@ -405,8 +398,8 @@ def mc_reply(text: str, history: Iterable[str], settings: MockSettings, gold: Go
         key = answer if right else rng.choice([k for k in keys if k != answer])
     else:
         key = rng.choice(keys)
-    style = rng.choice(MC_STYLES)
-    return style(key, dict(options)[key]), answer is not None and answer in keys
+    (style,) = rng.choices([name for name, _ in settings.styles], [weight for _, weight in settings.styles])
+    return MC_STYLES[style](key, dict(options)[key]), answer is not None and answer in keys
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from generation.mock.styles import DEFAULT_STYLES, MC_STYLES, parse_styles
 from hvcu_tasks.argtypes import float_range, int_range
 from hvcu_tasks.data import jsonio
 
@@ -34,7 +35,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     sources = args.gold or ["smoke"]
     gold = load_gold(sources)
-    settings = MockSettings(seed=args.seed, accuracy=args.accuracy)
+    settings = MockSettings(seed=args.seed, accuracy=args.accuracy, styles=args.styles)
     try:
         server = make_server(args.host, args.port, settings, gold)
     except OSError as exc:
@@ -43,7 +44,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"mock: cannot listen on {args.host}:{args.port}: {why}{hint}") from None
     print(
         f"mock OpenAI endpoint: {base_url(server)} (seed {args.seed}, accuracy {args.accuracy:g}, "
-        f"gold {'+'.join(sources)}: {len(gold.gold)} questions; Ctrl-C stops it)",
+        f"gold {'+'.join(sources)}: {len(gold.gold)} questions, styles {style_text(args.styles)}; Ctrl-C stops it)",
         flush=True,
     )
     _stop_on_sigterm()
@@ -55,6 +56,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         server.server_close()
     print("mock: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _styles(text: str) -> tuple[tuple[str, int], ...]:
+    """argparse type of --styles: the parsed styles, or a usage error naming what is wrong."""
+    try:
+        return parse_styles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def style_text(styles: tuple[tuple[str, int], ...]) -> str:
+    """Return styles as --styles takes them (weight 1 left out)."""
+    return ",".join(name + (f":{weight}" if weight != 1 else "") for name, weight in styles)
 
 
 def _exited(pid: int) -> bool:
@@ -136,6 +150,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "others get a random key)",
     )
     serve.add_argument("--seed", type=int_range(0, 2**31 - 1), default=0, help="seeds every reply (default 0)")
+    serve.add_argument(
+        "--styles",
+        type=_styles,
+        default=parse_styles(DEFAULT_STYLES),
+        metavar="NAME[:WEIGHT],...",
+        help=f"how multiple-choice replies name the letter, drawn by weight (default {DEFAULT_STYLES}); styles: "
+        f"{', '.join(MC_STYLES)}; the authors' parser misses answer-is-paren, paren, option, boxed and prose",
+    )
     serve.add_argument(
         "--gold",
         action="append",

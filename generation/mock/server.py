@@ -52,7 +52,7 @@ def respond(
     route = path.split("?", 1)[0].rstrip("/")
     if method == "GET" and route == "/v1/models":
         model = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "hvcu"}
-        server = {"pid": os.getpid(), "seed": settings.seed, "accuracy": settings.accuracy}
+        server = {"pid": os.getpid(), "seed": settings.seed, "accuracy": settings.accuracy, "styles": settings.styles}
         return 200, {"object": "list", "data": [model], "hvcu_mock": server}
     if route != "/v1/chat/completions":
         status, payload = _error(

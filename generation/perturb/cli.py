@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=int_range(0, 2**31 - 1),
         default=0,
         help="seed for the variant parameters, mixed with the input's content hash (default 0)",
     )

@@ -11,6 +11,7 @@ decides correctness for the `*_official` metrics, so both metrics score the same
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,8 +32,13 @@ BACKEND_KEY = "backend"
 WRAPPER_MODEL = "hvcu_context"
 
 
-class UnsupportedBackend(RuntimeError):
-    """Raised when the chosen lmms-eval model cannot hold a multi-turn chat by itself."""
+class UnsupportedBackend(SystemExit):
+    """Ends a run whose model cannot hold a multi-turn chat: exit status 1, the fix as its last line (a SystemExit as
+    core.schema.TaskLoadError is: lmms-eval's CLI prints any Exception as a traceback and exits 0)."""
+
+    def __init__(self, message: str) -> None:
+        sys.stdout.flush()  # lmms-eval's log, piped, stays before the line Python prints at exit
+        super().__init__(f"error: {message}")
 
 
 def sample_dataset(samples: Sequence[Sample], identity: str = "") -> Any:

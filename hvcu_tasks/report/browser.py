@@ -388,6 +388,7 @@ def setting_json(record: dict[str, Any], path: Path, questions: Questions, runs:
         "parsed": record["parsed"],
         "official": record["parsed_official"],
         "correct": record["correct"],
+        "correct_official": record["correct_official"],
         "failed": record["failed"],
         "first": first_wrong_level(record["correct"]),
         "first_official": first_wrong_level(record["correct_official"]),
@@ -456,8 +457,9 @@ def render_page(data: dict[str, Any], notes: list[str]) -> str:
     summary = (
         f"{len(data['cards'])} cards: {models} model(s) × the samples each logged. Each card shows the image (click it "
         "for a larger view), the three questions with their options (✓ marks the gold key), and per setting the raw "
-        "reply and the letter each parsing rule read (ours, and the authors' in brackets). Filters use our parser; "
-        "they are kept in the address, so a filtered view can be shared as a link."
+        "reply and the letter each parsing rule read (ours, and the authors' in brackets; — where a rule read no "
+        "letter). Cards and filters use our parser, the two-model view the rule chosen there; filters are kept in "
+        "the address, so a filtered view can be shared as a link."
     )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,18 @@ def samples_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
             if m and not ANALYSIS_TASK.match(m.group("task")):
                 found.append((m.group("task"), f))
     return found
+
+
+def no_samples_reason(paths: Sequence[Path]) -> str:
+    """Return what is under the given paths instead of a base- or context-setting samples file (for one error line)."""
+    if missing := [str(p) for p in map(Path, paths) if not p.exists()]:
+        return f"no such file or folder: {', '.join(missing)}"
+    names = [f.name for p in map(Path, paths) for f in (sorted(p.rglob("*")) if p.is_dir() else [p])]
+    if tasks := sorted({n[n.index("_samples_") + 9 : -6] for n in names if re.search(r"_samples_.+\.jsonl$", n)}):
+        return f"the samples files there are of other tasks only: {', '.join(tasks)}"
+    if any(n.endswith("_results.json") for n in names):
+        return "the results files there have no samples files beside them: rerun with --log_samples"
+    return "no lmms-eval output there (no *_results.json, no *_samples_*.jsonl)"
 
 
 def _reply(line: dict[str, Any]) -> Any:

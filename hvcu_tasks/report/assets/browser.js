@@ -58,11 +58,13 @@
     return true;
   }
 
-  function verdictBadge(setting, chain) {
+  // A card judged by one parsing rule: ours in the card list (its filters), the chosen one in the two-model view.
+  function verdictBadge(setting, chain, rule) {
     if (!chain) return el('span', 'badge', setting + ': not run');
-    const first = chain.first;
+    const first = rule === 'official' ? chain.first_official : chain.first;
     const text = first === 'none' ? 'all right' : first === 'incomplete' ? 'chain incomplete' : 'first wrong ' + first;
-    return el('span', 'badge ' + (first === 'none' ? 'right' : 'wrong'), setting + ': ' + text);
+    const by = rule === 'official' ? ' (authors\' rule)' : '';
+    return el('span', 'badge ' + (first === 'none' ? 'right' : 'wrong'), setting + ': ' + text + by);
   }
 
   function questionCell(card, k) {
@@ -91,15 +93,16 @@
     return td;
   }
 
-  function replyCell(chain, k) {
+  function replyCell(chain, k, rule) {
     const td = el('td');
     if (!chain) { td.appendChild(el('span', 'empty', 'not run')); return td; }
     if (chain.parsed[k] === undefined) { td.appendChild(el('span', 'empty', 'not asked (chain cut)')); return td; }
-    const right = chain.correct[k];
+    const right = (rule === 'official' ? chain.correct_official : chain.correct)[k];
     const line = el('div', null);
     line.appendChild(el('span', right ? 'ok' : 'bad', right ? '✓ ' : '✗ '));
     const letters = (chain.parsed[k] || '—') + ' (authors\' ' + (chain.official[k] || '—') + ')';
     line.appendChild(document.createTextNode(letters));
+    if (!chain.parsed[k] || !chain.official[k]) line.appendChild(el('span', 'note', ' (—: no letter read)'));
     td.appendChild(line);
     const reply = chain.replies[k];
     if (chain.failed[k] && !reply) td.appendChild(el('pre', 'reply empty', '(no reply)'));
@@ -110,13 +113,13 @@
     return td;
   }
 
-  function cardElement(card) {
+  function cardElement(card, rule = 'ours') {
     const article = el('article', 'card');
     article.setAttribute('data-model', data.models[card.model]);
     article.setAttribute('data-id', card.id);
     const head = el('h2', null, card.id);
     head.appendChild(el('span', 'meta', [card.family, card.aspect, data.models[card.model]].join(' · ')));
-    SETTINGS.forEach(s => head.appendChild(verdictBadge(s, card[s])));
+    SETTINGS.forEach(s => head.appendChild(verdictBadge(s, card[s], rule)));
     article.appendChild(head);
     const figure = el('div', 'figure');
     if (card.image) {
@@ -153,7 +156,7 @@
       row.appendChild(questionCell(card, k));
       const chain = card.base || card.context;
       row.appendChild(el('td', null, chain.gold[k]));
-      SETTINGS.forEach(s => row.appendChild(replyCell(card[s], k)));
+      SETTINGS.forEach(s => row.appendChild(replyCell(card[s], k, rule)));
       body.appendChild(row);
     }
     table.appendChild(body);
@@ -270,8 +273,8 @@
     const where = LEVELS[parseInt(level.slice(1), 10) - 1];
     section.appendChild(el('h3', null, name + ': ' + holder + ' holds, ' + breaker + ' first breaks at ' + where));
     const both = el('div', 'pair-cards');
-    both.appendChild(cardElement(pair.a));
-    both.appendChild(cardElement(pair.b));
+    both.appendChild(cardElement(pair.a, p.rule));
+    both.appendChild(cardElement(pair.b, p.rule));
     section.appendChild(both);
     return section;
   }
@@ -336,7 +339,7 @@
     const count = $('count');
     count.replaceChildren(el('strong', null, String(hits.length)));
     count.appendChild(document.createTextNode(' of ' + data.cards.length + ' cards shown (one per sample and model)'));
-    $('cards').replaceChildren(...hits.slice((page - 1) * per, page * per).map(cardElement));
+    $('cards').replaceChildren(...hits.slice((page - 1) * per, page * per).map(card => cardElement(card)));
     pager($('pager-top'), page, pages);
     pager($('pager-bottom'), page, pages);
   }
