@@ -267,33 +267,64 @@ def test_a_model_that_always_answers_a_scores_zero_circular(tmp_path: Path) -> N
         assert got["pred_share_A,none"] == 100.0 and got["position_bias,none"] == 75.0
 
 
-def test_circular_under_data_parallelism_scores_after_gathering(tmp_path: Path) -> None:
-    """Two real ranks, each with its share of the rotations; a chain's rotations meet only after lmms-eval gathered
-    them, so the circular numbers are the hand-computed ones and the one-process run's.
+@pytest.fixture(scope="module")
+def parallel_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """CIRC_MIX on the base and the circular tasks launched as two real ranks (data parallelism), and the same
+    command in one process: the launch's output, its run folder and the one-process run's folder.
 
-    Shares, 4 rotations x 3 levels per sample: Impl. 60 documents -> 30 + 30, Aesth. 48 -> 24 + 24,
-    Affect. 72 -> 36 + 36.
+    One launch for both: each rank's start-up (lmms-eval's imports, its task folder) is most of a launch's cost.
     """
-    predictions = write_predictions(tmp_path / "mix.jsonl")
+    root = tmp_path_factory.mktemp("parallel")
+    predictions = write_predictions(root / "mix.jsonl")
     args = ["--model", "hvcu_replay", "--model_args", f"predictions={predictions}"]
-    args += ["--tasks", "hvcu_bench_circular_sample"]
-    out = tmp_path / "out"
+    args += ["--tasks", "hvcu_bench_sample,hvcu_bench_circular_sample", "--log_samples"]
+    out = root / "out"
     cmd = [*ACCELERATE_TWO_CPU_RANKS, *args, "--output_path", str(out), "--verbosity", "DEBUG"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=root)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert two_rank_shares(proc.stdout + proc.stderr) == {
+    run_lmms_eval(args, root / "one")
+    return proc.stdout + proc.stderr, out, root / "one"
+
+
+def test_data_parallelism_deals_every_tasks_documents_out_to_both_ranks(parallel_run: tuple[str, Path, Path]) -> None:
+    """lmms-eval deals the documents out in turn. Base, 3 levels per sample: Impl. 5 chains = 15 documents -> 8 + 7,
+    Aesth. 12 -> 6 + 6, Affect. 18 -> 9 + 9; circular, 4 rotations x 3 levels: Impl. 60 -> 30 + 30, Aesth. 48 ->
+    24 + 24, Affect. 72 -> 36 + 36."""
+    assert two_rank_shares(parallel_run[0]) == {
+        "hvcu_bench_sample_impl": [7, 8],
+        "hvcu_bench_sample_aesth": [6, 6],
+        "hvcu_bench_sample_affect": [9, 9],
         "hvcu_bench_circular_sample_impl": [30, 30],
         "hvcu_bench_circular_sample_aesth": [24, 24],
         "hvcu_bench_circular_sample_affect": [36, 36],
     }
-    found = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
-    results = json.loads(Path(found[0]).read_text())["results"]
+
+
+def test_data_parallel_run_gathers_before_scoring(parallel_run: tuple[str, Path, Path]) -> None:
+    """Each rank answers its share; the scores, diagnostics from the sample logs included, are the hand-computed ones
+    and the one-process run's: the hooks score only after lmms-eval gathered every rank."""
+    _output, out, one = parallel_run
+    parallel = report_metrics(out)
+    assert parallel["hvcu_bench_sample"]["acc_full,none"] == ORDINARY_SCORE
+    for family, expected in ORDINARY.items():
+        for metric, value in expected.items():
+            assert parallel[f"hvcu_bench_sample_{SHORT[family]}"][f"{metric},none"] == pytest.approx(value), metric
+    assert parallel == report_metrics(one)
+
+
+def test_circular_under_data_parallelism_scores_after_gathering(parallel_run: tuple[str, Path, Path]) -> None:
+    """Each rank has its share of the rotations; a chain's rotations meet only after lmms-eval gathered them, so the
+    circular numbers are the hand-computed ones and the one-process run's."""
+    _output, out, one = parallel_run
+    (found,) = glob.glob(str(out / "**" / "*_results.json"), recursive=True)
+    results = json.loads(Path(found).read_text())["results"]
     assert results["hvcu_bench_circular_sample"]["acc_full,none"] == CIRCULAR_SCORE
     for family, expected in CIRCULAR.items():
         for metric, value in expected.items():
             got = results[f"hvcu_bench_circular_sample_{SHORT[family]}"][f"{metric},none"]
             assert got == pytest.approx(value), (family, metric)
-    assert results == run_lmms_eval(args, tmp_path / "one")["results"]
+    (found_one,) = glob.glob(str(one / "**" / "*_results.json"), recursive=True)
+    assert results == json.loads(Path(found_one).read_text())["results"]
 
 
 def test_gold_context_without_a_multi_turn_backend_is_told_how_to_wrap_it(tmp_path: Path) -> None:

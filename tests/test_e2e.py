@@ -1,21 +1,19 @@
-"""End to end through the real `lmms-eval` CLI: a tiny real model, the replay model, data parallelism."""
+"""End to end through the real `lmms-eval` CLI: a tiny real model, the replay model (data parallelism: in
+tests/test_analysis_e2e.py)."""
 
 from __future__ import annotations
 
 import glob
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import (
-    ACCELERATE_TWO_CPU_RANKS,
     SMOKE_EXPECTED,
     SMOKE_SCORE,
     report_metrics,
     run_lmms_eval,
-    two_rank_shares,
 )
 from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
@@ -171,31 +169,6 @@ def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -
     got = results["results"]["hvcu_bench_sample_aesth"]
     assert got["n_chains,none"] == 1 and got["n_incomplete,none"] == 1
     assert got["acc_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
-
-
-def test_data_parallel_run_gathers_before_scoring(authors_results: Path, tmp_path: Path) -> None:
-    """Two real ranks each answer their share (lmms-eval deals the documents out in turn); the scores are the
-    one-process run's, the hand-computed ones included: the hooks score only after lmms-eval gathered every rank.
-
-    Shares: Impl. 5 chains x 3 levels = 15 documents -> 8 + 7; Aesth. 12 -> 6 + 6; Affect. 18 -> 9 + 9.
-    """
-    args = ["--model", "hvcu_replay", "--model_args", f"predictions={authors_results}", "--tasks", "hvcu_bench_sample"]
-    out = tmp_path / "out"
-    cmd = [*ACCELERATE_TWO_CPU_RANKS, *args, "--log_samples", "--output_path", str(out), "--verbosity", "DEBUG"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert two_rank_shares(proc.stdout + proc.stderr) == {
-        "hvcu_bench_sample_impl": [7, 8],
-        "hvcu_bench_sample_aesth": [6, 6],
-        "hvcu_bench_sample_affect": [9, 9],
-    }
-    parallel = report_metrics(out)
-    assert parallel["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE
-    for family, task in TASK_OF.items():
-        for metric, value in SMOKE_EXPECTED[family].items():
-            assert parallel[task][f"{metric},none"] == pytest.approx(value), (task, metric)
-    run_lmms_eval([*args, "--log_samples"], tmp_path / "one")
-    assert parallel == report_metrics(tmp_path / "one")
 
 
 def test_a_local_copy_with_a_missing_image_stops_the_run(tmp_path: Path, authors_results: Path) -> None:

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from test_train_e2e import changed_weights
 
 from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.results.chains import chains_of_file, samples_files
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RECIPE = re.compile(r"<!-- recipe: ([\w-]+)( slow)? -->\n```bash\n(.*?)```\n(.*?)(?=\n\*\*\d+\. |\n#+ |\Z)", re.S)
@@ -377,6 +379,16 @@ def test_evaluate_then_report_rerun_in_the_same_folder_give_the_same_scores(work
     assert "| mock-strong" in done.stdout
 
 
+# The training loop is checked on the recipe's own run (tests/test_train_e2e.py runs the LLaVA-NeXT loop): a tiny
+# Qwen3-VL, one LoRA step, merge, both models evaluated in both settings, `hvcu report --compare`.
+
+
+def base_model() -> str:
+    """Return the base model folder recipe 2 trains (its BASE_MODEL=)."""
+    (path,) = re.findall(r"BASE_MODEL=(\S+)", recipes()["train-loop"])
+    return path
+
+
 @pytest.mark.slow
 def test_train_loop_recipe_evaluates_both_models_in_both_settings(workdir: Path) -> None:
     run_recipe("train-loop", workdir, timeout=1800)
@@ -384,3 +396,32 @@ def test_train_loop_recipe_evaluates_both_models_in_both_settings(workdir: Path)
     assert len(evals) == 2
     for folder in evals:
         assert set(results(workdir / folder)) >= {"hvcu_bench_sample", "hvcu_bench_context_sample"}
+
+
+@pytest.mark.slow
+def test_train_loop_recipe_logs_every_chain_with_three_replies_of_real_text(workdir: Path) -> None:
+    run_recipe("train-loop", workdir, timeout=1800)
+    for folder in (path for path in stated_paths("train-loop") if "/eval/" in path):
+        chains = [c for task, path in samples_files([workdir / folder]) for c in chains_of_file(task, path)]
+        assert {c["setting"] for c in chains} == {"base", "context"}
+        assert all(len(c["replies"]) == 3 and all(r.strip() for r in c["replies"]) for c in chains), folder
+
+
+@pytest.mark.slow
+def test_train_loop_recipe_lora_step_changes_the_language_model_only(workdir: Path) -> None:
+    run_recipe("train-loop", workdir, timeout=1800)
+    merged = stated("train-loop", r"`(\S+/merged/)` \(the tuned model\)").group(1)
+    changed = changed_weights(workdir / base_model(), workdir / merged)
+    assert changed and all("language_model" in name for name in changed)  # the vision tower is frozen
+
+
+@pytest.mark.slow
+def test_train_loop_recipe_compares_the_tuned_model_b_with_its_base_a(workdir: Path) -> None:
+    run_recipe("train-loop", workdir, timeout=1800)
+    merged = workdir / stated("train-loop", r"`(\S+/merged/)` \(the tuned model\)").group(1)
+    report = workdir / stated("train-loop", r"comparison tables in `(\S+/)`").group(1)
+    tables = re.findall(r"`(compare_(\w+)\.md)`", prose("train-loop"))
+    assert [setting for _name, setting in tables] == ["base", "context"]
+    for name, setting in tables:
+        title = (report / name).read_text(encoding="utf-8").splitlines()[0]
+        assert f"{merged} (B) vs {base_model()} (A), {setting} setting" in title, title

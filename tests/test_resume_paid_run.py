@@ -1,4 +1,9 @@
-"""A paid lmms-eval run killed with SIGKILL, rerun with the same command, pays only for the requests left unanswered."""
+"""A paid lmms-eval run killed with SIGKILL, rerun with the same command, pays only for the requests left unanswered.
+
+The killed run is the real `lmms-eval` process; the runs that finish go through the test worker's long-lived
+lmms-eval (conftest.run_lmms_eval, a forked child per run, as the CLI would run them): the request cache on disk,
+not the process, is what they check.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import zlib
 from pathlib import Path
 
 import pytest
+from conftest import BIN, run_lmms_eval
 from fake_openai import FakeOpenAI
 
 from hvcu_tasks.lmms.models.request_cache import read_replies
 
 pytestmark = pytest.mark.slow
 
-LMMS_EVAL = str(Path(sys.executable).parent / "lmms-eval")
 TASKS = "hvcu_bench_sample,hvcu_bench_context_sample"
 KILL_AFTER = 50
 """Replies the server gives before it stops answering and the run is killed (45 base requests + 5 context ones)."""
@@ -55,19 +59,17 @@ def key(body: dict) -> str:
     return json.dumps(body, sort_keys=True)
 
 
-def command(server: FakeOpenAI, out: Path) -> list[str]:
+def command(server: FakeOpenAI) -> list[str]:
+    """lmms-eval's arguments for the paid run (the wrapper over the openai backend, both settings)."""
     args = f"inner=openai,model_version=fake-vlm,base_url={server.base_url},api_key=x,num_concurrent=8"
-    return [LMMS_EVAL, "--model", "hvcu_context", "--model_args", args, "--tasks", TASKS]
+    return ["--model", "hvcu_context", "--model_args", args, "--tasks", TASKS]
 
 
-def finish(cmd: list[str], out: Path, cache: Path) -> str:
-    """Run the command to the end; return its output."""
-    env = {**os.environ, "HVCU_CACHE_DIR": str(cache)}
-    proc = subprocess.run(
-        [*cmd, "--output_path", str(out), "--log_samples"], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
+def finish(args: list[str], out: Path, cache: Path) -> str:
+    """Run lmms-eval with these arguments to the end; return its output."""
+    run = run_lmms_eval([*args, "--log_samples"], out, env={"HVCU_CACHE_DIR": str(cache)}, expect_ok=False)
+    assert run["returncode"] == 0 and run["results"], run["output"][-3000:]
+    return run["output"]
 
 
 def stored(cache: Path) -> int:
@@ -93,7 +95,7 @@ def test_a_killed_run_rerun_pays_only_for_what_was_unanswered(tmp_path: Path) ->
     freezer = Freezer()
     with FakeOpenAI(freezer) as server:
         server.server.handle_error = lambda *_: None  # the killed run's dropped connections are expected
-        cmd = command(server, tmp_path)
+        cmd = command(server)
         printed = finish(cmd, tmp_path / "whole", tmp_path / "cache-whole")
         uninterrupted = len(server.requests)
 
@@ -103,7 +105,7 @@ def test_a_killed_run_rerun_pays_only_for_what_was_unanswered(tmp_path: Path) ->
         cache = tmp_path / "cache"
         env = {**os.environ, "HVCU_CACHE_DIR": str(cache)}
         proc = subprocess.Popen(
-            [*cmd, "--output_path", str(tmp_path / "killed")],
+            [str(BIN / "lmms-eval"), *cmd, "--output_path", str(tmp_path / "killed")],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -160,7 +162,7 @@ def test_a_new_checkpoint_served_under_the_same_name_is_asked_again(tmp_path: Pa
     model = {"answer": mock_answers(1.0)}
     with FakeOpenAI(lambda body: model["answer"](body)) as server:
         args = f"inner=openai,model_version=my-ckpt,base_url={server.base_url},api_key=x,num_concurrent=8"
-        cmd = [LMMS_EVAL, "--model", "hvcu_context", "--model_args", args, "--tasks", "hvcu_bench_sample"]
+        cmd = ["--model", "hvcu_context", "--model_args", args, "--tasks", "hvcu_bench_sample"]
         cache = tmp_path / "cache"
         finish(cmd, tmp_path / "right", cache)
         first = asked(server, "my-ckpt")
@@ -171,7 +173,7 @@ def test_a_new_checkpoint_served_under_the_same_name_is_asked_again(tmp_path: Pa
         second = asked(server, "my-ckpt")
 
         server.requests.clear()
-        reused = finish([*cmd[:4], args + ",reuse=all", *cmd[5:]], tmp_path / "reused", cache)
+        reused = finish([*cmd[:3], args + ",reuse=all", *cmd[4:]], tmp_path / "reused", cache)
         third = asked(server, "my-ckpt")
 
     runs = [json.loads(p.read_text()) for p in cache.glob("requests-v2/*/runs/*/rank-*/run.json")]
