@@ -17,8 +17,11 @@ import fnmatch
 import glob
 import logging
 import os
+import socket
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,6 @@ from typing import Any
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS
 from hvcu_tasks.core.schema import DataError, Problem
-from hvcu_tasks.data import jsonio
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -41,6 +43,8 @@ OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
 OFFLINE_HINT = "set HVCU_BENCH_DATA=/path/to/a/local/copy (check it with `hvcu data validate PATH`)"
 LISTED_FILES = 12
 """How many of a repository's top-level entries an error names before it says how many more there are."""
+PROBE_TIMEOUT_S = 3.0
+"""How long the hub may take to accept a connection before a run says it cannot be reached."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,31 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
         hint = f"; {OFFLINE_HINT}" if status >= 500 else ""
         return "dataset", f"the hub answered {status} ({type(exc).__name__}: {str(exc).splitlines()[0]}){hint}"
     if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore"):
-        return "dataset", f"cannot reach the dataset: {cause_text(exc)}; {OFFLINE_HINT}"
+        return "dataset", no_hub(cause_text(exc))
     return "dataset", cause_text(exc)
+
+
+def no_hub(why: str) -> str:
+    """Return the message for a hub that cannot be reached, and what to do instead."""
+    from huggingface_hub import constants
+
+    hint = "or HF_HUB_OFFLINE=1 to read the Hugging Face cache"
+    return f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({why}); {OFFLINE_HINT} {hint}"
+
+
+def unreachable(endpoint: str) -> str | None:
+    """Return why a TCP connection to the hub endpoint (or its proxy) fails within PROBE_TIMEOUT_S, None if it opens."""
+    url = urllib.parse.urlsplit(endpoint)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
+    if proxy and not urllib.request.proxy_bypass(host):
+        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = purl.hostname or "", purl.port or 80
+    try:
+        socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 # ------------------------------------------------------------------------------------------ the revision
@@ -189,9 +216,11 @@ def _agree(dist: Any, repo: str, requested: str | None) -> HubRevision:
 
 def _pin(repo: str, requested: str | None, commit: str | None = None) -> HubRevision:
     """Resolve a revision to its commit (online: ask the hub; offline: the cache), with its files and card."""
-    from huggingface_hub import HfApi, get_cached_repo_tree, metadata_load
+    from huggingface_hub import HfApi, constants, get_cached_repo_tree, metadata_load
 
     local = offline()
+    if commit is None and not local and (why := unreachable(constants.ENDPOINT)):  # else: a cached ref, silently
+        raise fail(f"{repo}@{requested or 'main'}", "dataset", no_hub(why))
     try:
         if commit is None:
             api = HfApi()
@@ -338,9 +367,8 @@ def footer_problem(metadata: Any, shard: str) -> str | None:
 # ------------------------------------------------------------------------------------------ the files
 
 
-def json_files(rev: HubRevision, family: str, chosen: Layout) -> tuple[Path, Path]:
-    """Return one family's JSON file and image folder of the commit, fetching the JSON and its images only."""
-    stem = FAMILIES[family][1]
+def json_file(rev: HubRevision, stem: str, chosen: Layout) -> Path:
+    """Return a family's JSON file of the commit, fetched; a commit without one is one DataError naming the files."""
     if f"{stem}.json" not in rev.files:
         top = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in rev.files})
         more = f" and {len(top) - LISTED_FILES} more" if len(top) > LISTED_FILES else ""
@@ -348,22 +376,18 @@ def json_files(rev: HubRevision, family: str, chosen: Layout) -> tuple[Path, Pat
         raise fail(
             f"{rev.where}/{stem}.json", "files", f"no usable layout: {why}; files present: {top[:LISTED_FILES]}{more}"
         )
-    (json_file,) = fetch(rev, [f"{stem}.json"])
-    fetch(rev, image_paths(json_file, stem, rev.files))
-    return json_file, rev.folder / "Image" / stem
+    return fetch(rev, [f"{stem}.json"])[0]
 
 
-def image_paths(json_file: Path, stem: str, files: Iterable[str]) -> list[str]:
-    """Return the repository paths of the images a family's JSON names: per id the first extension the commit has."""
-    try:
-        records = jsonio.read_json(json_file)
-    except (OSError, ValueError):
-        return []  # the JSON reader reports the broken file itself
-    present, wanted = set(files), set()
-    for ident in (r.get("id") for r in (records if isinstance(records, list) else []) if isinstance(r, dict)):
-        if ident is not None and not isinstance(ident, (dict, list)):  # the authors' extension order
-            wanted |= {next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{ident}{e}") in present), "")}
-    return sorted(wanted - {""})
+def image_fetcher(rev: HubRevision, stem: str) -> Callable[[list[str]], None]:
+    """Return what fetches the images of these ids: per id the first of the authors' extensions the commit holds."""
+    present = set(rev.files)
+
+    def fetch_images(ids: list[str]) -> None:
+        wanted = (next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{i}{e}") in present), None) for i in ids)
+        fetch(rev, sorted({p for p in wanted if p}))
+
+    return fetch_images
 
 
 def load_record(repo: str, requested: str | None, family: str) -> tuple[str, str] | None:

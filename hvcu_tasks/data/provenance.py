@@ -15,7 +15,7 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.loaders import HUB_DATASET
+from hvcu_tasks.data.loaders import hub_spec
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
@@ -30,27 +30,22 @@ DISTRIBUTION = "hvcu-toolkit"
 LMMS_EVAL_DISTRIBUTION = "lmms_eval"
 
 
-def toolkit_version() -> str:
-    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
+def _version(distribution: str) -> str:
+    """Return an installed distribution's version ("unknown" when its package metadata is missing)."""
     try:
-        return version(DISTRIBUTION)
+        return version(distribution)
     except PackageNotFoundError:
         return "unknown"
+
+
+def toolkit_version() -> str:
+    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
+    return _version(DISTRIBUTION)
 
 
 def lmms_eval_release() -> str:
     """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
-    try:
-        return version(LMMS_EVAL_DISTRIBUTION)
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def pinned_source(source: str, revision: str) -> str:
-    """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
-    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
-        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
-    return source
+    return _version(LMMS_EVAL_DISTRIBUTION)
 
 
 def source_fields(source: str, revision: str | None, layout: str | None = None) -> dict[str, Any]:
@@ -59,10 +54,15 @@ def source_fields(source: str, revision: str | None, layout: str | None = None) 
     `layout` (hub only) is the repository layout read: "parquet" (the `benchmark` config) or "json" (the authors'
     JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
     """
-    if source == "hub" or source.startswith("hub:"):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        fields = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
-        return fields | {"layout": layout}
+    spec = hub_spec(source)
+    if spec is not None:
+        return {
+            "kind": "hub",
+            "location": spec[0],
+            "requested_revision": spec[1],
+            "revision": revision,
+            "layout": layout,
+        }
     if source == "smoke":
         return {"kind": "smoke", "location": "smoke"}
     return {"kind": "local", "location": str(Path(source).expanduser().resolve())}

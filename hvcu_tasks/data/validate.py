@@ -9,7 +9,7 @@ the GIL).
 
 Across processes, "decodes fine" verdicts are remembered on disk (`cache_folder`): one empty marker file
 `<digest[:2]>/<digest>.ok` per image content, named by the SHA-256 of the very bytes that were decoded, under a
-folder named by `check_version` (the checker's rules, Pillow's version and the pixel limit). A marker is
+folder named by the checker's version (its rules, Pillow's version and the pixel limit). A marker is
 trustworthy by construction: content-addressed, it can only ever speak for those exact bytes under those exact
 rules, so a file that changes (same path, new bytes) or a change of rules or limits is decoded again. It is as
 trustworthy as the folder's writers: the default lies in the user's own cache folder, created private. Failures
@@ -22,9 +22,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import socket
-import urllib.parse
-import urllib.request
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,12 +37,11 @@ from hvcu_tasks.core.records import ASPECT_COLUMNS
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
-from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record, offline
+from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
 from hvcu_tasks.data.hub import OFFLINE_FLAGS as OFFLINE_FLAGS  # where the offline flags are named
-from hvcu_tasks.data.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.data.loaders import LoadResult, family_counts, hub_spec, load_path, load_source, pinned_source
 from hvcu_tasks.data.public import name_key
 
-HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""
 
@@ -116,9 +112,7 @@ def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
     try:
         check_image(source, ref.describe())
     except ImageError as exc:
-        if exc.too_large:
-            return f"too large to decode safely (a decompression bomb?): {exc}"
-        return f"cannot decode {exc}"
+        return f"too large to decode safely (a decompression bomb?): {exc}" if exc.too_large else f"cannot decode {exc}"
     return None
 
 
@@ -138,17 +132,16 @@ def cache_root() -> Path | None:
         return None
 
 
-def check_version() -> str:
-    """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
+def cache_folder() -> Path | None:
+    """Return the folder of remembered image verdicts for the current checker, or None when caching is off.
+
+    Its name is the tag of the checker's rules and limits, so verdicts are only reused under the same ones.
+    """
     import PIL.Image
 
-    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
-
-
-def cache_folder() -> Path | None:
-    """Return the folder of remembered image verdicts for the current checker, or None when caching is off."""
     root = cache_root()
-    return None if root is None else root / CHECKS_FOLDER / check_version()
+    version = f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
+    return None if root is None else root / CHECKS_FOLDER / version
 
 
 def _marker(folder: Path, digest: str) -> Path:
@@ -176,20 +169,11 @@ def _remember(folder: Path, digest: str) -> None:
         )
 
 
-def _read(ref: ImageRef) -> bytes | None:
-    """Return an image's encoded bytes, or None when its file cannot be read."""
-    if ref.path is None:
-        return ref.data or b""
-    try:
-        return ref.path.read_bytes()
-    except OSError:
-        return None
-
-
 def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, bool]:
     """Return (verdict, SHA-256 of the bytes judged, whether the cache answered) for one image."""
-    data = _read(ref)
-    if data is None:
+    try:
+        data = ref.data or b"" if ref.path is None else ref.path.read_bytes()
+    except OSError:
         return _decode(ref), None, False  # a missing file or a folder: the decoder names it
     digest = hashlib.sha256(data).hexdigest()
     if folder is not None and _marker(folder, digest).is_file():
@@ -208,44 +192,19 @@ def image_sha256(ref: ImageRef | None) -> str:
     return _DIGESTS[key]
 
 
-def image_verdict(ref: ImageRef) -> str | None:
-    """Return None when the image decodes, else why not; each image is decoded at most once per process."""
-    key = _image_key(ref)
-    if key is None:
-        return f"cannot read {ref.describe()}"
-    if key not in _VERDICTS:
-        _decode_all([ref])
-    return _VERDICTS[key]
-
-
-def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
-    """Judge every image not judged yet in this process, several at a time, and keep the verdicts.
+def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[tuple | None]:
+    """Judge every image not judged yet in this process on up to DECODE_THREADS threads; return the images' keys.
 
     An image whose content the cache remembers as decoding is not decoded; with `use_cache` False every image
     is decoded. Either way each fresh "decodes" verdict is recorded in the cache.
     """
-    todo: dict[tuple, ImageRef] = {}
-    for ref in refs:
-        key = _image_key(ref)
-        if key is not None and key not in _VERDICTS:
-            todo.setdefault(key, ref)
-    if not todo:
-        return
-    folder = cache_folder()
-    lookup = folder if use_cache else None
-    judged = _judge_in_threads(list(todo.values()), lookup)
-    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
-        _VERDICTS[key] = verdict
-        if digest is not None:
-            _DIGESTS.setdefault(key, digest)
-        if verdict is None and digest is not None and folder is not None and not cached:
-            _remember(folder, digest)
-
-
-def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
-    """Return `_judge` of each image, computed on up to DECODE_THREADS threads."""
     from PIL import Image, ImageFile
 
+    keys = [_image_key(ref) for ref in refs]
+    todo = {key: ref for key, ref in zip(keys, refs, strict=True) if key is not None and key not in _VERDICTS}
+    if not todo:
+        return keys
+    folder = cache_folder()
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;
     # set here first, every thread saves and restores the same values, and this frame restores the caller's.
     lenient = ImageFile.LOAD_TRUNCATED_IMAGES
@@ -253,20 +212,28 @@ def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[s
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         try:
-            with ThreadPoolExecutor(min(DECODE_THREADS, len(refs))) as pool:
-                return list(pool.map(lambda ref: _judge(ref, folder), refs))
+            with ThreadPoolExecutor(min(DECODE_THREADS, len(todo))) as pool:
+                judged = list(pool.map(lambda ref: _judge(ref, folder if use_cache else None), todo.values()))
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
+        _VERDICTS[key] = verdict
+        if digest is not None:
+            _DIGESTS.setdefault(key, digest)
+        if verdict is None and digest is not None and folder is not None and not cached:
+            _remember(folder, digest)
+    return keys
 
 
 def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
-    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
-    _decode_all([s.image for s in samples if s.image is not None], use_cache)
+    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image).
+
+    Each image is decoded at most once per process.
+    """
+    with_image = [s for s in samples if s.image is not None]  # no image: already reported by the loader
     problems = []
-    for s in samples:
-        if s.image is None:
-            continue  # already reported by the loader
-        why = image_verdict(s.image)
+    for s, key in zip(with_image, _decode_all([s.image for s in with_image], use_cache), strict=True):
+        why = f"cannot read {s.image.describe()}" if key is None else _VERDICTS[key]
         if why:
             problems.append(Problem(s.source, s.id, "image", why))
     return problems
@@ -301,52 +268,8 @@ def check_samples(samples: list[Sample], decode_images: bool = True, use_cache: 
     return duplicate_problems(samples) + (image_problems(samples, use_cache) if decode_images else [])
 
 
-def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Return why a TCP connection to the hub endpoint (or its proxy) fails, or None when it opens."""
-    url = urllib.parse.urlsplit(endpoint)
-    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
-    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
-    if proxy and not urllib.request.proxy_bypass(host):
-        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        host, port = purl.hostname or "", purl.port or 80
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def check_hub(source: str) -> None:
-    """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
-    if offline():
-        return
-    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
-    why = hub_unreachable(endpoint)
-    if why:
-        repo = source[4:].partition("@")[0] or HUB_DATASET
-        raise DataError(
-            [
-                Problem(
-                    repo,
-                    "-",
-                    "hub",
-                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); "
-                    f"set {settings.DATA_ENV}=/path/to/a/local/copy "
-                    "(check it with `hvcu data validate PATH`) or HF_HUB_OFFLINE=1 to read the Hugging Face cache",
-                )
-            ]
-        )
-
-
-def _is_hub(source: str) -> bool:
-    """Whether a source string names the hub dataset."""
-    return source == "hub" or source.startswith("hub:")
-
-
 def load_family(source: str, family: str) -> list[Sample]:
     """Load and fully check one family for a task (images decoded); raise DataError listing every problem."""
-    if _is_hub(source):
-        check_hub(source)
     loaded = load_source(source, family)
     problems = loaded.problems + check_samples(loaded.samples)
     if not problems and not loaded.samples:
@@ -358,10 +281,8 @@ def load_family(source: str, family: str) -> list[Sample]:
 
 def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
     """Return the data identity of one family load: source, hub commit and layout read, counts and fingerprint."""
-    revision = layout = None
-    if _is_hub(source):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        revision, layout = load_record(repo, requested or None, family) or (None, None)
+    spec = hub_spec(source)
+    revision, layout = (load_record(*spec, family) if spec else None) or (None, None)
     aspects = family_counts(samples).get(family, {})
     return provenance.data_identity(
         family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects, layout
@@ -409,7 +330,7 @@ def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[l
     total = sum(sum(c.values()) for c in counts.values())
     if total == 0:
         return [], None  # nothing loaded: the problems say why
-    if _is_hub(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
+    if hub_spec(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
         warnings = count_differences(counts)
         families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
         if warnings:
@@ -431,11 +352,9 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
     """
     report = ValidationReport()
     loaded = LoadResult()
-    source = provenance.pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
+    source = pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
     try:
-        if _is_hub(source) or source == "smoke":
-            if _is_hub(source):
-                check_hub(source)
+        if hub_spec(source) or source == "smoke":
             for family in FAMILIES:
                 try:
                     loaded.extend(load_source(source, family))

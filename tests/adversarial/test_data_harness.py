@@ -344,9 +344,12 @@ def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -
 
 
 def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch) -> None:
+    from huggingface_hub import constants
+
     monkeypatch.delenv(settings.DATA_ENV, raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # what the client read at import
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     start = time.monotonic()

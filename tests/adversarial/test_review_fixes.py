@@ -87,12 +87,16 @@ def test_hf_hub_offline_still_reads_the_cache(monkeypatch, stand_in_hub) -> None
 
 
 def test_hf_datasets_offline_zero_is_online_and_a_dead_hub_fails_fast(monkeypatch, stand_in_hub) -> None:
+    from hvcu_tasks.data import hub
+
     serve_hub_from_cache(stand_in_hub)
     offline_env(monkeypatch, HF_DATASETS_OFFLINE="0")
+    stand_in_hub.stop()  # the hub (and the proxy of the client) is gone; the cache is warm
+    hub.reset()  # a new process
     with pytest.raises(DataError) as err:
         validate_module.load_family("hub", "implication")
-    assert f"cannot reach the Hugging Face Hub at {DEAD_ENDPOINT}" in str(err.value)
-    assert "HF_DATASETS_OFFLINE=1" in str(err.value) or "HF_HUB_OFFLINE=1" in str(err.value)
+    assert f"cannot reach the Hugging Face Hub at {stand_in_hub.endpoint}" in str(err.value)
+    assert "HF_HUB_OFFLINE=1" in str(err.value)
 
 
 @pytest.mark.slow
