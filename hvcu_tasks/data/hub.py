@@ -140,21 +140,19 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
         hint = f"; {OFFLINE_HINT}" if status >= 500 else ""
         return "dataset", f"the hub answered {status} ({type(exc).__name__}: {str(exc).splitlines()[0]}){hint}"
     if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore"):
-        return "dataset", no_hub(cause_text(exc))
+        return "dataset", f"cannot reach the dataset: {cause_text(exc)}; {OFFLINE_HINT}"
     return "dataset", cause_text(exc)
 
 
-def no_hub(why: str) -> str:
-    """Return the message for a hub that cannot be reached, and what to do instead."""
+def unreachable() -> str | None:
+    """Return why the hub endpoint (or its proxy) accepts no TCP connection within PROBE_TIMEOUT_S; None if it does.
+
+    Asked before a revision is resolved online: `resolve_revision` answers from a ref cached earlier when the hub
+    cannot be reached, so that a run would read a commit that may be stale without saying so.
+    """
     from huggingface_hub import constants
 
-    hint = "or HF_HUB_OFFLINE=1 to read the Hugging Face cache"
-    return f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({why}); {OFFLINE_HINT} {hint}"
-
-
-def unreachable(endpoint: str) -> str | None:
-    """Return why a TCP connection to the hub endpoint (or its proxy) fails within PROBE_TIMEOUT_S, None if it opens."""
-    url = urllib.parse.urlsplit(endpoint)
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
     host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
     proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
     if proxy and not urllib.request.proxy_bypass(host):
@@ -163,7 +161,8 @@ def unreachable(endpoint: str) -> str | None:
     try:
         socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
     except OSError as exc:
-        return f"{type(exc).__name__}: {exc}"
+        why = f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({type(exc).__name__}: {exc})"
+        return f"{why}; {OFFLINE_HINT} or HF_HUB_OFFLINE=1 to read the Hugging Face cache"
     return None
 
 
@@ -216,11 +215,11 @@ def _agree(dist: Any, repo: str, requested: str | None) -> HubRevision:
 
 def _pin(repo: str, requested: str | None, commit: str | None = None) -> HubRevision:
     """Resolve a revision to its commit (online: ask the hub; offline: the cache), with its files and card."""
-    from huggingface_hub import HfApi, constants, get_cached_repo_tree, metadata_load
+    from huggingface_hub import HfApi, get_cached_repo_tree, metadata_load
 
     local = offline()
-    if commit is None and not local and (why := unreachable(constants.ENDPOINT)):  # else: a cached ref, silently
-        raise fail(f"{repo}@{requested or 'main'}", "dataset", no_hub(why))
+    if commit is None and not local and (why := unreachable()):
+        raise fail(f"{repo}@{requested or 'main'}", "dataset", why)
     try:
         if commit is None:
             api = HfApi()
@@ -291,6 +290,7 @@ def layout(rev: HubRevision, family: str) -> Layout:
 def _decide(rev: HubRevision, split: str) -> Layout:
     """Decide the layout of one split: parquet only when every shard's footer is the authors' records."""
     import pyarrow.parquet as pq
+    from huggingface_hub import HfFileSystem
 
     if rev.card_problem:
         return Layout(JSON, f"{rev.card_problem}, so it declares no parquet config")
@@ -303,8 +303,9 @@ def _decide(rev: HubRevision, split: str) -> Layout:
     for shard in shards:
         if rev.local and not (rev.folder / shard).is_file():
             return Layout(JSON, f"the {split} parquet file is not in the cache (offline)")
-        try:
-            with _open(rev, shard) as file:
+        try:  # offline the cached copy, else the hub's: range requests for the footer only
+            path = f"datasets/{rev.where}/{shard}"
+            with open(rev.folder / shard, "rb") if rev.local else HfFileSystem().open(path) as file:
                 metadata = pq.read_metadata(file)
         except Exception as exc:  # a footer that cannot be read: the JSON layout, saying why
             return Layout(JSON, f"the parquet footer of {shard} cannot be read ({cause_text(exc)})")
@@ -314,49 +315,27 @@ def _decide(rev: HubRevision, split: str) -> Layout:
     return Layout(PARQUET, f"its footer names the authors' fields {list(AUTHORS_COLUMNS)} with image bytes", shards)
 
 
-def _open(rev: HubRevision, path: str) -> Any:
-    """Return a file of the commit open for reading: the cached copy offline, else the hub's (range requests)."""
-    from huggingface_hub import HfFileSystem
-
-    return open(rev.folder / path, "rb") if rev.local else HfFileSystem().open(f"datasets/{rev.where}/{path}")
-
-
-def _bytes_path(kind: Any) -> str | None:
-    """Return the column path of an image column's bytes ('image' or 'image.bytes'), or None when it has none."""
-    import pyarrow as pa
-
-    binary = (pa.types.is_binary, pa.types.is_large_binary)
-    at = kind.get_field_index("bytes") if pa.types.is_struct(kind) else -1
-    struct = at >= 0 and any(is_a(kind.field(at).type) for is_a in binary)
-    return "image" if any(is_a(kind) for is_a in binary) else "image.bytes" if struct else None
-
-
 def footer_problem(metadata: Any, shard: str) -> str | None:
     """Return None when a parquet footer describes the authors' records with image bytes in every row, else why."""
     import pyarrow as pa
 
-    t = pa.types
-    schema = metadata.schema.to_arrow_schema()
-    kinds = {name: schema.field(name).type for name in schema.names}
-
-    def text(kind: Any) -> bool:
-        return t.is_string(kind) or t.is_large_string(kind)
-
+    t, schema = pa.types, metadata.schema.to_arrow_schema()
+    kinds, columns = {name: schema.field(name).type for name in schema.names}, sorted(schema.names)
+    if missing := [c for c in AUTHORS_COLUMNS if c not in kinds]:
+        return f"the parquet columns {columns} are not the authors' fields (no column {', '.join(missing)})"
+    image, text, binary = kinds["image"], (t.is_string, t.is_large_string), (t.is_binary, t.is_large_binary)
+    inner = image.field("bytes").type if t.is_struct(image) and image.get_field_index("bytes") >= 0 else pa.null()
+    path = "image" if any(b(image) for b in binary) else "image.bytes" if any(b(inner) for b in binary) else None
     rules = {
-        "id": ("text or an integer", lambda k: text(k) or t.is_integer(k)),
-        "qa_levels": ("a list or its JSON text", lambda k: text(k) or t.is_list(k) or t.is_large_list(k)),
-        "image": ("encoded image bytes (binary or a struct with binary bytes)", lambda k: _bytes_path(k) is not None),
+        "id": ("text or an integer", (*text, t.is_integer)),
+        "qa_levels": ("a list or its JSON text", (*text, t.is_list, t.is_large_list)),
+        "image": ("encoded image bytes (binary or a struct with binary bytes)", (lambda _kind: path is not None,)),
     }
-    missing = [c for c in AUTHORS_COLUMNS if c not in kinds]
-    wrong = [
-        f"column {c} holds {' '.join(str(kinds[c]).split())}, not {wanted}"
-        for c, (wanted, usable) in rules.items()
-        if not missing and not usable(kinds[c])
-    ]
-    if missing or wrong:
-        why = f"no column {', '.join(missing)}" if missing else wrong[0]
-        return f"the parquet columns {sorted(schema.names)} are not the authors' fields ({why})"
-    path, groups = _bytes_path(kinds["image"]), [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+    for column, (wanted, usable) in rules.items():
+        if not any(check(kinds[column]) for check in usable):
+            why = f"column {column} holds {' '.join(str(kinds[column]).split())}, not {wanted}"
+            return f"the parquet columns {columns} are not the authors' fields ({why})"
+    groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     stats = [g.column(i).statistics for g in groups for i in range(g.num_columns) if g.column(i).path_in_schema == path]
     nulls = sum(s.null_count for s in stats if s is not None and s.has_null_count)
     if nulls:

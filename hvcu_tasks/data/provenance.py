@@ -7,7 +7,7 @@ hvcu_tasks.core.fingerprint; this module adds the source, the counts, and encode
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.loaders import hub_spec
+from hvcu_tasks.data.loaders import family_counts, hub_spec
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
@@ -30,62 +30,42 @@ DISTRIBUTION = "hvcu-toolkit"
 LMMS_EVAL_DISTRIBUTION = "lmms_eval"
 
 
-def _version(distribution: str) -> str:
-    """Return an installed distribution's version ("unknown" when its package metadata is missing)."""
+def toolkit_version() -> str:
+    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
     try:
-        return version(distribution)
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "unknown"
 
 
-def toolkit_version() -> str:
-    """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
-    return _version(DISTRIBUTION)
-
-
 def lmms_eval_release() -> str:
     """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
-    return _version(LMMS_EVAL_DISTRIBUTION)
-
-
-def source_fields(source: str, revision: str | None, layout: str | None = None) -> dict[str, Any]:
-    """Return where the data came from: kind (hub, local, smoke), location, and for the hub both revisions and layout.
-
-    `layout` (hub only) is the repository layout read: "parquet" (the `benchmark` config) or "json" (the authors'
-    JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
-    """
-    spec = hub_spec(source)
-    if spec is not None:
-        return {
-            "kind": "hub",
-            "location": spec[0],
-            "requested_revision": spec[1],
-            "revision": revision,
-            "layout": layout,
-        }
-    if source == "smoke":
-        return {"kind": "smoke", "location": "smoke"}
-    return {"kind": "local", "location": str(Path(source).expanduser().resolve())}
+    try:
+        return version(LMMS_EVAL_DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def data_identity(
-    family: str,
-    samples: list[Sample],
-    source: str,
-    revision: str | None,
-    image_sha256: Callable[[Sample], str],
-    aspects: Mapping[str, int],
-    layout: str | None = None,
+    family: str, samples: Sequence[Sample], source: str, image_sha256: Callable[[Sample], str], hub_read: Any = None
 ) -> dict[str, Any]:
-    """Return the JSON-ready identity of one family's data: scheme, family, source, counts and fingerprint."""
-    return {
-        "scheme": SCHEME,
-        "family": family,
-        **source_fields(source, revision, layout),
-        "samples": len(samples),
-        "aspects": dict(aspects),
-        "fingerprint": fingerprint(samples, image_sha256),
-    }
+    """Return the JSON-ready identity of one family's data: scheme, family, where it came from, counts, fingerprint.
+
+    Where: kind (hub, local, smoke) and location; for the hub both revisions and the layout read, `hub_read` =
+    (commit, layout): "parquet" (the `benchmark` config) or "json" (the authors' JSON + image folders), which names
+    how, not what: the fingerprint of one release is the same for both.
+    """
+    spec = hub_spec(source)
+    if spec is not None:
+        revision, layout = hub_read or (None, None)
+        where = dict(kind="hub", location=spec[0], requested_revision=spec[1], revision=revision, layout=layout)
+    elif source == "smoke":
+        where = {"kind": "smoke", "location": "smoke"}
+    else:
+        where = {"kind": "local", "location": str(Path(source).expanduser().resolve())}
+    aspects = family_counts(samples).get(family, {})
+    counts = {"samples": len(samples), "aspects": aspects, "fingerprint": fingerprint(list(samples), image_sha256)}
+    return {"scheme": SCHEME, "family": family, **where, **counts}
 
 
 def config_identity(config: Any) -> dict[str, Any] | None:

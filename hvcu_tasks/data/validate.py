@@ -249,16 +249,12 @@ def duplicate_problems(samples: list[Sample]) -> list[Problem]:
     for s in samples:
         groups.setdefault((s.family, name_key(s.id)), []).append(s)
     problems = []
-    for (family, _key), same in groups.items():
-        if len(same) < 2:
-            continue
-        spellings = list(dict.fromkeys(s.id for s in same))
-        why = f"duplicate id ({len(same)} items) in family {family!r}"
-        if len(spellings) > 1:
-            why += (
-                f": {' and '.join(map(repr, spellings))} differ only by case or Unicode normalisation "
-                "and would share one image file on macOS/Windows"
-            )
+    for same in (group for group in groups.values() if len(group) > 1):
+        ids = list(dict.fromkeys(s.id for s in same))
+        why = f"duplicate id ({len(same)} items) in family {same[0].family!r}"
+        if len(ids) > 1:
+            why += f": {' and '.join(map(repr, ids))} differ only by case or Unicode normalisation and would share "
+            why += "one image file on macOS/Windows"
         problems.append(Problem(same[0].source, same[0].id, "id", why))
     return problems
 
@@ -280,13 +276,10 @@ def load_family(source: str, family: str) -> list[Sample]:
 
 
 def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
-    """Return the data identity of one family load: source, hub commit and layout read, counts and fingerprint."""
+    """Return the data identity of one family load (`provenance.data_identity`), the hub's commit and layout too."""
     spec = hub_spec(source)
-    revision, layout = (load_record(*spec, family) if spec else None) or (None, None)
-    aspects = family_counts(samples).get(family, {})
-    return provenance.data_identity(
-        family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects, layout
-    )
+    read = load_record(*spec, family) if spec else None
+    return provenance.data_identity(family, samples, source, lambda s: image_sha256(s.image), read)
 
 
 def identity_lines(identities: dict[str, dict]) -> list[str]:
@@ -300,47 +293,33 @@ def identity_lines(identities: dict[str, dict]) -> list[str]:
     return lines
 
 
-def count_differences(counts: dict[str, dict[str, int]]) -> list[str]:
-    """Return one warning line per count that differs from the published dataset card: in all, family, aspect."""
-    total = sum(sum(c.values()) for c in counts.values())
-    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
-    for family, published in PUBLISHED_COUNTS.items():
-        found = counts.get(family, {})
-        size, expected = sum(found.values()), sum(published.values())
-        if size != expected:
-            lines.append(f"warning: {family}: {size} sample(s); {CARD} has {expected}")
-        if size == 0:
-            continue  # the family line says it all
-        for aspect, want in published.items():
-            if found.get(aspect, 0) != want:
-                lines.append(f"warning: {family}/{aspect}: {found.get(aspect, 0)} sample(s); {CARD} has {want}")
-        for aspect, got in found.items():
-            if aspect not in published:
-                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
-    return lines
-
-
 def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[list[str], str | None]:
-    """Return (warnings, note): the hub and full-size local copies are compared with the card, other data is not.
+    """Return (warnings, note): one warning per count (in all, family, aspect) that differs from the dataset card.
 
-    The smoke sample and custom or partial data are not the benchmark: a note says so instead of a warning
-    per aspect. A local copy counts as full-size from FULL_COPY_SHARE of the published samples, so that a copy
-    that lost some items is still compared.
+    Only the hub and full-size local copies (from FULL_COPY_SHARE of the published samples, so that a copy that lost
+    some items is still compared) are compared; for the smoke sample and custom or partial data a note says so.
     """
     total = sum(sum(c.values()) for c in counts.values())
     if total == 0:
         return [], None  # nothing loaded: the problems say why
-    if hub_spec(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
-        warnings = count_differences(counts)
-        families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
-        if warnings:
-            return warnings, f"counts compared with {PUBLISHED_SOURCE}: {len(warnings)} difference(s)"
-        return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
-    return (
-        [],
-        f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}; "
-        "counts not compared with its dataset card",
-    )
+    if not hub_spec(source) and (source == "smoke" or total < FULL_COPY_SHARE * PUBLISHED_TOTAL):
+        why = f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}"
+        return [], f"{why}; counts not compared with its dataset card"
+    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
+    for family, published in PUBLISHED_COUNTS.items():
+        found = counts.get(family, {})
+        size, expected = sum(found.values()), sum(published.values())
+        lines += [f"warning: {family}: {size} sample(s); {CARD} has {expected}"] if size != expected else []
+        for aspect in dict.fromkeys([*published, *found]) if size else ():  # no sample: the family line says it all
+            got, want = found.get(aspect, 0), published.get(aspect)
+            if want is None:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
+            elif got != want:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s); {CARD} has {want}")
+    if lines:
+        return lines, f"counts compared with {PUBLISHED_SOURCE}: {len(lines)} difference(s)"
+    families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
+    return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
 
 
 def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
@@ -350,27 +329,22 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
 
     With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
     """
-    report = ValidationReport()
-    loaded = LoadResult()
+    report, loaded = ValidationReport(), LoadResult()
     source = pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
-    try:
-        if hub_spec(source) or source == "smoke":
-            for family in FAMILIES:
-                try:
-                    loaded.extend(load_source(source, family))
-                except DataError as exc:  # e.g. unknown columns in one split: the other splits are still checked
-                    report.problems.extend(exc.problems)
-        else:
-            loaded.extend(load_path(Path(source).expanduser()))
-    except DataError as exc:
-        report.problems.extend(exc.problems)
+    if hub_spec(source) or source == "smoke":
+        for family in FAMILIES:
+            try:
+                loaded.extend(load_source(source, family))
+            except DataError as exc:  # e.g. the hub's revision is missing: one line, the other families still checked
+                report.problems.extend(exc.problems)
+    else:
+        loaded.extend(load_path(Path(source).expanduser()))
     report.problems.extend(loaded.problems)
     report.problems.extend(check_samples(loaded.samples, decode_images, use_cache))
     report.counts = family_counts(loaded.samples)
     report.count_warnings, report.count_note = compare_with_card(report.counts, source)
-    if report.ok:
-        for family in FAMILIES:
-            samples = [s for s in loaded.samples if s.family == family]
-            if samples:
-                report.identities[family] = data_identity(family, source, samples)
+    for family in FAMILIES if report.ok else ():
+        samples = [s for s in loaded.samples if s.family == family]
+        if samples:
+            report.identities[family] = data_identity(family, source, samples)
     return report
