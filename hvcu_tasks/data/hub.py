@@ -1,14 +1,10 @@
 """Read one family of HVCU-Bench from a Hugging Face Hub dataset repository, in a layout known for certain.
 
-The repository holds the parquet config `benchmark` its card declares (one split per family) and the authors' JSON
-files with their image folders (`<stem>.json`, `Image/<stem>/<id>.<ext>`). All of it through huggingface_hub's
-public API and its cache: the revision is pinned to one commit once per process (`resolve_revision`; offline it
-reads the cache's record; with data parallelism rank 0 pins it for every rank), `snapshot_download` at that commit
-lists its files and fetches only what is needed. The parquet split is read only when every shard's footer
-(`HfFileSystem`, or the cached file offline) holds the authors' fields with image bytes in every row (the card's
-`dataset_info` is not trusted); otherwise the family's JSON file and then only the images its ids name. A
-repository with neither is one DataError naming repo, commit, why not parquet and the files. The layout read is
-said once per process (a warning on the `hvcu_tasks` logger) and kept with the commit (`load_record`).
+Through huggingface_hub's public API and its cache only (docs/data.md): the revision is pinned to one commit per
+process (rank 0 pins it for every rank), `snapshot_download` at that commit lists its files and fetches only what
+is needed. The card's parquet split is read when every shard's footer holds the authors' fields with image bytes
+in every row; otherwise the family's JSON file and only the images its ids name. The layout read is said once per
+process and kept with the commit (`load_record`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Document images: decoded once for local models, sent as the file's own bytes to OpenAI-compatible APIs.
 
-A document names its image by `image_path` (a file) or `image_bytes` (an encoded cell); it never holds
-decoded pixels. `document_image(doc)` decodes the image to RGB at most once per document dict and, through
-a small LRU keyed by content (file identity or a digest of the bytes), once for the documents that share
-an image when they are asked close together (the three levels of a sample). Every image handed out is a
-private copy (a backend may edit it in place) that carries its `ImageSource` as `image.hvcu_source`.
-
-`api_messages` builds OpenAI chat messages in which such an image is `data:<media type>;base64,<the file's
-bytes>`: no decode, no re-encode. Formats an OpenAI-compatible API does not take (anything but PNG, JPEG,
-WEBP and non-animated GIF) are converted to PNG with their mode and alpha kept, with one warning per format.
-
-The LRU holds at most `HVCU_IMAGE_CACHE_MB` megabytes of decoded pixels (default 256; 0 turns it off) and
-at most MAX_CACHED_IMAGES images.
+A document names its image by `image_path` or `image_bytes`, never decoded pixels. `document_image(doc)` decodes it
+to RGB at most once per document dict and, through an LRU keyed by content (at most `HVCU_IMAGE_CACHE_MB` megabytes
+of pixels, default 256, 0 turns it off; at most MAX_CACHED_IMAGES images), once for the three levels of a sample.
+Each image handed out is a private copy that carries its `ImageSource` as `image.hvcu_source`, so `api_messages`
+can send `data:<media type>;base64,<the file's bytes>` (formats an OpenAI-compatible API does not take are converted
+to PNG, mode and alpha kept, with one warning per format).
 """
 
 from __future__ import annotations
@@ -77,10 +71,8 @@ class ImageSource:
 
     def read(self) -> bytes:
         """Return the encoded bytes (the file's content for a path), or raise ImageError naming the file."""
-        if self.path is None:
-            return self.data or b""
         try:
-            return Path(self.path).read_bytes()
+            return self.data or b"" if self.path is None else Path(self.path).read_bytes()
         except OSError as exc:
             raise self._gone(exc) from None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hvcu_tasks import settings
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
-from hvcu_tasks.core.names import IMAGE_EXTENSIONS, check_name
+from hvcu_tasks.core.names import IMAGE_EXTENSIONS
 from hvcu_tasks.core.records import ASPECT_COLUMNS, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import jsonio
@@ -84,24 +84,15 @@ def family_from_name(name: str) -> str | None:
     return None
 
 
-def find_image(image_dir: Path, sid: str) -> Path | None:
-    """Return the first existing `<image_dir>/<id><ext>` in the authors' extension order (id: one safe name)."""
-    check_name(sid, "id")
-    return next((p for ext in IMAGE_EXTENSIONS if (p := image_dir / f"{sid}{ext}").is_file()), None)
-
-
 def _file_problem(path: Path, message: str) -> LoadResult:
     """Return the result of a file that cannot be read at all: one problem naming it."""
     return LoadResult(problems=[Problem(str(path), "-", "file", message)])
 
 
 def load_official_json(
-    path: Path,
-    family: str | None = None,
-    image_dir: Path | None = None,
-    fetch_images: Callable[[list[str]], None] | None = None,
+    path: Path, family: str | None = None, fetch_images: Callable[[list[str]], None] | None = None
 ) -> LoadResult:
-    """Load one authors'-format JSON file, resolving images under `Image/<stem>/<id>.<ext>`.
+    """Load one authors'-format JSON file, each image the first `Image/<stem>/<id>.<ext>` in the authors' order.
 
     `fetch_images`, when given, is called with the ids of the records before their images are looked up (the hub
     source downloads only those).
@@ -127,10 +118,10 @@ def load_official_json(
     ]
     if fetch_images is not None:
         fetch_images([s.id for s, _ in mapped if s is not None])
-    image_dir = image_dir or path.parent / "Image" / path.stem
+    image_dir = path.parent / "Image" / path.stem
     for sample, problems in mapped:
         if sample is not None:
-            found = find_image(image_dir, sample.id)
+            found = next((p for e in IMAGE_EXTENSIONS if (p := image_dir / f"{sample.id}{e}").is_file()), None)
             result.samples.append(replace(sample, image=ImageRef(path=found) if found else None))
             problems = [p for p in problems if p.field != "image"]
             if found is None:
@@ -225,7 +216,7 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
     chosen = hub.layout(rev, family)
     if chosen.kind == hub.JSON:
         stem = FAMILIES[family][1]
-        result = load_official_json(hub.json_file(rev, stem, chosen), family, None, hub.image_fetcher(rev, stem))
+        result = load_official_json(hub.json_file(rev, stem, chosen), family, hub.image_fetcher(rev, stem))
         local = str(rev.folder)  # files are named by repo@commit/<path>, not by their place in the cache
         result.samples = [replace(s, source=s.source.replace(local, rev.where)) for s in result.samples]
         result.problems = [

@@ -1,20 +1,11 @@
 """The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
 
-Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys and levels, and empty files;
-`check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
-not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
-kept, keyed by the file's identity (device, inode, size, times) or by the bytes' hash, so the base and context
-tasks of one run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside
-the GIL).
-
-Across processes, "decodes fine" verdicts are remembered on disk (`cache_folder`): one empty marker file
-`<digest[:2]>/<digest>.ok` per image content, named by the SHA-256 of the very bytes that were decoded, under a
-folder named by the checker's version (its rules, Pillow's version and the pixel limit). A marker is
-trustworthy by construction: content-addressed, it can only ever speak for those exact bytes under those exact
-rules, so a file that changes (same path, new bytes) or a change of rules or limits is decoded again. It is as
-trustworthy as the folder's writers: the default lies in the user's own cache folder, created private. Failures
-are never remembered: a bad image is decoded at every load, so its error is always fresh. A cache folder that
-cannot be created or written only costs the decode (one warning per process); `HVCU_CACHE_DIR=off` turns it off.
+Loading (loaders.py) refuses bad records and empty files; `check_samples` adds duplicate ids and images that do not
+decode (truncated files, decompression bombs), decoded on several threads and once per process (keyed by the file's
+identity or the bytes' hash). "Decodes" verdicts are also remembered on disk (`cache_folder`): one empty marker
+`<digest[:2]>/<digest>.ok` per content, named by the SHA-256 of the bytes decoded, under a folder named by the
+checker's rules, Pillow's version and the pixel limit, so it only ever speaks for those bytes under those rules.
+Failures are never remembered; an unwritable cache costs the decode (one warning); `HVCU_CACHE_DIR=off` turns it off.
 """
 
 from __future__ import annotations
@@ -65,13 +56,11 @@ ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)},
 
 # Behaviour: the base and context tasks of one run load the same images; each is decoded once per process.
 _VERDICTS: dict[tuple, str | None] = {}
-"""Image verdicts of this process: key -> None (decodes) or why it does not."""
+"""Image key -> None (it decodes) or why it does not."""
 # Behaviour: the fingerprint reuses the digest the check computed, so each image is read and hashed once.
 _DIGESTS: dict[tuple, str] = {}
-"""SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
 # Behaviour: an unwritable cache folder is one warning per process, not one per image.
 _UNWRITABLE: set[Path] = set()
-"""Verdict cache folders that could not be written in this process (warned about once, then left alone)."""
 PUBLISHED_FINGERPRINTS: Mapping[str, str] = MappingProxyType({})
 """Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
 
@@ -160,13 +149,8 @@ def _remember(folder: Path, digest: str) -> None:
         files.write_atomic(marker, b"")  # several processes may record the same digest: each rename is whole
     except OSError as exc:
         _UNWRITABLE.add(folder)
-        log.warning(
-            "cannot write the image check cache %s (%s); images are decoded at every load "
-            "(set %s to a writable folder, or to 'off')",
-            folder,
-            exc.strerror or exc,
-            settings.CACHE_DIR_ENV,
-        )
+        why = f"cannot write the image check cache {folder} ({exc.strerror or exc}); images are decoded at every load"
+        log.warning("%s (set %s to a writable folder, or to 'off')", why, settings.CACHE_DIR_ENV)
 
 
 def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, bool]:
