@@ -80,18 +80,13 @@ def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> 
         if durable:
             with tmp.open("rb") as written:
                 os.fsync(written.fileno())
-    if durable:
-        _fsync_folder(Path(path).parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in `folder` durable (where the platform allows opening a folder)."""
-    with suppress(OSError):  # Windows cannot open a folder; some file systems refuse fsync on one
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    if durable:  # the rename too: Windows cannot open a folder, some file systems refuse fsync on one
+        with suppress(OSError):
+            fd = os.open(Path(path).parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

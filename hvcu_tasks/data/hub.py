@@ -17,7 +17,7 @@ import socket
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,13 @@ def reset() -> None:
     """Forget what this process pinned, decided and said (a fresh process, for tests)."""
     for memory in (_RESOLVED, _LAYOUTS, _SAID):
         memory.clear()
+
+
+def _say(text: str) -> None:
+    """Log a warning once per process (the same layout and reason for several families: said once)."""
+    if text not in _SAID:
+        _SAID.add(text)
+        log.warning("HVCU-Bench: %s", text)
 
 
 def offline() -> bool:
@@ -181,15 +188,9 @@ def _group() -> Any | None:
     dist = sys.modules.get("torch.distributed")  # no group can exist where torch was never imported
     if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return dist
-    if "no-group" not in _SAID:
-        _SAID.add("no-group")
-        log.warning(
-            "HVCU-Bench: WORLD_SIZE=%s but no torch.distributed process group is initialized, so this rank (RANK=%s) "
-            "resolves the hub revision itself; a push during start-up can give ranks different commits: pin "
-            "HVCU_BENCH_REVISION=<commit> for such runs",
-            world,
-            os.environ.get("RANK", "?"),
-        )
+    why = f"WORLD_SIZE={world} but no torch.distributed process group is initialized, so this rank"
+    pin = "a push during start-up can give ranks different commits: pin HVCU_BENCH_REVISION=<commit> for such runs"
+    _say(f"{why} (RANK={os.environ.get('RANK', '?')}) resolves the hub revision itself; {pin}")
     return None
 
 
@@ -274,13 +275,12 @@ def split_patterns(card: Mapping[str, Any], split: str) -> tuple[str, ...]:
 
 def layout(rev: HubRevision, family: str) -> Layout:
     """Return the layout one family is read from (decided once per commit; said once), reading only footers."""
-    if (rev.repo, rev.commit, family) not in _LAYOUTS:
-        _LAYOUTS[(rev.repo, rev.commit, family)] = chosen = _decide(rev, FAMILIES[family][0])
-        said = f"{rev.where} (revision {rev.requested or 'main'}) from {LAYOUT_TEXT[chosen.kind]}: {chosen.reason}"
-        if said not in _SAID:  # the same reason for several families: said once
-            _SAID.add(said)
-            log.warning("HVCU-Bench: reading %s", said)
-    return _LAYOUTS[(rev.repo, rev.commit, family)]
+    if (key := (rev.repo, rev.commit, family)) not in _LAYOUTS:
+        _LAYOUTS[key] = chosen = _decide(rev, FAMILIES[family][0])
+        _say(
+            f"reading {rev.where} (revision {rev.requested or 'main'}) from {LAYOUT_TEXT[chosen.kind]}: {chosen.reason}"
+        )
+    return _LAYOUTS[key]
 
 
 def _decide(rev: HubRevision, split: str) -> Layout:
@@ -354,15 +354,11 @@ def json_file(rev: HubRevision, stem: str, chosen: Layout) -> Path:
     return fetch(rev, [f"{stem}.json"])[0]
 
 
-def image_fetcher(rev: HubRevision, stem: str) -> Callable[[list[str]], None]:
-    """Return what fetches the images of these ids: per id the first of the authors' extensions the commit holds."""
+def fetch_images(rev: HubRevision, stem: str, ids: list[str]) -> None:
+    """Fetch the images of these ids of a family: per id the first of the authors' extensions the commit holds."""
     present = set(rev.files)
-
-    def fetch_images(ids: list[str]) -> None:
-        wanted = (next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{i}{e}") in present), None) for i in ids)
-        fetch(rev, sorted({p for p in wanted if p}))
-
-    return fetch_images
+    wanted = (next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{i}{e}") in present), None) for i in ids)
+    fetch(rev, sorted({p for p in wanted if p}))
 
 
 def load_record(repo: str, requested: str | None, family: str) -> tuple[str, str] | None:

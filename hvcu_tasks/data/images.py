@@ -180,34 +180,19 @@ def _as_png(data: bytes, label: str) -> bytes:
     return out.getvalue()
 
 
-def _warn_once(kind: str, source: ImageSource) -> None:
-    """Log one warning per process for each format that has to be converted."""
-    with _LOCK:
-        if kind in _WARNED:
-            return
-        _WARNED.add(kind)
-    log.warning(
-        "HVCU-Bench: %s images are not accepted by OpenAI-compatible APIs; converting them to PNG (mode and alpha "
-        "kept) before sending, first: %s",
-        kind,
-        source.describe(),
-    )
-
-
-def api_image(source: ImageSource) -> tuple[str, bytes]:
-    """Return (media type, bytes) to send for an image: the file's own bytes, or a PNG for unsupported formats."""
-    data = source.read()
-    kind = image_format(data, source.describe())
-    if kind in API_MEDIA_TYPES:
-        return API_MEDIA_TYPES[kind], data
-    _warn_once(kind, source)
-    return "image/png", _as_png(data, source.describe())
-
-
 def data_url(source: ImageSource) -> str:
-    """Return the `data:` URL an OpenAI-compatible request carries for an image source."""
-    media_type, data = api_image(source)
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    """Return the `data:` URL an OpenAI-compatible request carries for an image: the file's own bytes, or a PNG."""
+    data, label = source.read(), source.describe()
+    kind = image_format(data, label)
+    if kind not in API_MEDIA_TYPES:
+        with _LOCK:  # each converted format is said once per process, not once per request
+            first = kind not in _WARNED
+            _WARNED.add(kind)
+        if first:
+            what = f"{kind} images are not accepted by OpenAI-compatible APIs; converting them to PNG"
+            log.warning("HVCU-Bench: %s (mode and alpha kept) before sending, first: %s", what, label)
+        data = _as_png(data, label)
+    return f"data:{API_MEDIA_TYPES.get(kind, 'image/png')};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def api_messages(messages: Iterable[Any]) -> list[dict[str, Any]] | None:

@@ -216,7 +216,7 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
     chosen = hub.layout(rev, family)
     if chosen.kind == hub.JSON:
         stem = FAMILIES[family][1]
-        result = load_official_json(hub.json_file(rev, stem, chosen), family, hub.image_fetcher(rev, stem))
+        result = load_official_json(hub.json_file(rev, stem, chosen), family, lambda i: hub.fetch_images(rev, stem, i))
         local = str(rev.folder)  # files are named by repo@commit/<path>, not by their place in the cache
         result.samples = [replace(s, source=s.source.replace(local, rev.where)) for s in result.samples]
         result.problems = [
@@ -229,9 +229,7 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
         try:
             rows.extend(pq.read_table(path, columns=list(hub.AUTHORS_COLUMNS)).to_pylist())
         except Exception as exc:  # pyarrow raises many types for a bad file
-            raise DataError(
-                [Problem(f"{rev.where}/{shard}", "-", "file", f"cannot read parquet: {hub.cause_text(exc)}")]
-            ) from exc
+            raise hub.fail(f"{rev.where}/{shard}", "file", f"cannot read parquet: {hub.cause_text(exc)}") from exc
     return rows_to_samples(rows, family, f"{repo}[{FAMILIES[family][0]}]@{rev.commit}")
 
 

@@ -93,10 +93,7 @@ def _image_key(ref: ImageRef) -> tuple | None:
 
 
 def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
-    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes.
-
-    `data`, when given, are the image's bytes as read already (the bytes whose digest names the verdict).
-    """
+    """Decode an image (or its bytes `data`, read already) fully, see `files.open_image`; None when it decodes."""
     source = data if data is not None else ref.path if ref.path is not None else (ref.data or b"")
     try:
         check_image(source, ref.describe())
@@ -122,10 +119,7 @@ def cache_root() -> Path | None:
 
 
 def cache_folder() -> Path | None:
-    """Return the folder of remembered image verdicts for the current checker, or None when caching is off.
-
-    Its name is the tag of the checker's rules and limits, so verdicts are only reused under the same ones.
-    """
+    """Return the folder of remembered image verdicts, named by the checker's rules and limits (None: caching off)."""
     import PIL.Image
 
     root = cache_root()
@@ -133,16 +127,11 @@ def cache_folder() -> Path | None:
     return None if root is None else root / CHECKS_FOLDER / version
 
 
-def _marker(folder: Path, digest: str) -> Path:
-    """Return the marker file that says the content with this SHA-256 decodes."""
-    return folder / digest[:2] / f"{digest}.ok"
-
-
 def _remember(folder: Path, digest: str) -> None:
     """Record that the content with this SHA-256 decodes; an unwritable cache is warned about once and skipped."""
     if folder in _UNWRITABLE:
         return
-    marker = _marker(folder, digest)
+    marker = folder / digest[:2] / f"{digest}.ok"  # says that the content with this SHA-256 decodes
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker.parent.mkdir(exist_ok=True)
@@ -160,7 +149,7 @@ def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, 
     except OSError:
         return _decode(ref), None, False  # a missing file or a folder: the decoder names it
     digest = hashlib.sha256(data).hexdigest()
-    if folder is not None and _marker(folder, digest).is_file():
+    if folder is not None and (folder / digest[:2] / f"{digest}.ok").is_file():
         return None, digest, True
     return _decode(ref, data), digest, False
 
@@ -210,10 +199,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[tuple | No
 
 
 def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
-    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image).
-
-    Each image is decoded at most once per process.
-    """
+    """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
     with_image = [s for s in samples if s.image is not None]  # no image: already reported by the loader
     problems = []
     for s, key in zip(with_image, _decode_all([s.image for s in with_image], use_cache), strict=True):
