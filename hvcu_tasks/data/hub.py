@@ -96,7 +96,7 @@ def offline() -> bool:
     """Whether Hugging Face offline mode is on (the hub client's setting, or the environment's at call time)."""
     from huggingface_hub import constants
 
-    on = {"1", "TRUE", "YES", "ON"}
+    on = {"1", "TRUE", "YES", "ON"}  # the environment's flags at call time
     return bool(constants.HF_HUB_OFFLINE) or any(os.environ.get(f, "").strip().upper() in on for f in OFFLINE_FLAGS)
 
 
@@ -150,8 +150,7 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
 def unreachable() -> str | None:
     """Return why the hub endpoint (or its proxy) accepts no TCP connection within PROBE_TIMEOUT_S; None if it does.
 
-    Asked before a revision is resolved online: `resolve_revision` answers from a ref cached earlier when the hub
-    cannot be reached, so that a run would read a commit that may be stale without saying so.
+    Online, `resolve_revision` answers from a ref cached earlier when the hub is unreachable: a commit maybe stale.
     """
     from huggingface_hub import constants
 

@@ -85,10 +85,7 @@ class ImageSource:
 
 
 def image_format(data: bytes, label: str = "image bytes") -> str:
-    """Return the format of encoded image bytes from their content (never a file name), e.g. 'JPEG' or 'BMP'.
-
-    A GIF with more than one frame is 'animated GIF'. Only the header is read (PIL opens lazily).
-    """
+    """Return the format of encoded image bytes from their header (never a file name), e.g. 'JPEG', 'animated GIF'."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             name, animated = image.format or "unknown", bool(getattr(image, "is_animated", False))

@@ -95,9 +95,7 @@ def raw_decode(text: str, start: int) -> tuple[Any, int] | None:
         value, end = json.JSONDecoder().raw_decode(text, start)
     except (ValueError, RecursionError):
         return None
-    if _too_deep(text[start:end]):
-        return None
-    return value, end
+    return None if _too_deep(text[start:end]) else (value, end)
 
 
 def json_safe(value: Any) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,9 +67,9 @@ def pinned_source(source: str, revision: str) -> str:
 
 
 def resolve_source(declared: str, config: settings.Settings | None = None) -> str:
-    """Return the data source a task should read: the HVCU_BENCH_DATA override for hub tasks, else as declared.
+    """Return the source a task reads: HVCU_BENCH_DATA's for hub tasks, else as declared.
 
-    `HVCU_BENCH_REVISION` pins the hub revision of a hub source that names none (`hub:REPO@REV` wins).
+    A hub source that names no revision is pinned to `HVCU_BENCH_REVISION` (`hub:REPO@REV` wins).
     """
     config = config or settings.current()
     return pinned_source(config.data if declared == "hub" and config.data else declared, config.revision)
@@ -94,8 +94,7 @@ def load_official_json(
 ) -> LoadResult:
     """Load one authors'-format JSON file, each image the first `Image/<stem>/<id>.<ext>` in the authors' order.
 
-    `fetch_images`, when given, is called with the ids of the records before their images are looked up (the hub
-    source downloads only those).
+    `fetch_images(ids)`, when given, runs before the images are looked up (the hub source downloads only those).
     """
     path = Path(path)
     family = family or family_from_name(path.stem)
@@ -159,8 +158,7 @@ def _flat_levels(row: Mapping[str, Any]) -> list[dict[str, Any]] | None:
 def rows_to_samples(rows: Iterable[Mapping[str, Any]], family: str, source: str) -> LoadResult:
     """Map parquet rows to Samples, failing clearly (DataError) when the columns are not ones we know.
 
-    The id, image and levels columns are the first of ID_COLUMNS, IMAGE_COLUMNS and LEVELS_COLUMNS a row has (or
-    flat level columns), for copies people made themselves; the hub's rows hold only the authors' own names.
+    Each field's column is the first of its names (COLUMNS) a row has; the hub's rows hold only the authors' own.
     """
     result = LoadResult()
     for index, row in enumerate(rows):
@@ -233,36 +231,29 @@ def load_hub(family: str, repo: str = HUB_DATASET, revision: str | None = None) 
     return rows_to_samples(rows, family, f"{repo}[{FAMILIES[family][0]}]@{rev.commit}")
 
 
-def _family_files(root: Path) -> Iterator[tuple[str, Path]]:
-    """Yield (family, file): the authors' JSON at `root` when present, else that family's parquet shards below it."""
-    shards = sorted(root.rglob("*.parquet"))
-    for family, (_split, stem, _short) in FAMILIES.items():
-        json_file = root / f"{stem}.json"
-        if json_file.is_file():
-            yield family, json_file
-        else:
-            yield from ((family, p) for p in shards if parquet_family(p) == family)
-
-
 def load_path(path: Path, families: Iterable[str] | None = None) -> LoadResult:
-    """Load a local dataset: a family JSON/parquet file, or a folder holding them (authors' or hub layout)."""
+    """Load a local dataset: a family JSON/parquet file, or a folder holding them (authors' or hub layout).
+
+    In a folder each family is read from the authors' JSON when it is there, else from its parquet shards below it.
+    """
     path = Path(path)
-    wanted = set(FAMILIES if families is None else families)
+    wanted = [f for f in FAMILIES if families is None or f in families]
     if path.is_file():
         loaded = (load_parquet if path.suffix == ".parquet" else load_official_json)(path)
         loaded.samples = [s for s in loaded.samples if s.family in wanted]
         return loaded
     if not path.is_dir():
         return LoadResult(problems=[Problem(str(path), "-", "path", "no such file or folder")])
-    result, seen = LoadResult(), set()
-    for family, file in _family_files(path):
-        if family in wanted:
-            seen.add(family)
-            result.extend((load_parquet if file.suffix == ".parquet" else load_official_json)(file, family))
-    for family in sorted(wanted - seen):
+    result, shards = LoadResult(), sorted(path.rglob("*.parquet"))
+    for family in wanted:
         split, stem, _ = FAMILIES[family]
-        why = f"no data for family {family!r}: expected {stem}.json or {split}*.parquet"
-        result.problems.append(Problem(str(path), "-", "files", why))
+        json_file = path / f"{stem}.json"
+        files = [json_file] if json_file.is_file() else [p for p in shards if parquet_family(p) == family]
+        for file in files:
+            result.extend((load_parquet if file.suffix == ".parquet" else load_official_json)(file, family))
+        if not files:
+            why = f"no data for family {family!r}: expected {stem}.json or {split}*.parquet"
+            result.problems.append(Problem(str(path), "-", "files", why))
     return result
 
 

@@ -1,8 +1,4 @@
-"""The data identity of a task load: where the data came from, how many samples, and the content fingerprint.
-
-The fingerprint itself (scheme `hvcu-data/1`: a SHA-256 over a canonical serialisation of the samples) is
-hvcu_tasks.core.fingerprint; this module adds the source, the counts, and encodes and reads the identity back.
-"""
+"""The data identity of a task load (source, counts, core.fingerprint's content fingerprint), encoded and read back."""
 
 from __future__ import annotations
 
@@ -26,14 +22,12 @@ MODEL_KEY = "hvcu_model_identity"
 LMMS_EVAL_KEY = "hvcu_lmms_eval_version"
 """Where a results file keeps the installed lmms-eval release that ran a task, beside the toolkit version (lmms-eval's
 own `lmms_eval_version` is `branch@commit` of the git folder it lies in, whichever repository that is)."""
-DISTRIBUTION = "hvcu-toolkit"
-LMMS_EVAL_DISTRIBUTION = "lmms_eval"
 
 
 def toolkit_version() -> str:
     """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
     try:
-        return version(DISTRIBUTION)
+        return version("hvcu-toolkit")
     except PackageNotFoundError:
         return "unknown"
 
@@ -41,7 +35,7 @@ def toolkit_version() -> str:
 def lmms_eval_release() -> str:
     """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
     try:
-        return version(LMMS_EVAL_DISTRIBUTION)
+        return version("lmms_eval")
     except PackageNotFoundError:
         return "unknown"
 
@@ -51,9 +45,7 @@ def data_identity(
 ) -> dict[str, Any]:
     """Return the JSON-ready identity of one family's data: scheme, family, where it came from, counts, fingerprint.
 
-    Where: kind (hub, local, smoke) and location; for the hub both revisions and the layout read, `hub_read` =
-    (commit, layout): "parquet" (the `benchmark` config) or "json" (the authors' JSON + image folders), which names
-    how, not what: the fingerprint of one release is the same for both.
+    For the hub, `hub_read` is (commit, layout read): "parquet" or "json" names how, not what (one fingerprint).
     """
     spec = hub_spec(source)
     if spec is not None:
@@ -94,8 +86,7 @@ def published_match(
 ) -> str | None:
     """Return None when an identity is the published benchmark's family, else why not.
 
-    The fingerprint decides once it is known for the family; until then the per-aspect counts of the
-    dataset card do (a copy with a sample removed, added or moved differs).
+    The fingerprint decides once it is known for the family; until then the dataset card's per-aspect counts do.
     """
     family = identity.get("family")
     if family not in counts:

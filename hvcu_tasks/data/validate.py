@@ -29,7 +29,6 @@ from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
-from hvcu_tasks.data.hub import OFFLINE_FLAGS as OFFLINE_FLAGS  # where the offline flags are named
 from hvcu_tasks.data.loaders import LoadResult, family_counts, hub_spec, load_path, load_source, pinned_source
 from hvcu_tasks.data.public import name_key
 
@@ -165,18 +164,15 @@ def image_sha256(ref: ImageRef | None) -> str:
     return _DIGESTS[key]
 
 
-def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[tuple | None]:
-    """Judge every image not judged yet in this process on up to DECODE_THREADS threads; return the images' keys.
+def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[str | None]:
+    """Return each image's verdict (None: it decodes), judging those not judged in this process on several threads.
 
-    An image whose content the cache remembers as decoding is not decoded; with `use_cache` False every image
-    is decoded. Either way each fresh "decodes" verdict is recorded in the cache.
+    Content the cache remembers as decoding is not decoded (unless `use_cache` is False); fresh verdicts are recorded.
     """
     from PIL import Image, ImageFile
 
     keys = [_image_key(ref) for ref in refs]
     todo = {key: ref for key, ref in zip(keys, refs, strict=True) if key is not None and key not in _VERDICTS}
-    if not todo:
-        return keys
     folder = cache_folder()
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;
     # set here first, every thread saves and restores the same values, and this frame restores the caller's.
@@ -185,7 +181,7 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[tuple | No
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         try:
-            with ThreadPoolExecutor(min(DECODE_THREADS, len(todo))) as pool:
+            with ThreadPoolExecutor(max(1, min(DECODE_THREADS, len(todo)))) as pool:
                 judged = list(pool.map(lambda ref: _judge(ref, folder if use_cache else None), todo.values()))
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = lenient
@@ -195,25 +191,20 @@ def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[tuple | No
             _DIGESTS.setdefault(key, digest)
         if verdict is None and digest is not None and folder is not None and not cached:
             _remember(folder, digest)
-    return keys
+    return [f"cannot read {r.describe()}" if k is None else _VERDICTS[k] for k, r in zip(keys, refs, strict=True)]
 
 
 def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
     """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
     with_image = [s for s in samples if s.image is not None]  # no image: already reported by the loader
-    problems = []
-    for s, key in zip(with_image, _decode_all([s.image for s in with_image], use_cache), strict=True):
-        why = f"cannot read {s.image.describe()}" if key is None else _VERDICTS[key]
-        if why:
-            problems.append(Problem(s.source, s.id, "image", why))
-    return problems
+    verdicts = _decode_all([s.image for s in with_image], use_cache)
+    return [Problem(s.source, s.id, "image", why) for s, why in zip(with_image, verdicts, strict=True) if why]
 
 
 def duplicate_problems(samples: list[Sample]) -> list[Problem]:
     """Return one problem per id that occurs more than once within a family, compared as file names compare.
 
-    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS
-    and Windows, so they are duplicates too; the problem then names every spelling.
+    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS/Windows.
     """
     groups: dict[tuple[str, str], list[Sample]] = {}
     for s in samples:
@@ -266,8 +257,7 @@ def identity_lines(identities: dict[str, dict]) -> list[str]:
 def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[list[str], str | None]:
     """Return (warnings, note): one warning per count (in all, family, aspect) that differs from the dataset card.
 
-    Only the hub and full-size local copies (from FULL_COPY_SHARE of the published samples, so that a copy that lost
-    some items is still compared) are compared; for the smoke sample and custom or partial data a note says so.
+    Only the hub and local copies of at least FULL_COPY_SHARE of the published samples are compared; a note says so.
     """
     total = sum(sum(c.values()) for c in counts.values())
     if total == 0:
@@ -293,9 +283,7 @@ def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[l
 
 
 def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
-    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' or 'smoke' and return the report.
-
-    A hub source naming no revision follows `HVCU_BENCH_REVISION`, as the hub tasks do.
+    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' (pinned as the hub tasks pin it) or 'smoke'.
 
     With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
     """
