@@ -293,8 +293,8 @@ def validate(source: str, decode_images: bool = True, use_cache: bool = True) ->
         for family in FAMILIES:
             try:
                 loaded.extend(load_source(source, family))
-            except DataError as exc:  # e.g. the hub's revision is missing: one line, the other families still checked
-                report.problems.extend(exc.problems)
+            except DataError as exc:  # one family's split, or the hub itself: said once, the other families checked
+                report.problems += [p for p in exc.problems if p not in report.problems]
     else:
         loaded.extend(load_path(Path(source).expanduser()))
     report.problems.extend(loaded.problems)
