@@ -14,7 +14,7 @@ from hvcu_tasks import settings
 from hvcu_tasks.core import aggregate, payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 from hvcu_tasks.core.schema import TaskLoadError
-from hvcu_tasks.data import sources
+from hvcu_tasks.data import loaders
 from hvcu_tasks.lmms import context, documents, hooks
 
 
@@ -44,7 +44,7 @@ def test_env_variable_points_hub_tasks_at_a_local_copy(write_dataset, monkeypatc
 
 def test_env_variable_does_not_redirect_the_smoke_tasks(monkeypatch) -> None:
     monkeypatch.setenv(settings.DATA_ENV, "/nowhere")
-    assert sources.resolve_source("smoke", settings.current({settings.DATA_ENV: "/nowhere"})) == "smoke"
+    assert loaders.resolve_source("smoke", settings.current({settings.DATA_ENV: "/nowhere"})) == "smoke"
     assert len(hooks.process_docs(stub("affective", "smoke"))) == 18
 
 

@@ -344,9 +344,12 @@ def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -
 
 
 def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch) -> None:
+    from huggingface_hub import constants
+
     monkeypatch.delenv(settings.DATA_ENV, raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # what the client read at import
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     start = time.monotonic()
@@ -354,6 +357,21 @@ def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch
     assert time.monotonic() - start < 5
     last = str(err).splitlines()[-1]
     assert "http://127.0.0.1:9" in last and "HVCU_BENCH_DATA" in last
+
+
+def test_validating_an_unreachable_hub_says_so_once(monkeypatch, capsys) -> None:
+    from huggingface_hub import constants
+
+    from hvcu_tasks.data import hub
+
+    hub.reset()  # a fresh process: nothing pinned yet
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["data", "validate", "hub"]) == 1
+    said = [line for line in capsys.readouterr().out.splitlines() if "cannot reach the Hugging Face Hub" in line]
+    assert len(said) == 1 and "http://127.0.0.1:9" in said[0] and "HVCU_BENCH_DATA" in said[0]
 
 
 # ---------------------------------------------------------------- replies that never came
