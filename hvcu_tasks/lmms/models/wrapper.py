@@ -17,18 +17,11 @@ private task_dict key, removed after the call) carrying the round's chat, so the
 fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
 the inner model; single-round requests pass straight through.
 
-`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk
-(request_cache.py), so a killed run, rerun with the same command, pays again only for what was unanswered.
-Client backends (`openai`, `async_openai`, `litellm`: any `client.chat.completions.create`) are cached at
-their client's call, each reply stored the moment it arrives (a rerun repeats at most the requests in flight);
-for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
-storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
-With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
-(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: every wrapper starts a new run that
-resumes only what unfinished runs of the model left (a killed run) and no request a finished run asked, so a
-new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
-replies, `run=NAME` keeps a series of runs apart (request_cache.py). A run ends finished when the model phase
-completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk, so a
+killed run, rerun with the same command, pays again only for what was unanswered (request_cache.py: the rule
+for runs, `reuse=`, `run=`). Client backends (`openai`, `async_openai`, `litellm`) are cached at their client's
+call; for every other backend the wrapper answers stored requests and sends the rest `chunk_size` at a time. A
+run ends finished when the model phase completed (every call returned, nothing raised), failed replies or not.
 
 An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
 start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
@@ -55,6 +48,7 @@ from lmms_eval.api.model import lmms
 from hvcu_tasks.data.public import public_url
 from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
+    FAILURE_MARKERS,
     IDENTITY_ATTRS,
     RequestCache,
     built_model_identity,
@@ -64,7 +58,6 @@ from hvcu_tasks.lmms.models.request_cache import (
     hook_client,
     identifies,
     is_api,
-    keepable,
     resolved_attributes,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
@@ -74,12 +67,8 @@ from hvcu_tasks.lmms.plugin import end_after_results, serve
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
-
-
-REQUEST_FAILED = "[LMMS_EVAL_REQUEST_FAILED"
-"""How lmms-eval's API backends begin the text they return for a request that failed every retry."""
-BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
-"""What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
+REQUEST_FAILED, BUDGET_EXCEEDED = FAILURE_MARKERS
+"""How lmms-eval begins a failed request's text; what it returns for one its token budget skipped (not a failure)."""
 RANK_PADDING = "__padding_only__"
 """lmms-eval's metadata mark on the copies it adds so that every rank sends as many requests: none of the run's."""
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -297,11 +286,11 @@ class ContextWrapper(lmms):
     def _open_cache(
         self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
     ) -> None:
-        """Note the served model's identity, open the request cache's run (hook the inner model's client); say where
-        and which replies it uses. The identity (with the cache's run when it is on) goes into the results file.
+        """Note the served model's identity (the results file records it, with the cache's run), name the endpoint,
+        open the request cache's run and hook the inner model's client.
 
-        With the default setting, a model nothing identifies or a folder that cannot be created leaves the
-        cache off with one line; asked for explicitly, either is an error.
+        With the default setting, a model nothing identifies or a folder that cannot be used leaves the cache off
+        with one line; asked for explicitly, either is an error.
         """
         client = chat_client(self.inner)
         self.endpoint = endpoint_of(self.inner, model_args, client)
@@ -314,52 +303,37 @@ class ContextWrapper(lmms):
         self.model_identity = copy.deepcopy(identity)
         api = is_api(self.inner_name, model_args, client)
         root = cache_location(setting, api)
+
+        def off(why: str, error: str) -> None:
+            if setting != "auto":
+                raise ValueError(f"hvcu_context: {error}")
+            self._say(f"hvcu_context: request cache off ({why})")
+
+        if root is None and api:
+            why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
+            self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
         if root is None:
-            if api:
-                why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
-                self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
-            return
+            return None
         if not identifies(identity):
-            why = (
-                f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
-                f"{', '.join(IDENTITY_ATTRS)} attribute"
-            )
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off ({why})")
-                return
-            raise ValueError(f"hvcu_context: cache={setting}, but {why}; pass the model's arguments (model_args)")
+            why = f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
+            why += f"{', '.join(IDENTITY_ATTRS)} attribute"
+            return off(why, f"cache={setting}, but {why}; pass the model's arguments (model_args)")
         try:
-            self.request_cache = RequestCache(
-                root,
-                identity,
-                reuse=reuse,
-                rank=self.rank,
-                world_size=self.world_size,
-                report=True,
-                name=run,
-            )
+            cache = RequestCache(root, identity, reuse, self.rank, self.world_size, report=True, name=run)
         except LockUnsupported as exc:
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off ({exc.strerror}: runs cannot be told apart)")
-                return
-            raise ValueError(
-                f"hvcu_context: cache={setting}: {exc.strerror}; give a cache=PATH on a local disk"
-            ) from None
+            why = exc.strerror
+            return off(
+                f"{why}: runs cannot be told apart", f"cache={setting}: {why}; give a cache=PATH on a local disk"
+            )
         except OSError as exc:
-            why = exc.strerror or str(exc)
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off (cannot create {root}: {why})")
-                return
-            raise ValueError(
-                f"hvcu_context: cannot create the request cache {root}: {why}; give a writable cache=PATH or cache=off"
-            ) from None
-        self.model_identity["request_cache"] = {
-            "identity": self.request_cache.folder.name,
-            "run": self.request_cache.run_id,
-        }
-        if client is not None and hook_client(client, self.request_cache):
+            why, advice = f"{root}: {exc.strerror or exc}", "give a writable cache=PATH or cache=off"
+            return off(f"cannot create {why}", f"cannot create the request cache {why}; {advice}")
+        self.request_cache = cache
+        self.model_identity["request_cache"] = {"identity": cache.folder.name, "run": cache.run_id}
+        if client is not None:
+            hook_client(client, cache)
             self._client_cached = True
-        for line in self.request_cache.start_lines():
+        for line in cache.start_lines():
             self._say(line)
 
     def end_run(self) -> None:
@@ -453,13 +427,13 @@ class ContextWrapper(lmms):
         model phase did not complete: the same command resumes the run.
         """
         cache = self.request_cache
-        if cache is None:
-            return call()
-        cache.reopen()  # a call after one that raised (which ended the run) continues the run
+        if cache is not None:
+            cache.reopen()  # a call after one that raised (which ended the run) continues the run
         try:
             return call()
         except BaseException as exc:
-            cache.failed(exc)
+            if cache is not None:
+                cache.failed(exc)
             raise
 
     @staticmethod
@@ -513,21 +487,12 @@ class ContextWrapper(lmms):
         Equal requests within the call are sent once; each gets that reply.
         """
         keys = [cache.key(self._request_content(r), sample) for r in requests]
-        replies: list[Any] = []
-        first: dict[str, int] = {}
-        copies: list[tuple[int, int]] = []
-        todo = []
+        replies: list[Any] = [getattr(cache.get(key), "text", None) for key in keys]
+        first: dict[Any, int] = {}  # each request to send (by key; uncached ones by position) -> its first position
         for i, key in enumerate(keys):
-            stored = cache.get(key)
-            replies.append(None if stored is None else stored.text)
-            if stored is not None:
-                continue
-            if key is not None and key in first:
-                copies.append((i, first[key]))
-                continue
-            if key is not None:
-                first[key] = i
-            todo.append(i)
+            if replies[i] is None:
+                first.setdefault(i if key is None else key, i)
+        todo = list(first.values())
         for start in range(0, len(todo), self.chunk_size):
             part = todo[start : start + self.chunk_size]
             got = self._call_inner([requests[i] for i in part])
@@ -535,9 +500,9 @@ class ContextWrapper(lmms):
                 raise RuntimeError(f"{self.inner_name} returned {len(got)} replies for {len(part)} requests")
             for i, reply in zip(part, got, strict=True):
                 replies[i] = reply
-                if keepable(_text(reply)):
-                    cache.put(keys[i], _text(reply))
-        for i, source in copies:
+                cache.put(keys[i], _text(reply))
+        copies = [(i, first[key]) for i, key in enumerate(keys) if replies[i] is None and key in first]
+        for i, source in copies:  # equal requests of the call: sent once, each gets that reply
             replies[i] = replies[source]
         return replies
 
@@ -554,7 +519,7 @@ class ContextWrapper(lmms):
 
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
             self.inner.client = fresh
-            if self._client_cached and self.request_cache is not None:
+            if self._client_cached:
                 hook_client(fresh, self.request_cache)
         self._inner_calls += 1
         return self.inner.generate_until(requests)
