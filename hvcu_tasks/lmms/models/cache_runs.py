@@ -1,11 +1,9 @@
-"""Runs of the request cache on disk: the share a process writes, locks, manifests, `hvcu cache list`.
+"""Runs of the request cache on disk: names, locks, manifests, the run id ranks agree on, `hvcu cache list`.
 
 Under an identity folder, `runs/<run id>/rank-<N>/` is one rank's share of a run: `run.json` (its manifest,
 rewritten atomically and fsync'd), `lock` (flock'd while the share is open; others probe it with a shared lock)
-and `replies.jsonl` (one ASCII JSON record a line, each appended with one `os.write` and fsync'd). The ranks of
-one data-parallel launch share rank 0's run id when torch.distributed runs; otherwise each rank is a run of its own.
-A share is `running` while open, `finished` when its model phase completed, else `unfinished`; a run is `live`
-while a share is open, `finished` (sealed) when all its shares are. Which replies a cache uses: request_cache.py.
+and `replies.jsonl` (request_cache.py appends to it). A share is `running` while open, `finished` when its model
+phase completed, else `unfinished`; a run is `live` while a share is open, `finished` (sealed) when all are.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from hvcu_tasks.data import jsonio
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: no advisory locks
+except ImportError:  # pragma: no cover - Windows: no advisory locks, so no default cache
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("hvcu_tasks")
@@ -40,10 +38,7 @@ class LockUnsupported(OSError):
 
 
 def reuse_setting(value: Any) -> tuple[str, ...]:
-    """Return the `reuse` model argument as run names ('all' or run ids joined by '+'); () for none.
-
-    Values as lmms-eval parses them: False, 0 and 'none' are none; other numbers are names.
-    """
+    """Return the `reuse` model argument as run names ('all' or run ids joined by '+'); () for none, false or 0."""
     if value is True:
         raise ValueError("hvcu_context: reuse=true: say reuse=all, reuse=none or run ids joined by '+'")
     if value is None or (isinstance(value, (int, float)) and value == 0):
@@ -61,23 +56,18 @@ def reuse_setting(value: Any) -> tuple[str, ...]:
 
 
 def run_name(value: Any) -> str | None:
-    """Return the `run` model argument (only unfinished runs of that name are resumed), or None.
-
-    lmms-eval turns `run=2026`, `run=1.5`, `run=true` into numbers and booleans: their text is the name.
-    """
-    if value is None:
-        return None
+    """Return the `run` model argument (lmms-eval's numbers and booleans by their text), or None when not given."""
     text = str(value).strip() if isinstance(value, (str, bool, int, float)) else ""
-    if _NAME.fullmatch(text):
-        return text
-    raise ValueError(f"hvcu_context: run must be a name of letters, digits, '.', '_' or '-', got {value!r}")
+    if value is not None and not _NAME.fullmatch(text):
+        raise ValueError(f"hvcu_context: run must be a name of letters, digits, '.', '_' or '-', got {value!r}")
+    return None if value is None else text
 
 
 def lock(path: Path, retries: int = 5) -> int | None:
     """Open and exclusively lock a share's lock file; None when another open share holds it.
 
-    A held lock is tried `retries` more times, 50 ms apart (a probe's brief shared lock never keeps an owner out of
-    its own share); any other refusal raises LockUnsupported.
+    A held lock is tried `retries` more times, 50 ms apart, so that a probe's brief shared lock never keeps an owner
+    out of its own share; any other refusal raises LockUnsupported.
     """
     if fcntl is None:  # pragma: no cover - Windows
         raise LockUnsupported(errno.ENOLCK, f"file locks are not supported in {path.parent} (no fcntl)")
@@ -90,9 +80,8 @@ def lock(path: Path, retries: int = 5) -> int | None:
             time.sleep(0.05 if attempt < retries else 0)
         except OSError as exc:
             os.close(fd)
-            raise LockUnsupported(
-                exc.errno, f"file locks are not supported in {path.parent} ({exc.strerror})"
-            ) from None
+            why = f"file locks are not supported in {path.parent} ({exc.strerror})"
+            raise LockUnsupported(exc.errno, why) from None
     os.close(fd)
     return None
 
@@ -105,11 +94,11 @@ def live(folder: Path) -> bool:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
     except OSError as exc:
         return isinstance(exc, BlockingIOError)
     finally:
         os.close(fd)
-    return False
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -125,29 +114,24 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def list_runs(identity_folder: Path) -> list[dict[str, Any]]:
-    """Return an identity folder's runs, oldest first: run, created_s, name, status, shares (folder, manifest, live).
-
-    status: `live` (a share open in some process now), `finished` (all its shares finished: sealed), else
-    `unfinished` (killed, or a call raised).
-    """
+    """Return an identity folder's runs, oldest first: run, created_s, name, status (live, finished or unfinished),
+    shares (folder, manifest, live)."""
     found = []
     for folder in sorted((Path(identity_folder) / RUNS).glob("*")):
         shares = [(f, read_manifest(f)) for f in sorted(folder.glob("rank-*"))]
         rows = [{"folder": str(f), "manifest": m, "live": live(f)} for f, m in shares if m is not None]
-        if not rows:
-            continue
-        first = min((r["manifest"] for r in rows), key=lambda m: m.get("created_s", 0))
-        done = len(rows) >= int(first.get("ranks", 1)) and all(r["manifest"].get("state") == "finished" for r in rows)
-        status = "live" if any(r["live"] for r in rows) else "finished" if done else "unfinished"
-        found.append({"run": folder.name, "created_s": first.get("created_s", 0), "name": first.get("name")})
-        found[-1] |= {"status": status, "shares": rows}
+        if rows:
+            first = min((r["manifest"] for r in rows), key=lambda m: m.get("created_s", 0))
+            done = len(rows) >= first.get("ranks", 1) and all(r["manifest"].get("state") == "finished" for r in rows)
+            status = "live" if any(r["live"] for r in rows) else "finished" if done else "unfinished"
+            run = {"run": folder.name, "created_s": first.get("created_s", 0), "name": first.get("name")}
+            found.append(run | {"status": status, "shares": rows})
     return sorted(found, key=lambda m: (m["created_s"], m["run"]))
 
 
 def describe(run: Mapping[str, Any]) -> str:
     """Return a run as people read it: `ID (finished, 2026-12-01 19:26)`."""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["created_s"]))
-    return f"{run['run']} ({run['status']}, {when})"
+    return f"{run['run']} ({run['status']}, {time.strftime('%Y-%m-%d %H:%M', time.localtime(run['created_s']))})"
 
 
 def new_run_id() -> str:
@@ -173,9 +157,8 @@ def agreed_run(rank: int, world_size: int) -> tuple[str, int]:
 
 def listing(root: Path) -> list[str]:
     """Return the lines `hvcu cache list` prints: each identity of a cache root, then its runs with their shares."""
-    folders = sorted(f for f in root.glob("*") if (f / "identity.json").is_file())
     lines = []
-    for folder in folders:
+    for folder in sorted(f for f in root.glob("*") if (f / "identity.json").is_file()):
         try:
             identity = jsonio.read_json(folder / "identity.json")
         except (OSError, ValueError):

@@ -115,11 +115,6 @@ def cache_location(setting: str | Path, api: bool) -> Path | None:
     return None if root is None else root / CACHE_FOLDER
 
 
-def is_api(backend: str, args: Mapping[str, Any], client: Any = None) -> bool:
-    """Whether a backend calls a paid API: an OpenAI client, a known API backend name, or a `base_url` argument."""
-    return client is not None or backend in API_BACKENDS or bool(args.get("base_url"))
-
-
 # ---- identity and keys ----
 
 
@@ -144,28 +139,18 @@ def image_digest(image: Any) -> str:
     return digest.hexdigest()
 
 
-def canonical(value: Any) -> Any:
-    """Return a JSON-ready form of a request part: images become {'image_sha256': ...}; raise Uncacheable otherwise."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise Uncacheable(f"non-finite number {value!r}")
-        return value
-    if isinstance(value, Mapping):
-        if not all(isinstance(k, str) for k in value):
-            raise Uncacheable("a mapping with non-text keys")
-        return {k: canonical(v) for k, v in sorted(value.items())}
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
+def _content(value: Any) -> Any:
+    """Return what stands for a non-JSON request part in its key: an image's {'image_sha256': ...}; else Uncacheable."""
     if hasattr(value, "tobytes") and hasattr(value, "mode") and hasattr(value, "width"):
         return {"image_sha256": image_digest(value)}
     raise Uncacheable(f"no content identity for a {type(value).__name__}")
 
 
 def digest(value: Any) -> str:
-    """Return the SHA-256 (hex) of a value's canonical JSON (sorted keys, exact text)."""
-    text = json.dumps(canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Return the SHA-256 (hex) of a value's canonical JSON (sorted keys, exact text, images by their content)."""
+    text = json.dumps(
+        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_content
+    )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate keeps its own key
 
 
@@ -193,11 +178,6 @@ def built_model_identity(backend: str, args: Mapping[str, Any], model: Any, clie
     return identity
 
 
-def identifies(identity: Mapping[str, Any]) -> bool:
-    """Whether an identity names a model beyond its backend (model arguments or resolved attributes)."""
-    return bool(identity.get("args") or identity.get("resolved"))
-
-
 def resolved_attributes(model: Any) -> dict[str, Any]:
     """Return the plain-valued IDENTITY_ATTRS a built model has (a torch module under `model` is left out)."""
     found: dict[str, Any] = {}
@@ -218,12 +198,9 @@ def _public(value: Any) -> Any:
         return {str(k): _public(v) for k, v in items if not is_secret_name(str(k))}
     if isinstance(value, (list, tuple)):
         return [_public(v) for v in value]
-    if isinstance(value, str):
-        return public_url(value)
-    try:
-        return canonical(value)
-    except Uncacheable:
-        return public_url(str(value))
+    if value is None or isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return public_url(str(value))
 
 
 def keepable(text: Any) -> bool:
@@ -234,10 +211,11 @@ def keepable(text: Any) -> bool:
 # ---- the store ----
 
 
-def read_replies(folder: Path | str) -> dict[str, Reply]:
-    """Return every readable record of a folder's JSONL files; an unreadable line is skipped with a warning."""
+def read_replies(*folders: Path | str) -> dict[str, Reply]:
+    """Return every readable record of the folders' JSONL files (the first wins a tie); a bad line is skipped with a
+    warning."""
     replies: dict[str, Reply] = {}
-    for path in sorted(Path(folder).glob("*.jsonl")):
+    for path in [p for folder in folders for p in sorted(Path(folder).glob("*.jsonl"))]:
         try:
             lines = path.read_bytes().split(b"\n")
         except OSError as exc:
@@ -262,26 +240,19 @@ def read_replies(folder: Path | str) -> dict[str, Reply]:
 
 
 def _replies_of(run: Mapping[str, Any]) -> dict[str, Reply]:
-    """Return the replies of a run (a `list_runs` row): every rank's share; the first share's reply wins a tie."""
-    replies: dict[str, Reply] = {}
-    for share in run["shares"]:
-        for key, reply in read_replies(share["folder"]).items():
-            replies.setdefault(key, reply)
-    return replies
+    """Return the replies of a run (a `list_runs` row): every rank's share."""
+    return read_replies(*(share["folder"] for share in run["shares"]))
 
 
 _OPEN: weakref.WeakSet[RequestCache] = weakref.WeakSet()
-"""The caches whose share is open in this process: ended at exit (_end_at_exit) if not before."""
-_EXITING = threading.Event()
-"""Set when the interpreter exits: an exception recorded then (sys.last_value) ended the process."""
+"""The caches whose share is open in this process (ended at exit if not before)."""
 
 
 @atexit.register
 def _end_at_exit() -> None:
-    """End every open share at interpreter exit: finished unless the process ended on an unhandled exception."""
-    _EXITING.set()
+    """End every share still open at interpreter exit (unfinished when the process ends on an unhandled exception)."""
     for cache in list(_OPEN):
-        cache.end()
+        cache.end(at_exit=True)
 
 
 class RequestCache:
@@ -362,7 +333,7 @@ class RequestCache:
         return [run for run in self.earlier if "all" in wanted or run["run"] in wanted]
 
     def start_lines(self) -> list[str]:
-        """Return what the output says at start: the run, what it resumes, which earlier replies it uses."""
+        """Return what the output says at start: the run, what it resumes, and (without reuse) what it does not use."""
         first = f"new run {self.run_id} (earlier runs' replies are not used)"
         if self.resumed:
             first = (
@@ -370,12 +341,8 @@ class RequestCache:
                 "replies; only the requests not there are asked)"
             )
         lines = [f"hvcu_context: request cache {self.folder}: {first}; cache=off: no cache"]
-        counts = Counter(run for _reply, run in self.reused.values())
-        if self.sources:
-            used = ", ".join(f"{shown}: {counts[run]} replies" for run, shown in self.sources.items())
-            return [*lines, f"hvcu_context: reuse: requests this run has no reply for are answered from {used}"]
         others = [run for run in self.earlier if run["status"] != "live" and run["run"] not in self.resumed_runs]
-        if others:
+        if others and not self.sources:
             lines.append(
                 f"hvcu_context: {len(others)} earlier runs of this model (newest: {runs.describe(others[-1])}) are "
                 f"NOT reused; reuse=all takes them, reuse=RUN[+RUN] some (list: hvcu cache list {self.root})"
@@ -431,12 +398,12 @@ class RequestCache:
             return False
         return True
 
-    def _why_unfinished(self) -> str | None:
+    def _why_unfinished(self, at_exit: bool) -> str | None:
         """Return why the model phase did not complete (a rerun resumes the run's replies), or None."""
         last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         if self.raised is not None:
             return f"a call raised {self.raised}"
-        if _EXITING.is_set() and last is not None:
+        if at_exit and last is not None:
             return f"the process ended with {type(last).__name__}"
         return None if self.given else "it was given no requests"
 
@@ -451,17 +418,15 @@ class RequestCache:
         self.raised = type(exc).__name__
         self.end()
 
-    def end(self) -> None:
-        """End the share's session: finished (writing the resumed replies it used: it holds them now) or unfinished.
-
-        Also done when the cache is garbage-collected or the process exits.
-        """
+    def end(self, at_exit: bool = False) -> None:
+        """End the share's session (also at garbage collection and exit): finished, writing the resumed replies it
+        used (it holds them now), or unfinished."""
         if self.ended:  # (also a cache whose __init__ raised)
             return
         with self._lock:
             if self.ended:
                 return
-            self.ended, why = True, self._why_unfinished()
+            self.ended, why = True, self._why_unfinished(at_exit)
             try:
                 if why is None and self.carried:
                     self._write([(k, reply) for k, (reply, _run) in self.carried.items()])

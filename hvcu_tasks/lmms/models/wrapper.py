@@ -48,6 +48,7 @@ from lmms_eval.api.model import lmms
 from hvcu_tasks.data.public import public_url
 from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
+    API_BACKENDS,
     FAILURE_MARKERS,
     IDENTITY_ATTRS,
     RequestCache,
@@ -56,8 +57,6 @@ from hvcu_tasks.lmms.models.request_cache import (
     cache_setting,
     chat_client,
     hook_client,
-    identifies,
-    is_api,
     resolved_attributes,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
@@ -301,7 +300,7 @@ class ContextWrapper(lmms):
             self._say(endpoint_line(self.inner_name, model, self.endpoint, given))
         identity = built_model_identity(self.inner_name, model_args, self.inner, client)
         self.model_identity = copy.deepcopy(identity)
-        api = is_api(self.inner_name, model_args, client)
+        api = client is not None or self.inner_name in API_BACKENDS or bool(model_args.get("base_url"))  # paid
         root = cache_location(setting, api)
 
         def off(why: str, error: str) -> None:
@@ -314,17 +313,15 @@ class ContextWrapper(lmms):
             self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
         if root is None:
             return None
-        if not identifies(identity):
+        if not (identity["args"] or identity.get("resolved")):  # nothing says which model it is
             why = f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
             why += f"{', '.join(IDENTITY_ATTRS)} attribute"
             return off(why, f"cache={setting}, but {why}; pass the model's arguments (model_args)")
         try:
             cache = RequestCache(root, identity, reuse, self.rank, self.world_size, report=True, name=run)
         except LockUnsupported as exc:
-            why = exc.strerror
-            return off(
-                f"{why}: runs cannot be told apart", f"cache={setting}: {why}; give a cache=PATH on a local disk"
-            )
+            why = f"{exc.strerror}; give a cache=PATH on a local disk"
+            return off(f"{exc.strerror}: runs cannot be told apart", f"cache={setting}: {why}")
         except OSError as exc:
             why, advice = f"{root}: {exc.strerror or exc}", "give a writable cache=PATH or cache=off"
             return off(f"cannot create {why}", f"cannot create the request cache {why}; {advice}")
@@ -464,16 +461,12 @@ class ContextWrapper(lmms):
         A client backend's cache sits in its client, so its requests go to the inner model in one call.
         """
         cache = self.request_cache
-        if cache is None:
-            replies = self._call_inner(requests)
-        elif self._client_cached:
-            cache.sample = sample
-            try:
-                replies = self._call_inner(requests)
-            finally:
-                cache.sample = 0
-        else:
+        if cache is not None and not self._client_cached:
             replies = self._generate_cached(cache, requests, sample)
+        else:
+            if cache is not None:
+                cache.sample = sample  # the client's hook keys this call's requests with it
+            replies = self._call_inner(requests)
         # the ranks' padding copies are answered, not counted (a wrong reply count is the callers' error to raise)
         own = [reply for request, reply in zip(requests, replies, strict=False) if not is_padding(request)]
         if cache is not None:
