@@ -167,17 +167,6 @@ def model_identity(
     return identity
 
 
-def built_model_identity(backend: str, args: Mapping[str, Any], model: Any, client: Any = None) -> dict[str, Any]:
-    """Return a built model's model_identity (endpoint from its client); a local one's adds the lmms-eval release."""
-    from hvcu_tasks.lmms.plugin import installed_lmms_eval
-
-    endpoint = getattr(client, "base_url", None) if client is not None else None
-    identity = model_identity(backend, args, None if endpoint is None else str(endpoint), resolved_attributes(model))
-    if client is None:
-        identity["lmms_eval"] = installed_lmms_eval()
-    return identity
-
-
 def resolved_attributes(model: Any) -> dict[str, Any]:
     """Return the plain-valued IDENTITY_ATTRS a built model has (a torch module under `model` is left out)."""
     found: dict[str, Any] = {}

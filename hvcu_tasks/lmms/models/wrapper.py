@@ -52,17 +52,17 @@ from hvcu_tasks.lmms.models.request_cache import (
     FAILURE_MARKERS,
     IDENTITY_ATTRS,
     RequestCache,
-    built_model_identity,
     cache_location,
     cache_setting,
     chat_client,
     hook_client,
+    model_identity,
     resolved_attributes,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
 from hvcu_tasks.lmms.models.routing import CHAIN_ROUNDS, hint_once
-from hvcu_tasks.lmms.plugin import end_after_results, serve
+from hvcu_tasks.lmms.plugin import end_after_results, installed_lmms_eval, serve
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
@@ -213,9 +213,7 @@ class ContextWrapper(lmms):
             if not inner:
                 raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
             size = chunk_size_of(chunk_size)
-            setting = cache_setting(cache)
-            reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
-            name_of_run = run_name(run)
+            cache_setting(cache), reuse_setting(reuse), run_name(run)  # bad ones fail before the inner model is built
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
@@ -223,7 +221,7 @@ class ContextWrapper(lmms):
             self._check_chat(cls, inner)
         self._attach(cls(**inner_args), inner, size)
         with _usage_errors():
-            self._open_cache(setting, inner_args, reuse, name_of_run)
+            self._open_cache(cache, inner_args, reuse, run)
 
     @classmethod
     def around(
@@ -244,14 +242,11 @@ class ContextWrapper(lmms):
         from; `reuse` takes earlier runs' replies (request_cache.py).
         """
         size = chunk_size_of(chunk_size)
-        setting = cache_setting(cache)
-        reuse_setting(reuse)
-        name_of_run = run_name(run)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
         lmms.__init__(wrapper)
         wrapper._attach(inner, name or type(inner).__name__, size)
-        wrapper._open_cache(setting, dict(model_args or {}), reuse, name_of_run)
+        wrapper._open_cache(cache, dict(model_args or {}), reuse, run)
         return wrapper
 
     @staticmethod
@@ -282,23 +277,24 @@ class ContextWrapper(lmms):
         self._first_error: str | None = None
         serve(self)
 
-    def _open_cache(
-        self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
-    ) -> None:
+    def _open_cache(self, cache: Any, model_args: Mapping[str, Any], reuse: Any = None, run: Any = None) -> None:
         """Note the served model's identity (the results file records it, with the cache's run), name the endpoint,
         open the request cache's run and hook the inner model's client.
 
         With the default setting, a model nothing identifies or a folder that cannot be used leaves the cache off
         with one line; asked for explicitly, either is an error.
         """
-        client = chat_client(self.inner)
+        setting, reuse, run = cache_setting(cache), reuse_setting(reuse), run_name(run)
+        client, attrs = chat_client(self.inner), resolved_attributes(self.inner)
         self.endpoint = endpoint_of(self.inner, model_args, client)
         if self.endpoint:
-            attrs = resolved_attributes(self.inner)
             model = next((attrs[k] for k in ("model_version", "model", "model_name") if k in attrs), None)
             given = bool(model_args.get("base_url")) or client is None  # else the client chose it
             self._say(endpoint_line(self.inner_name, model, self.endpoint, given))
-        identity = built_model_identity(self.inner_name, model_args, self.inner, client)
+        url = getattr(client, "base_url", None)  # where the client really sends; a local model: the lmms-eval release
+        identity = model_identity(self.inner_name, model_args, None if url is None else str(url), attrs)
+        if client is None:
+            identity["lmms_eval"] = installed_lmms_eval()
         self.model_identity = copy.deepcopy(identity)
         api = client is not None or self.inner_name in API_BACKENDS or bool(model_args.get("base_url"))  # paid
         root = cache_location(setting, api)
