@@ -291,7 +291,8 @@ class RequestCache:
         self.share.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path, self.manifest = self.share / "replies.jsonl", {"run": self.run_id, "created_s": time.time()}
         self.manifest |= {"name": name, "rank": rank, "world_size": world_size, "ranks": shares, "sessions": 0}
-        self._lock, self._fd, self._warned, self.broken = threading.Lock(), None, set(), False
+        self._lock, self._io = threading.Lock(), threading.Lock()  # counts and lookups; the file (held while fsync'd)
+        self._fd, self._warned, self.broken = None, set(), False
         self.given = self.missing = self.stored = 0
         self.carried: dict[str, tuple[Reply, str]] = {}  # resumed replies this run used, with their run
         self.taken: Counter[str] = Counter()  # replies taken from each reused run
@@ -345,11 +346,11 @@ class RequestCache:
         self._lock_fd = runs.lock(self.share / "lock")
         if self._lock_fd is None:
             return False
-        self.raised, self.ended = None, False
         self.manifest["sessions"] += 1
         if not self._write_manifest(state="running") and self.manifest["sessions"] == 1:
             os.close(self._lock_fd)
             raise OSError(f"cannot write {self.share / 'run.json'}")
+        self.raised, self.ended = None, False
         _OPEN.add(self)
         return True
 
@@ -361,7 +362,7 @@ class RequestCache:
         return True
 
     def _write(self, records: list[tuple[str, Reply]]) -> None:
-        """Append records as ASCII JSON lines with one os.write and fsync them (the caller locks); once a write
+        """Append records as ASCII JSON lines with one os.write and fsync them (the caller holds _io); once a write
         failed (a partial line may be there) nothing more is written."""
         if self.broken:
             raise OSError(f"an earlier write to {self.path} failed")
@@ -412,14 +413,16 @@ class RequestCache:
         used (it holds them now), or unfinished."""
         if self.ended:  # (also a cache whose __init__ raised)
             return
-        with self._lock:
+        with self._io:
             if self.ended:
                 return
             self.ended, why = True, self._why_unfinished(at_exit)
+            with self._lock:
+                carried = dict(self.carried)
             try:
-                if why is None and self.carried:
-                    self._write([(k, reply) for k, (reply, _run) in self.carried.items()])
-                    self.stored += len(self.carried)
+                if why is None and carried:
+                    self._write([(k, reply) for k, (reply, _run) in carried.items()])
+                    self.stored += len(carried)
             except OSError as exc:
                 why = f"the resumed replies it used cannot be written ({exc.strerror or exc})"
             if self._fd is not None:
@@ -427,7 +430,7 @@ class RequestCache:
                 self._fd = None
         _OPEN.discard(self)
         counts = {"requests": self.given, "replies": self.stored, "failed": self.missing, "reused": self.taken}
-        counts["resumed"] = Counter(run for _reply, run in self.carried.values())
+        counts["resumed"] = Counter(run for _reply, run in carried.values())
         if not self._write_manifest(state="unfinished" if why else "finished", why=why, **counts) and not why:
             log.warning("request cache: %s is not marked finished: a rerun would resume it (delete it)", self.share)
         os.close(self._lock_fd)
@@ -482,7 +485,7 @@ class RequestCache:
             return False
         reply = Reply(text, finish_reason if isinstance(finish_reason, str) else None)
         try:
-            with self._lock:
+            with self._io:
                 if self.ended:
                     raise RuntimeError(f"run {self.run_id} has ended")
                 self._write([(key, reply)])
