@@ -435,6 +435,38 @@ def ensure_image_hook() -> None:
         log.error("%s", exc)
 
 
+def token_line(task: str, dataset: str) -> str:
+    """Return the one line that refuses a task whose hub dataset asks for a token when none is configured."""
+    return (
+        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face token (its YAML sets "
+        "dataset_kwargs: token: True) and none is configured: run `hf auth login` or set HF_TOKEN, then rerun "
+        "(nothing was asked of the model)"
+    )
+
+
+def install_token_hook() -> None:
+    """Wrap lmms-eval's ConfigurableTask.download so a task asking for a hub token ends the command in one line
+    (exit 1) when none is configured, before its data or the model is asked anything (idempotent). Left alone, the
+    hub client raises, lmms-eval logs the error and exits 0 without writing any result, other tasks' included."""
+    from lmms_eval.api.task import ConfigurableTask
+
+    original = ConfigurableTask.download
+    if getattr(original, "_hvcu_hook", False):
+        return
+    check_signature(original, ("self", "dataset_kwargs"), "ConfigurableTask.download", "set HF_TOKEN before a run")
+
+    @functools.wraps(original)
+    def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
+        from huggingface_hub import get_token
+
+        if (dataset_kwargs or {}).get("token") is True and get_token() is None:
+            raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path)))
+        return original(self, dataset_kwargs)
+
+    download._hvcu_hook = True  # type: ignore[attr-defined]
+    ConfigurableTask.download = download
+
+
 def install_route_hook() -> None:
     """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
 
@@ -491,6 +523,10 @@ def manifests() -> list:
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
     install_identity_hook()
+    try:
+        install_token_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
     try:  # installed even when opted out: it then only records what was resolved (for require_native's message)
         install_route_hook()
     except IncompatibleLmmsEval as exc:
