@@ -308,26 +308,40 @@ def test_compare_sets_the_change_on_hvcu_bench_beside_the_change_on_each_general
     assert rows["MMBench Avg."]["Δ (B − A)"] == -37.5
 
 
-def test_a_task_that_needs_a_hub_token_without_one_is_refused_in_one_line_before_any_request(
-    suite: dict, tmp_path: Path
-) -> None:
+def run_without_token(suite: dict, tmp_path: Path, tasks: str, cold: bool) -> tuple[subprocess.CompletedProcess, list]:
+    """Run lmms-eval as a user does (no --verbosity DEBUG, where lmms-eval re-raises), no Hugging Face token
+    configured, against the stand-in hub with a cold cache (`cold`) or the one the suite's runs filled."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("HF_", "HTTP", "ALL_PROXY", "NO_PROXY"))}
-    env |= {k: v for k, v in suite["env"].items() if k != "HF_TOKEN"} | {"HF_HOME": str(tmp_path / "hf")}
-    suite["hub"].clear()
+    env |= {k: v for k, v in suite["env"].items() if k != "HF_TOKEN"}
+    env |= client_environment(suite["hub"], tmp_path / "hf") if cold else {"HF_HOME": str(tmp_path / "hf")}
+    env |= {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
     with FakeOpenAI(lambda request: "Answer: A") as model:
         args = f"inner=openai,model_version=model-a,base_url={model.base_url},api_key=x"
-        done = subprocess.run(  # as a user runs it: no --verbosity DEBUG, where lmms-eval would re-raise
-            [str(BIN / "lmms-eval"), "--model", "hvcu_context", "--model_args", args, "--tasks", TASKS,
+        done = subprocess.run(
+            [str(BIN / "lmms-eval"), "--model", "hvcu_context", "--model_args", args, "--tasks", tasks,
              "--output_path", str(tmp_path / "out")],
             env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
-        asked = list(model.requests)
+        return done, list(model.requests)
+
+
+def test_a_task_that_needs_a_hub_token_without_one_is_refused_in_one_line_before_any_request(
+    suite: dict, tmp_path: Path
+) -> None:
+    suite["hub"].clear()
+    done, asked = run_without_token(suite, tmp_path, TASKS, cold=True)
     output = done.stdout + done.stderr
-    assert done.returncode == 1, output[-3000:]
+    assert done.returncode == 1, output[-3000:]  # lmms-eval alone: "Error during evaluation", exit 0, no results
     assert output.rstrip("\n").splitlines()[-1] == (
         "hvcu: error: lmms-eval task hallusion_bench_image reads the hub dataset lmms-lab-encoder/HallusionBench with "
         "a Hugging Face token (its YAML sets dataset_kwargs: token: True) and none is configured: run `hf auth login` "
         "or set HF_TOKEN, then rerun (nothing was asked of the model)"
     )
     assert asked == [] and not list((tmp_path / "out").rglob("*_results.json"))
-    assert suite["hub"].requests == []  # not even the dataset was asked for
+    assert suite["hub"].requests == []  # the client refuses before asking the hub anything
+
+
+def test_a_dataset_already_in_the_cache_still_loads_without_a_token(suite: dict, tmp_path: Path) -> None:
+    done, asked = run_without_token(suite, tmp_path, "mmstar", cold=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert len(asked) == 7 and list((tmp_path / "out").rglob("*_results.json"))

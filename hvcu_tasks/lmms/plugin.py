@@ -445,9 +445,11 @@ def token_line(task: str, dataset: str) -> str:
 
 
 def install_token_hook() -> None:
-    """Wrap lmms-eval's ConfigurableTask.download so a task asking for a hub token ends the command in one line
-    (exit 1) when none is configured, before its data or the model is asked anything (idempotent). Left alone, the
-    hub client raises, lmms-eval logs the error and exits 0 without writing any result, other tasks' included."""
+    """Wrap lmms-eval's ConfigurableTask.download so a task whose hub dataset asks for a token none is configured
+    for ends the command in one line (exit 1) before the model is asked anything (idempotent). Left alone, lmms-eval
+    logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result, other tasks' included; a
+    dataset already in the cache still loads without a token, as before."""
+    from huggingface_hub.errors import LocalTokenNotFoundError
     from lmms_eval.api.task import ConfigurableTask
 
     original = ConfigurableTask.download
@@ -457,11 +459,13 @@ def install_token_hook() -> None:
 
     @functools.wraps(original)
     def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
-        from huggingface_hub import get_token
-
-        if (dataset_kwargs or {}).get("token") is True and get_token() is None:
-            raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path)))
-        return original(self, dataset_kwargs)
+        try:
+            return original(self, dataset_kwargs)
+        except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's error
+            last = getattr(exc, "last_attempt", None)
+            if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
+                raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
+            raise
 
     download._hvcu_hook = True  # type: ignore[attr-defined]
     ConfigurableTask.download = download
