@@ -137,8 +137,11 @@ def logged_units(task: str, path: Path) -> Units:
         except (jsonio.JsonReadError, KeyError, TypeError, ValueError) as exc:
             raise ReportError(f"{path}:{n}: not a {task} samples line ({type(exc).__name__}: {exc})") from None
         lines += [(n, parsed)] if line.strip() else []
-    if task == "hallusion_bench_image":
-        check_judged(path, lines)
+    try:
+        if task == "hallusion_bench_image":
+            check_judged(path, lines)
+    except (OSError, jsonio.JsonReadError, KeyError, TypeError, AttributeError) as exc:
+        raise ReportError(f"{path}: its judge's verdicts in gpt_response/ cannot be read ({exc!r})") from None
     return units
 
 
@@ -158,8 +161,8 @@ def headline_counts(general: dict[str, dict[str, Any]], units: dict[str, Units],
                 right[stratum] = sum(unit.values()) if known else round(task_value * len(unit) / 100)  # type: ignore
                 if known:
                     verdicts[stratum] = unit
-        got = sum(right[s] / sizes[s] for s in sizes) / len(sizes) * 100
-        if not sizes or abs(got - values[label]) > 0.01:  # type: ignore[operator]
+        got = sum(right[s] / sizes[s] for s in sizes) / len(sizes) * 100 if sizes else -1.0
+        if abs(got - values[label]) > 0.01:  # type: ignore[operator]
             raise ReportError(
                 f"{where}: {label} is {values[label]:.2f} in the results file, but its sample logs give {got:.2f} "
                 f"({sum(sizes.values())} units); keep each samples file beside the results file of its run"

@@ -410,7 +410,9 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     model.general[task] = _general_metrics(task, values, f"{f}: {task}")
                     if limit is not None:
                         model.note("general", f"{task} ran on a subset (--limit {limit})")
-                    logged, n = samples_file(f, task), (results.get("n-samples") or {}).get(task, {}).get("effective")
+                    logged, n = samples_file(f, task), results.get("n-samples")
+                    n = n.get(task) if isinstance(n, dict) else None
+                    n = n.get("effective") if isinstance(n, dict) else None
                     if logged is not None:
                         units.setdefault(name, {})[task] = logged_units(task, logged)
                     elif task in ("mmmu_val", "hallusion_bench_image") and isinstance(n, int):  # a share of n docs
