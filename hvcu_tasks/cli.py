@@ -143,9 +143,10 @@ def _cmd_chains(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write or print the leaderboard and paper-layout tables for the given lmms-eval run folders."""
     from hvcu_tasks.report.analysis import analysis_tables
-    from hvcu_tasks.report.board import board_entries, make_board, merge, run_entry, with_reference
+    from hvcu_tasks.report.board import board_entries, make_board, merge, per_model, run_entry, with_reference
     from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
     from hvcu_tasks.report.board_tables import summary_table
+    from hvcu_tasks.report.crossbench import compare_general_table
     from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
     from hvcu_tasks.report.tables import compare_table
     from hvcu_tasks.results.runs import CUSTOM, ReportError, read_folders
@@ -171,6 +172,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise ReportError(f"--compare needs runs of exactly two models (A then B); got {[m.model for m in models]}")
         pair = (models[0], models[1])
         tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
+        tables += [compare_general_table(*pair)] if any(m.general for m in pair) else []
     for model in models:
         for setting, notes in model.notes.items():
             for note in notes:
@@ -189,7 +191,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise ReportError(f"--out {args.out}: is a file; give a folder for the tables and figures/")
     args.out.mkdir(parents=True, exist_ok=True)
-    figures = all_figures(ranked, args.out / "figures", reference)
+    figures = all_figures(ranked, args.out / "figures", reference, per_model(board.entries, reference))
     texts = {"leaderboard.json": leaderboard_json(board)}
     if args.format == "json":
         texts["report.json"] = to_json(tables)

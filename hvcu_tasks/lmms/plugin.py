@@ -435,6 +435,42 @@ def ensure_image_hook() -> None:
         log.error("%s", exc)
 
 
+def token_line(task: str, dataset: str) -> str:
+    """Return the one line that refuses a task whose hub dataset asks for a token when none is configured."""
+    return (
+        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face token (its YAML sets "
+        "dataset_kwargs: token: True) and none is configured: run `hf auth login` or set HF_TOKEN, then rerun "
+        "(nothing was asked of the model)"
+    )
+
+
+def install_token_hook() -> None:
+    """Wrap lmms-eval's ConfigurableTask.download so a task whose hub dataset asks for a token none is configured
+    for ends the command in one line (exit 1) before the model is asked anything (idempotent). Left alone, lmms-eval
+    logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result, other tasks' included; a
+    dataset already in the cache still loads without a token, as before."""
+    from huggingface_hub.errors import LocalTokenNotFoundError
+    from lmms_eval.api.task import ConfigurableTask
+
+    original = ConfigurableTask.download
+    if getattr(original, "_hvcu_hook", False):
+        return
+    check_signature(original, ("self", "dataset_kwargs"), "ConfigurableTask.download", "set HF_TOKEN before a run")
+
+    @functools.wraps(original)
+    def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
+        try:
+            return original(self, dataset_kwargs)
+        except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's error
+            last = getattr(exc, "last_attempt", None)
+            if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
+                raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
+            raise
+
+    download._hvcu_hook = True  # type: ignore[attr-defined]
+    ConfigurableTask.download = download
+
+
 def install_route_hook() -> None:
     """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
 
@@ -491,6 +527,10 @@ def manifests() -> list:
         except IncompatibleLmmsEval as exc:
             log.error("%s", exc)
     install_identity_hook()
+    try:
+        install_token_hook()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
     try:  # installed even when opted out: it then only records what was resolved (for require_native's message)
         install_route_hook()
     except IncompatibleLmmsEval as exc:
