@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import ACCURACY_METRICS, aspect_metric
+from hvcu_tasks.core.metrics import ACCURACY_METRICS
 from hvcu_tasks.data.files import atomic_path
 from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
 from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_nan
+from hvcu_tasks.results.scores import aspect_metric
 
 LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
