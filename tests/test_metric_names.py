@@ -148,6 +148,22 @@ def test_the_scores_object_gives_both_rules_and_the_failed_requests() -> None:
     assert got["full_color"] == 100.0 and got["full_font"] == 0.0 and math.isnan(got["full_graphics"])
 
 
+def test_what_a_task_reports_is_both_rules_and_the_counts_by_hand() -> None:
+    outcomes = [
+        *_chain("c1", "color", "AAA"),  # right at every level
+        *_chain("c2", "font", "A-A", failed="-x-"),  # no reply at L2: wrong under both rules, a failed request
+        Outcome("c3", "aesthetic", "font", 1, "A", "B", "x", pred_official="A"),  # wrong for us, right for theirs
+        *_chain("c3", "font", "AAA")[1:],
+    ]
+    assert metrics.score_table(outcomes) == {
+        **{"acc_perc": pytest.approx(200 / 3), "acc_bridge": pytest.approx(200 / 3), "acc_conn": 100.0},
+        "acc_full": pytest.approx(100 / 3),  # c1
+        **{"acc_perc_official": 100.0, "acc_bridge_official": pytest.approx(200 / 3), "acc_conn_official": 100.0},
+        "acc_full_official": pytest.approx(200 / 3),  # c1, c3
+        **{"n_chains": 3, "n_incomplete": 0, "n_failed_requests": 1},
+    }
+
+
 def test_failed_is_a_field_that_survives_the_logged_record() -> None:
     failed = Outcome("s", "aesthetic", "color", 2, "A", None, "", failed=True)
     record = failed.to_dict()

@@ -139,16 +139,6 @@ def error_propagation(complete: Iterable[dict[int, Outcome]]) -> PropagationScor
     return PropagationScores(after_wrong, after_right)
 
 
-def _no_positions() -> PositionScores:
-    """Position scores of no outcome at all (every value NA)."""
-    return score_positions(())
-
-
-def _no_propagation() -> PropagationScores:
-    """Propagation scores of no chain at all (every value NA)."""
-    return error_propagation(())
-
-
 def _in_order(table: Mapping[str, float | int], per_level: dict, rest: dict) -> dict[str, float | int]:
     """Return every metric in table order: the reported accuracies, the per-level diagnostics, the counts, the rest."""
     accuracies = {n: v for n, v in table.items() if n not in COUNT_METRICS}
@@ -162,9 +152,9 @@ class TaskScores:
     ours: FamilyScores
     official: FamilyScores
     n_failed_requests: int = 0
-    position: PositionScores = field(default_factory=_no_positions)
+    position: PositionScores = field(default_factory=lambda: score_positions(()))
     """Answer-position bias of every reply (our parse); NA when not computed (e.g. the human baseline)."""
-    propagation: PropagationScores = field(default_factory=_no_propagation)
+    propagation: PropagationScores = field(default_factory=lambda: error_propagation(()))
     """Error propagation between consecutive levels (our parse); NA when not computed."""
 
     def as_metrics(self, aspects: Sequence[str]) -> dict[str, float | int]:
