@@ -17,17 +17,11 @@ from hvcu_tasks.lmms.plugin import TASKS_DIR
 
 GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
-LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_", "position_bias", "wrong_")
-"""Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
-DESCRIPTIVE_PREFIXES = ("pred_share_", "gold_share_")
-"""Metrics named with one of these describe a distribution: neither direction is better (`higher_is_better: null`)."""
 
 
-def higher_is_better(name: str) -> bool | None:
-    """Whether a larger value of this metric is better (what a task YAML declares for it); None: neither."""
-    if name.startswith(DESCRIPTIVE_PREFIXES):
-        return None
-    return not name.startswith(LOWER_IS_BETTER_PREFIXES)
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of a reported metric is better (the YAMLs' `higher_is_better`): accuracies, not counts."""
+    return not name.startswith("n_")
 
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
@@ -49,7 +43,7 @@ ANALYSIS_SETTINGS = (
 )
 ANALYSIS_GROUP = "hvcu_analysis"
 CIRCULAR_METRICS = "_circular_metrics_yaml"
-YAML_BOOL = {True: "true", False: "false", None: "null"}
+YAML_BOOL = {True: "true", False: "false"}
 
 
 def metrics_yaml(family: str) -> str:
