@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 SIZE = 96
@@ -132,24 +132,8 @@ def _sadness(d: ImageDraw.ImageDraw) -> None:
     d.ellipse([44, 58, 48, 66], fill="#2c5aa0")  # a tear
 
 
-DRAWINGS: dict[str, Draw] = {
-    "metaphor": _metaphor,
-    "symbolism": _symbolism,
-    "contrast": _contrast,
-    "exaggeration": _exaggeration,
-    "dislocation": _dislocation,
-    "color": _color,
-    "composition": _composition,
-    "font": _font,
-    "graphics": _graphics,
-    "joy": _joy,
-    "affection": _affection,
-    "wonder": _wonder,
-    "anger": _anger,
-    "fear": _fear,
-    "sadness": _sadness,
-}
-"""The image of each aspect's one smoke chain."""
+DRAWINGS: dict[str, Draw] = {aspect: globals()[f"_{aspect}"] for aspects in ASPECTS.values() for aspect in aspects}
+"""The image of each aspect's one smoke chain: the function `_<aspect>` above."""
 
 CHAINS = Path(__file__).resolve().parent / "chains.tsv"
 """The chains' texts, one level a row: id, family, aspect, level, question, options A-D and the answer key."""
