@@ -7,15 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
+SPECIAL_TOKENS = (
+    "<|endoftext|> <|im_start|> <|im_end|> <|vision_start|> <|vision_end|> <|image_pad|> <|video_pad|>".split()
+)
 
 TEMPLATES = Path(__file__).resolve().parent
 """Where the chat templates lie: qwen_chat_template.jinja and llava_chat_template.jinja."""
@@ -65,13 +59,9 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     return fast
 
 
-LM_SIZES = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-}
+LM_SIZES = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+)
 """The tiny language model of every builder (Qwen's text model, LLaVA's Llama)."""
 QWEN_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
 """The tiny vision tower both Qwen-VL builders share (each adds its depth and own fields)."""

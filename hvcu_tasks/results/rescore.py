@@ -143,7 +143,7 @@ def _model_of(path: Path, data: Any) -> tuple[str | None, str | None]:
     for field, text in (("model_name", name), ("file name", path.stem)):
         problem = None if text is None else name_problem(text)
         if problem:
-            raise DataError([Problem(str(path), "-", field, f"model name {problem}: a model name is one line of text")])
+            raise _fail(path, field, f"model name {problem}: a model name is one line of text")
     if _layout(path)[2]:  # Result/<Family>/<Indep|Context>/<model>.json: the file is named after the model
         return path.stem.replace("-", "_"), name
     # The authors name a result file model_name.split('/')[-1] with '-' -> '_'.
@@ -164,10 +164,8 @@ def _load(path: Path) -> Any:
     """Read a JSON file, or raise a DataError naming it."""
     try:
         return jsonio.read_json(path)
-    except jsonio.JsonReadError as exc:
-        raise _fail(path, "file", f"cannot read JSON: {exc.reason}") from exc
-    except OSError as exc:
-        raise _fail(path, "file", f"cannot read JSON: {exc}") from exc
+    except (jsonio.JsonReadError, OSError) as exc:
+        raise _fail(path, "file", f"cannot read JSON: {getattr(exc, 'reason', exc)}") from exc
 
 
 def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Prediction]:
@@ -237,10 +235,7 @@ def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Pre
 
 
 def read_result_file(path: Path, family: str | None = None, require_raw: bool = False) -> ResultFile:
-    """Read one authors' result file with its family, setting and model (from its path, else its content).
-
-    `require_raw` (for --reparse) refuses a file whose turns lack the raw reply text.
-    """
+    """Read one authors' result file with its family, setting and model; `require_raw`: refuse turns without one."""
     path = Path(path)
     data = _load(path)
     fam = _family_of(path, data, family)
@@ -413,6 +408,6 @@ def read_predictions(paths: Iterable[Path]) -> dict[tuple[str, str, int], str]:
         for pr in preds:
             key = (pr.family, pr.sample_id, pr.level)
             if key in table:
-                raise DataError([Problem(str(f), pr.sample_id, "level", f"second prediction for level {pr.level}")])
+                raise _fail(f, "level", f"second prediction for level {pr.level}", pr.sample_id)
             table[key] = pr.response
     return table

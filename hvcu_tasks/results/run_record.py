@@ -29,16 +29,8 @@ ABSOLUTE_PATH = re.compile(r"(?<![^\s=,:'\"(\[])/(?!/)[^\s,:'\"()\[\]<>]+")
 never the `//` of a URL), up to a space, comma, colon, quote or bracket."""
 NOISE_PREFIXES = ("wandb_", "swanlab_", "hf_hub_")
 """Recorded arguments of logging integrations: they do not change what is asked or scored, so they are not shown."""
-COMMAND_OPTIONS = (
-    "model",
-    "model_args",
-    "tasks",
-    "num_fewshot",
-    "batch_size",
-    "limit",
-    "gen_kwargs",
-    "system_instruction",
-    "include_path",
+COMMAND_OPTIONS = tuple(
+    "model model_args tasks num_fewshot batch_size limit gen_kwargs system_instruction include_path".split()
 )
 """The options of the rebuilt command line, in this order, when recorded and set."""
 COMMAND_FLAGS = ("apply_chat_template", "fewshot_as_multiturn", "predict_only", "log_samples")
