@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate a dataset and print one line per problem, then the counts."""
-    from hvcu_tasks.data.validate import validate
+    from hvcu_tasks.data.validate import identity_lines, validate
 
     report = validate(args.source, decode_images=not args.no_decode, use_cache=not args.no_cache)
     for problem in report.problems:
@@ -36,8 +36,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for line in report.count_warnings + ([report.count_note] if report.count_note else []):
         print(line)
     if report.identities:
-        from hvcu_tasks.data.validate import identity_lines
-
         print("\n".join(identity_lines(report.identities)))
     if report.problems:
         print(f"INVALID: {len(report.problems)} problem(s)", file=sys.stderr)

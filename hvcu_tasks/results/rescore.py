@@ -94,8 +94,8 @@ def _content_family(data: Any) -> tuple[str, str] | None:
     if isinstance(data, Mapping):
         for key in FAMILY_FIELDS:
             value = data.get(key)
-            if isinstance(value, str) and family_from_name(Path(value).stem):
-                return family_from_name(Path(value).stem), key  # type: ignore[return-value]
+            if isinstance(value, str) and (family := family_from_name(Path(value).stem)):
+                return family, key
     return None
 
 
@@ -158,14 +158,6 @@ def _options(turn: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     if isinstance(options, list) and options and all(isinstance(o, Mapping) and "option_key" in o for o in options):
         return tuple((str(o["option_key"]).strip().upper(), str(o.get("option_text", ""))) for o in options)
     return ()
-
-
-def _load(path: Path) -> Any:
-    """Read a JSON file, or raise a DataError naming it."""
-    try:
-        return jsonio.read_json(path)
-    except (jsonio.JsonReadError, OSError) as exc:
-        raise _fail(path, "file", f"cannot read JSON: {getattr(exc, 'reason', exc)}") from exc
 
 
 def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Prediction]:
@@ -237,7 +229,10 @@ def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Pre
 def read_result_file(path: Path, family: str | None = None, require_raw: bool = False) -> ResultFile:
     """Read one authors' result file with its family, setting and model; `require_raw`: refuse turns without one."""
     path = Path(path)
-    data = _load(path)
+    try:
+        data = jsonio.read_json(path)
+    except (jsonio.JsonReadError, OSError) as exc:
+        raise _fail(path, "file", f"cannot read JSON: {getattr(exc, 'reason', exc)}") from exc
     fam = _family_of(path, data, family)
     setting = _setting_of(path, data)
     model, model_name = _model_of(path, data)

@@ -27,17 +27,12 @@ def _heart(d: ImageDraw.ImageDraw, x: int, y: int, r: int, fill: str) -> None:
     d.polygon([(x - r, y - r // 2), (x + r, y - r // 2), (x, y + r)], fill=fill)
 
 
-def _bars(d: ImageDraw.ImageDraw) -> None:
-    """Draw a cage of vertical bars."""
-    for x in range(18, 80, 12):
+def _metaphor(d: ImageDraw.ImageDraw) -> None:
+    _heart(d, 48, 46, 18, "#d22")
+    for x in range(18, 80, 12):  # a cage of vertical bars
         d.line([(x, 14), (x, 82)], fill="#555555", width=3)
     d.line([(14, 14), (82, 14)], fill="#555555", width=3)
     d.line([(14, 82), (82, 82)], fill="#555555", width=3)
-
-
-def _metaphor(d: ImageDraw.ImageDraw) -> None:
-    _heart(d, 48, 46, 18, "#d22")
-    _bars(d)
 
 
 def _symbolism(d: ImageDraw.ImageDraw) -> None:
