@@ -36,6 +36,9 @@ SHIPPED: dict[str, tuple[str, Path]] = {
 """The modules besides the core the export ships: module -> (its name in hvcu_lib/, the file copied there)."""
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")
 """Files of the task folder that go into the export as they are (YAMLs, YAML fragments, data stubs)."""
+MARKER = ".hvcu-export"
+"""The file every export writes: a first line naming the toolkit version, then every other file it wrote (sorted)."""
+MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
 LIB_INIT = '"""HVCU-Bench code of an exported task folder: the toolkit\'s hook modules and its pure core (core/)."""\n'
 
 
@@ -196,39 +199,20 @@ def export_files(lmms_range: str) -> dict[str, bytes]:
         for rel, data in files.items()
         if rel.endswith(".yaml") and (found := re.search(rb"^group: (\S+)", data, re.M))
     )
+    version = toolkit_version()
     files["README.md"] = README.format(
-        version=toolkit_version(), lmms=lmms_range, groups=", ".join(f"`{g}`" for g in groups)
+        version=version, lmms=lmms_range, groups=", ".join(f"`{g}`" for g in groups)
     ).encode("utf-8")
+    files[MARKER] = "".join(f"{line}\n" for line in [MARKER_HEAD + version, *sorted(files)]).encode("utf-8")
     return files
-
-
-MARKER = ".hvcu-export"
-"""The file every export writes: a first line naming the toolkit version, then every file it wrote (sorted)."""
-MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
-
-
-def marker_text(files: dict[str, bytes]) -> str:
-    """Return the marker file's text for an export of `files`."""
-    from hvcu_tasks.data.provenance import toolkit_version
-
-    return "".join(f"{line}\n" for line in [MARKER_HEAD + toolkit_version(), *sorted(files)])
-
-
-def exported_files(folder: Path) -> set[str] | None:
-    """Return the files an earlier export wrote into `folder` (its marker's list), or None when it has no marker."""
-    marker = folder / MARKER
-    if not marker.is_file() or marker.is_symlink():
-        return None
-    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
-    if not lines or not lines[0].startswith(MARKER_HEAD):
-        return None
-    return {MARKER, *lines[1:]}
 
 
 def foreign_files(folder: Path, limit: int = 3) -> list[str]:
     """Return up to `limit`+1 files (or linked folders) in `folder` that no export wrote (its marker's list and
     bytecode caches aside; all of them without a marker), in a stable order."""
-    own = exported_files(folder)
+    marker = folder / MARKER
+    lines = [] if marker.is_symlink() or not marker.is_file() else marker.read_text("utf-8", "replace").splitlines()
+    own = {MARKER, *lines[1:]} if lines and lines[0].startswith(MARKER_HEAD) else None  # an earlier export's files
     found: list[str] = []
     for top, dirs, names in os.walk(folder):
         dirs.sort()
@@ -275,7 +259,6 @@ def export_task(dest: Path, force: bool = False) -> dict[str, bytes]:
     dest = check_folder(dest, "DIR")
     check_target(dest, force)
     files = export_files(SUPPORTED_LMMS_EVAL)
-    files[MARKER] = marker_text(files).encode("utf-8")
     where = Path(os.path.abspath(dest))
     where.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))

@@ -75,11 +75,9 @@ class RunRecord:
     toolkit_version: str | None
     data: tuple[TaskData, ...]
     model_identity: dict[str, Any] | None = None
-    """The identity of the model hvcu_context served the tasks with (backend, arguments, resolved attributes,
-    endpoint, request cache run), secrets redacted; None for a run without the wrapper or an older file."""
+    """The identity of the model hvcu_context served the tasks with, secrets redacted (None: no wrapper)."""
     lmms_eval_release: str | None = None
-    """The installed lmms-eval distribution the toolkit recorded at run time (lmms_eval_version is lmms-eval's own
-    `branch@commit` of its folder); None in files written before it was recorded."""
+    """The installed lmms-eval release the toolkit recorded (lmms_eval_version is its folder's `branch@commit`)."""
     roots: tuple[Path, ...] = ()
     """The runs folders given to `hvcu report`: the paths above are shown from them (shown_path)."""
 

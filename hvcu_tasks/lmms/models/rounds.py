@@ -69,11 +69,8 @@ def run_rounds(
     rounds_sent: list[int] | None = None,
     desc: str = "hvcu chains",
 ) -> list[list[str | None]]:
-    """Run every request's chain `chunk_size` documents at a time, one `generate` call per round; replies in order.
-
-    A reply with no text (None) stays None: the task scores it as a failed request and shows it to the next
-    round as "(no answer)". `rounds_sent`, when given, gets the size of every call made.
-    """
+    """Run every request's chain `chunk_size` documents at a time, one `generate` call per round; replies in order
+    (None for a reply without text: a failed request). `rounds_sent`, when given, gets the size of every call."""
     outputs: list[list[str | None]] = []
     with tqdm(total=len(requests), desc=desc, disable=rank != 0 or not requests) as bar:
         for start in range(0, len(requests), chunk_size):
