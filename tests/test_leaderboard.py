@@ -162,7 +162,7 @@ def test_csv_rounds_to_two_decimals_and_json_keeps_full_precision(tmp_path: Path
 def test_leaderboard_json_has_the_documented_shape(runs, tmp_path: Path) -> None:
     report_json(tmp_path / "o", str(runs["x_base"]), str(runs["x_ctx"]))
     data = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
-    assert (data["schema"], data["version"]) == ("hvcu-leaderboard", 3)
+    assert (data["schema"], data["version"]) == ("hvcu-leaderboard", 4)
     ours = next(e for e in data["entries"] if e["model"] == "Qwen/X")
     best, worst = ours.pop("rank_range")
     assert best <= 3 <= worst and set(ours.pop("letters")) <= set("abcdefghijklmnopqrstuvwxyz")
@@ -189,6 +189,9 @@ def test_leaderboard_json_has_the_documented_shape(runs, tmp_path: Path) -> None
         "interval_method": "counts",
         "failed_requests": {},
         "unranked_because": None,
+        "general": {},
+        "general_ci": {},
+        "general_partial": False,
     }
     assert data["uncertainty"]["methods"]["adjustment"].startswith("Holm")
     ranked = [e for e in data["entries"] if e["rank"] is not None]
@@ -239,8 +242,8 @@ def _entry() -> dict:
         (json.dumps([1]), "expected a leaderboard object"),
         (json.dumps({"schema": "other", "version": 1, "entries": []}), "schema: expected 'hvcu-leaderboard'"),
         (
-            json.dumps({"schema": "hvcu-leaderboard", "version": 4, "entries": []}),
-            "version: expected one of 1, 2, 3, got 4",
+            json.dumps({"schema": "hvcu-leaderboard", "version": 5, "entries": []}),
+            "version: expected one of 1, 2, 3, 4, got 5",
         ),
         (json.dumps({"schema": "hvcu-leaderboard", "version": 1, "entries": {}}), "entries: expected a list"),
         (

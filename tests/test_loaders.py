@@ -184,5 +184,6 @@ def test_hub_failure_is_a_clear_error_with_the_offline_hint(stand_in_hub) -> Non
     from hvcu_tasks.data import loaders
 
     stand_in_hub.stop()  # the hub, and the proxy every request of the client goes through, are down
-    with pytest.raises(DataError, match=r"HVCU-Bench@main.*cannot reach the dataset.*Connect.*HVCU_BENCH_DATA"):
+    hub_at = f"cannot reach the Hugging Face Hub at {stand_in_hub.endpoint}"
+    with pytest.raises(DataError, match=rf"HVCU-Bench@main.*{hub_at} \(Connect.*HVCU_BENCH_DATA.*HF_HUB_OFFLINE=1"):
         loaders.load_source("hub", "implication")

@@ -153,8 +153,8 @@ def test_cli_writes_one_file_per_table(tmp_path: Path) -> None:
     assert [t["name"] for t in tables[:2]] == ["leaderboard", "table2_base"] and tables[1]["rows"][-1][-2] == 60.0
 
 
-def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:
-    from hvcu_tasks.report.tables import general_table
+def test_general_benchmarks_fill_the_per_model_view_in_percent(tmp_path: Path) -> None:
+    from hvcu_tasks.report.render import report_tables
 
     mmstar = {
         "coarse perception": 0.77,
@@ -168,19 +168,21 @@ def test_general_benchmarks_fill_table7_in_percent(tmp_path: Path) -> None:
     tasks = {
         "mmstar": mmstar,
         "mmmu_val": {"mmmu_acc": 0.4856},
-        "mmbench_en_dev": {"gpt_eval_score": 83.93},
-        "hallusion_bench_image": {"aAcc": 0.6025, "qAcc": 0.3648, "fAcc": 0.3671},
-        **families("hvcu_bench"),
+        "mmbench_en_dev": {"gpt_eval_score": 83.93},  # lmms-eval writes MMBench and HallusionBench in percent
+        "hallusion_bench_image": {"aAcc": 60.25, "qAcc": 36.48, "fAcc": 36.7133},
+        **families("hvcu_bench", acc_full_official=60.0),
     }
     (model,) = read_runs([write_results(tmp_path, tasks)])
-    table = general_table([model])
-    assert table.rows[0][0] == "Qwen3-VL-4B-Instruct [paper]" and table.rows[0][5] == 77.88
-    ours = dict(zip(table.columns, table.rows[-1], strict=True))
-    assert ours["Model"] == "Qwen/X"
+    (table,) = [t for t in report_tables([model]) if t.name == "per_model"]
+    rows = {r[0]: dict(zip(table.columns, r, strict=True)) for r in table.rows}
+    paper = rows["Qwen3-VL-Instruct (4B)"]  # the paper's model named as on the leaderboard (Table 2)
+    assert paper["Score (official)"] == 41.24 and paper["MMBench Avg."] == 77.88 and paper["Source"] == "[paper]"
+    assert rows["Qwen3-VL-4B-Bridge"]["Score (official)"] == 47.41  # Table 6
+    ours = rows["Qwen/X"]
+    assert ours["Score (official)"] == 60.0 and ours["Context (official)"] is None
     assert ours["MMStar CP"] == pytest.approx(77.0) and ours["MMMU Acc"] == pytest.approx(48.56)
     assert ours["MMBench EN(Dev)"] == 83.93 and ours["MMBench CN(Dev)"] is None and ours["MMBench Avg."] is None
-    assert ours["HallusionBench qAcc"] == pytest.approx(36.48)
-    assert "general_benchmarks" in [t.name for t in all_tables([model])]
+    assert ours["HallusionBench qAcc"] == 36.48 and ours["HallusionBench fAcc"] == 36.7133
 
 
 def test_a_run_of_general_benchmarks_only_is_accepted(tmp_path: Path) -> None:

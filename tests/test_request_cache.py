@@ -514,9 +514,7 @@ def test_an_async_client_stores_replies_without_blocking_the_event_loop(cache: R
 
     import openai
 
-    from hvcu_tasks.lmms.models import request_cache
-
-    monkeypatch.setattr(request_cache.os, "fsync", lambda fd: time.sleep(1.0))
+    monkeypatch.setattr(os, "fsync", lambda fd: time.sleep(1.0))
 
     async def ticks_during_one_request(base_url: str) -> int:
         client = openai.AsyncOpenAI(api_key="x", base_url=base_url, max_retries=0)
@@ -1011,30 +1009,6 @@ def test_a_process_that_ends_with_an_unhandled_exception_leaves_its_run_unfinish
         subprocess.run([sys.executable, "-c", ENDING, str(tmp_path), how], capture_output=True, timeout=60)
     states = {m["name"]: m["state"] for m in run_manifests(tmp_path)}
     assert states == {"clean": "finished", "crash": "unfinished"}
-
-
-def test_replies_of_the_layout_before_runs_are_used_only_when_asked(hvcu_cache: Path, capsys) -> None:
-    import json
-
-    from hvcu_tasks.lmms.models.request_cache import digest
-
-    wrapper = ContextWrapper.around(Counting(), "local", cache="on", model_args={"pretrained": "p"})
-    key = wrapper.request_cache.key(
-        {
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "q0"}]}],
-            "gen_kwargs": {"max_new_tokens": 8},
-        }
-    )
-    wrapper.end_run()
-    old = hvcu_cache / "requests-v1" / digest(wrapper.request_cache.identity)[:32]
-    old.mkdir(parents=True)
-    (old / "1-1-ab.jsonl").write_text(json.dumps({"key": key, "reply": "old reply", "finish_reason": None}) + "\n")
-    for reuse, expected in ((None, "reply to q0"), ("v1", "old reply")):
-        again = ContextWrapper.around(Counting(), "local", cache="on", model_args={"pretrained": "p"}, reuse=reuse)
-        again.task_dict["t"] = {"test": [{"q": "q0"}]}
-        assert again.generate_until(base_requests(1)) == [expected]
-        again.end_run()
-    assert "replies stored before runs existed (v1) are NOT reused" in capsys.readouterr().err
 
 
 def test_reuse_and_run_are_not_part_of_the_identity(tmp_path: Path) -> None:

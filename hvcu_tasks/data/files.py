@@ -1,14 +1,9 @@
-"""Safe file output shared by every command: atomic writes, names that stay inside their folder, CSV cells.
+"""Safe files for every command: atomic writes, names inside their folder, CSV cells, checked images and folders.
 
-- `write_atomic` / `atomic_path`: a file is replaced by rename or left as it was; the temporary file is
-  removed when writing fails (a full disk, an exception), so a failed command can simply be rerun.
-- `inside`: every writer resolves its target inside its folder (a value that becomes part of a path is checked
-  where it enters by hvcu_tasks.core.names.check_name).
-- `csv_cell` / `csv_uncell`: spreadsheet formula injection is neutralised in every CSV the toolkit writes,
-  and the importers read the cells back exactly.
-- `open_image` / `check_image`: an input image is decoded fully (a truncated file fails here, not mid-run) and a
-  decompression bomb is refused, each as one ImageError naming the file.
-- `check_folder` / `make_folder`: an output folder that is a file (or lies under one) is one clear error.
+`write_atomic` replaces a file by rename or leaves it as it was (a failed command is simply rerun); `inside` keeps
+every writer's target inside its folder; `csv_cell` neutralises spreadsheet formulas (`csv_uncell` reads them back);
+`open_image` decodes an input image fully and refuses a decompression bomb (one ImageError naming the file);
+`make_folder` refuses an output folder that is a file or lies under one.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ if TYPE_CHECKING:
 def image_identity(path: Path | str | None, data: bytes | None) -> tuple:
     """Return an image's in-process key: its file's identity, or a digest of its bytes; OSError for an unreadable file.
 
-    A file is known by one stat (device, inode, size, modification and change times): as good as its resolved
-    path and ten times cheaper, and a file rewritten in place or replaced gets a new key.
+    One stat (device, inode, size, modification and change times): a file rewritten or replaced gets a new key.
     """
     if path is not None:
         st = os.stat(path)
@@ -86,18 +80,13 @@ def write_atomic(path: Path | str, data: str | bytes, durable: bool = False) -> 
         if durable:
             with tmp.open("rb") as written:
                 os.fsync(written.fileno())
-    if durable:
-        _fsync_folder(Path(path).parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in `folder` durable (where the platform allows opening a folder)."""
-    with suppress(OSError):  # Windows cannot open a folder; some file systems refuse fsync on one
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    if durable:  # the rename too: Windows cannot open a folder, some file systems refuse fsync on one
+        with suppress(OSError):
+            fd = os.open(Path(path).parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -179,10 +168,8 @@ def open_image(source: Path | str | bytes, label: str | None = None) -> Image.Im
 
 def check_image(source: Path | str | bytes, label: str | None = None) -> tuple[int, int]:
     """Return (width, height) of an image file (or encoded bytes) after decoding it fully; else raise ImageError."""
-    image = open_image(source, label)
-    size = image.size
-    image.close()  # frees the decoded pixels now, not at the next garbage collection
-    return size
+    with open_image(source, label) as image:  # frees the decoded pixels now, not at the next garbage collection
+        return image.size
 
 
 class NotAFolderError(ValueError):

@@ -1,14 +1,10 @@
 """Read one family of HVCU-Bench from a Hugging Face Hub dataset repository, in a layout known for certain.
 
-The repository holds the parquet config `benchmark` its card declares (one split per family) and the authors' JSON
-files with their image folders (`<stem>.json`, `Image/<stem>/<id>.<ext>`). All of it through huggingface_hub's
-public API and its cache: the revision is pinned to one commit once per process (`resolve_revision`; offline it
-reads the cache's record; with data parallelism rank 0 pins it for every rank), `snapshot_download` at that commit
-lists its files and fetches only what is needed. The parquet split is read only when every shard's footer
-(`HfFileSystem`, or the cached file offline) holds the authors' fields with image bytes in every row (the card's
-`dataset_info` is not trusted); otherwise the family's JSON file and then only the images its ids name. A
-repository with neither is one DataError naming repo, commit, why not parquet and the files. The layout read is
-said once per process (a warning on the `hvcu_tasks` logger) and kept with the commit (`load_record`).
+Through huggingface_hub's public API and its cache only (docs/data.md): the revision is pinned to one commit per
+process (rank 0 pins it for every rank), `snapshot_download` at that commit lists its files and fetches only what
+is needed. The card's parquet split is read when every shard's footer holds the authors' fields with image bytes
+in every row; otherwise the family's JSON file and only the images its ids name. The layout read is said once per
+process and kept with the commit (`load_record`).
 """
 
 from __future__ import annotations
@@ -17,8 +13,11 @@ import fnmatch
 import glob
 import logging
 import os
+import socket
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ from typing import Any
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS
 from hvcu_tasks.core.schema import DataError, Problem
-from hvcu_tasks.data import jsonio
 
 log = logging.getLogger("hvcu_tasks")
 
@@ -41,6 +39,8 @@ OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
 OFFLINE_HINT = "set HVCU_BENCH_DATA=/path/to/a/local/copy (check it with `hvcu data validate PATH`)"
 LISTED_FILES = 12
 """How many of a repository's top-level entries an error names before it says how many more there are."""
+PROBE_TIMEOUT_S = 3.0
+"""How long the hub may take to accept a connection before a run says it cannot be reached."""
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,18 @@ def reset() -> None:
         memory.clear()
 
 
+def _say(text: str) -> None:
+    """Log a warning once per process (the same layout and reason for several families: said once)."""
+    if text not in _SAID:
+        _SAID.add(text)
+        log.warning("HVCU-Bench: %s", text)
+
+
 def offline() -> bool:
     """Whether Hugging Face offline mode is on (the hub client's setting, or the environment's at call time)."""
     from huggingface_hub import constants
 
-    on = {"1", "TRUE", "YES", "ON"}
+    on = {"1", "TRUE", "YES", "ON"}  # the environment's flags at call time
     return bool(constants.HF_HUB_OFFLINE) or any(os.environ.get(f, "").strip().upper() in on for f in OFFLINE_FLAGS)
 
 
@@ -140,6 +147,27 @@ def hub_problem(exc: BaseException, repo: str, requested: str | None = None, wha
     return "dataset", cause_text(exc)
 
 
+def unreachable() -> str | None:
+    """Return why the hub endpoint (or its proxy) accepts no TCP connection within PROBE_TIMEOUT_S; None if it does.
+
+    Online, `resolve_revision` answers from a ref cached earlier when the hub is unreachable: a commit maybe stale.
+    """
+    from huggingface_hub import constants
+
+    url = urllib.parse.urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
+    if proxy and not urllib.request.proxy_bypass(host):
+        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = purl.hostname or "", purl.port or 80
+    try:
+        socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        why = f"cannot reach the Hugging Face Hub at {constants.ENDPOINT} ({type(exc).__name__}: {exc})"
+        return f"{why}; {OFFLINE_HINT} or HF_HUB_OFFLINE=1 to read the Hugging Face cache"
+    return None
+
+
 # ------------------------------------------------------------------------------------------ the revision
 
 
@@ -159,15 +187,9 @@ def _group() -> Any | None:
     dist = sys.modules.get("torch.distributed")  # no group can exist where torch was never imported
     if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return dist
-    if "no-group" not in _SAID:
-        _SAID.add("no-group")
-        log.warning(
-            "HVCU-Bench: WORLD_SIZE=%s but no torch.distributed process group is initialized, so this rank (RANK=%s) "
-            "resolves the hub revision itself; a push during start-up can give ranks different commits: pin "
-            "HVCU_BENCH_REVISION=<commit> for such runs",
-            world,
-            os.environ.get("RANK", "?"),
-        )
+    why = f"WORLD_SIZE={world} but no torch.distributed process group is initialized, so this rank"
+    pin = "a push during start-up can give ranks different commits: pin HVCU_BENCH_REVISION=<commit> for such runs"
+    _say(f"{why} (RANK={os.environ.get('RANK', '?')}) resolves the hub revision itself; {pin}")
     return None
 
 
@@ -192,6 +214,8 @@ def _pin(repo: str, requested: str | None, commit: str | None = None) -> HubRevi
     from huggingface_hub import HfApi, get_cached_repo_tree, metadata_load
 
     local = offline()
+    if commit is None and not local and (why := unreachable()):
+        raise fail(f"{repo}@{requested or 'main'}", "dataset", why)
     try:
         if commit is None:
             api = HfApi()
@@ -250,18 +274,18 @@ def split_patterns(card: Mapping[str, Any], split: str) -> tuple[str, ...]:
 
 def layout(rev: HubRevision, family: str) -> Layout:
     """Return the layout one family is read from (decided once per commit; said once), reading only footers."""
-    if (rev.repo, rev.commit, family) not in _LAYOUTS:
-        _LAYOUTS[(rev.repo, rev.commit, family)] = chosen = _decide(rev, FAMILIES[family][0])
-        said = f"{rev.where} (revision {rev.requested or 'main'}) from {LAYOUT_TEXT[chosen.kind]}: {chosen.reason}"
-        if said not in _SAID:  # the same reason for several families: said once
-            _SAID.add(said)
-            log.warning("HVCU-Bench: reading %s", said)
-    return _LAYOUTS[(rev.repo, rev.commit, family)]
+    if (key := (rev.repo, rev.commit, family)) not in _LAYOUTS:
+        _LAYOUTS[key] = chosen = _decide(rev, FAMILIES[family][0])
+        _say(
+            f"reading {rev.where} (revision {rev.requested or 'main'}) from {LAYOUT_TEXT[chosen.kind]}: {chosen.reason}"
+        )
+    return _LAYOUTS[key]
 
 
 def _decide(rev: HubRevision, split: str) -> Layout:
     """Decide the layout of one split: parquet only when every shard's footer is the authors' records."""
     import pyarrow.parquet as pq
+    from huggingface_hub import HfFileSystem
 
     if rev.card_problem:
         return Layout(JSON, f"{rev.card_problem}, so it declares no parquet config")
@@ -274,8 +298,9 @@ def _decide(rev: HubRevision, split: str) -> Layout:
     for shard in shards:
         if rev.local and not (rev.folder / shard).is_file():
             return Layout(JSON, f"the {split} parquet file is not in the cache (offline)")
-        try:
-            with _open(rev, shard) as file:
+        try:  # offline the cached copy, else the hub's: range requests for the footer only
+            path = f"datasets/{rev.where}/{shard}"
+            with open(rev.folder / shard, "rb") if rev.local else HfFileSystem().open(path) as file:
                 metadata = pq.read_metadata(file)
         except Exception as exc:  # a footer that cannot be read: the JSON layout, saying why
             return Layout(JSON, f"the parquet footer of {shard} cannot be read ({cause_text(exc)})")
@@ -285,49 +310,27 @@ def _decide(rev: HubRevision, split: str) -> Layout:
     return Layout(PARQUET, f"its footer names the authors' fields {list(AUTHORS_COLUMNS)} with image bytes", shards)
 
 
-def _open(rev: HubRevision, path: str) -> Any:
-    """Return a file of the commit open for reading: the cached copy offline, else the hub's (range requests)."""
-    from huggingface_hub import HfFileSystem
-
-    return open(rev.folder / path, "rb") if rev.local else HfFileSystem().open(f"datasets/{rev.where}/{path}")
-
-
-def _bytes_path(kind: Any) -> str | None:
-    """Return the column path of an image column's bytes ('image' or 'image.bytes'), or None when it has none."""
-    import pyarrow as pa
-
-    binary = (pa.types.is_binary, pa.types.is_large_binary)
-    at = kind.get_field_index("bytes") if pa.types.is_struct(kind) else -1
-    struct = at >= 0 and any(is_a(kind.field(at).type) for is_a in binary)
-    return "image" if any(is_a(kind) for is_a in binary) else "image.bytes" if struct else None
-
-
 def footer_problem(metadata: Any, shard: str) -> str | None:
     """Return None when a parquet footer describes the authors' records with image bytes in every row, else why."""
     import pyarrow as pa
 
-    t = pa.types
-    schema = metadata.schema.to_arrow_schema()
-    kinds = {name: schema.field(name).type for name in schema.names}
-
-    def text(kind: Any) -> bool:
-        return t.is_string(kind) or t.is_large_string(kind)
-
+    t, schema = pa.types, metadata.schema.to_arrow_schema()
+    kinds, columns = {name: schema.field(name).type for name in schema.names}, sorted(schema.names)
+    if missing := [c for c in AUTHORS_COLUMNS if c not in kinds]:
+        return f"the parquet columns {columns} are not the authors' fields (no column {', '.join(missing)})"
+    image, text, binary = kinds["image"], (t.is_string, t.is_large_string), (t.is_binary, t.is_large_binary)
+    inner = image.field("bytes").type if t.is_struct(image) and image.get_field_index("bytes") >= 0 else pa.null()
+    path = "image" if any(b(image) for b in binary) else "image.bytes" if any(b(inner) for b in binary) else None
     rules = {
-        "id": ("text or an integer", lambda k: text(k) or t.is_integer(k)),
-        "qa_levels": ("a list or its JSON text", lambda k: text(k) or t.is_list(k) or t.is_large_list(k)),
-        "image": ("encoded image bytes (binary or a struct with binary bytes)", lambda k: _bytes_path(k) is not None),
+        "id": ("text or an integer", (*text, t.is_integer)),
+        "qa_levels": ("a list or its JSON text", (*text, t.is_list, t.is_large_list)),
+        "image": ("encoded image bytes (binary or a struct with binary bytes)", (lambda _kind: path is not None,)),
     }
-    missing = [c for c in AUTHORS_COLUMNS if c not in kinds]
-    wrong = [
-        f"column {c} holds {' '.join(str(kinds[c]).split())}, not {wanted}"
-        for c, (wanted, usable) in rules.items()
-        if not missing and not usable(kinds[c])
-    ]
-    if missing or wrong:
-        why = f"no column {', '.join(missing)}" if missing else wrong[0]
-        return f"the parquet columns {sorted(schema.names)} are not the authors' fields ({why})"
-    path, groups = _bytes_path(kinds["image"]), [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+    for column, (wanted, usable) in rules.items():
+        if not any(check(kinds[column]) for check in usable):
+            why = f"column {column} holds {' '.join(str(kinds[column]).split())}, not {wanted}"
+            return f"the parquet columns {columns} are not the authors' fields ({why})"
+    groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     stats = [g.column(i).statistics for g in groups for i in range(g.num_columns) if g.column(i).path_in_schema == path]
     nulls = sum(s.null_count for s in stats if s is not None and s.has_null_count)
     if nulls:
@@ -338,9 +341,8 @@ def footer_problem(metadata: Any, shard: str) -> str | None:
 # ------------------------------------------------------------------------------------------ the files
 
 
-def json_files(rev: HubRevision, family: str, chosen: Layout) -> tuple[Path, Path]:
-    """Return one family's JSON file and image folder of the commit, fetching the JSON and its images only."""
-    stem = FAMILIES[family][1]
+def json_file(rev: HubRevision, stem: str, chosen: Layout) -> Path:
+    """Return a family's JSON file of the commit, fetched; a commit without one is one DataError naming the files."""
     if f"{stem}.json" not in rev.files:
         top = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in rev.files})
         more = f" and {len(top) - LISTED_FILES} more" if len(top) > LISTED_FILES else ""
@@ -348,22 +350,14 @@ def json_files(rev: HubRevision, family: str, chosen: Layout) -> tuple[Path, Pat
         raise fail(
             f"{rev.where}/{stem}.json", "files", f"no usable layout: {why}; files present: {top[:LISTED_FILES]}{more}"
         )
-    (json_file,) = fetch(rev, [f"{stem}.json"])
-    fetch(rev, image_paths(json_file, stem, rev.files))
-    return json_file, rev.folder / "Image" / stem
+    return fetch(rev, [f"{stem}.json"])[0]
 
 
-def image_paths(json_file: Path, stem: str, files: Iterable[str]) -> list[str]:
-    """Return the repository paths of the images a family's JSON names: per id the first extension the commit has."""
-    try:
-        records = jsonio.read_json(json_file)
-    except (OSError, ValueError):
-        return []  # the JSON reader reports the broken file itself
-    present, wanted = set(files), set()
-    for ident in (r.get("id") for r in (records if isinstance(records, list) else []) if isinstance(r, dict)):
-        if ident is not None and not isinstance(ident, (dict, list)):  # the authors' extension order
-            wanted |= {next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{ident}{e}") in present), "")}
-    return sorted(wanted - {""})
+def fetch_images(rev: HubRevision, stem: str, ids: list[str]) -> None:
+    """Fetch the images of these ids of a family: per id the first of the authors' extensions the commit holds."""
+    present = set(rev.files)
+    wanted = (next((p for e in IMAGE_EXTENSIONS if (p := f"Image/{stem}/{i}{e}") in present), None) for i in ids)
+    fetch(rev, sorted({p for p in wanted if p}))
 
 
 def load_record(repo: str, requested: str | None, family: str) -> tuple[str, str] | None:

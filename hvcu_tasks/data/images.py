@@ -1,17 +1,11 @@
 """Document images: decoded once for local models, sent as the file's own bytes to OpenAI-compatible APIs.
 
-A document names its image by `image_path` (a file) or `image_bytes` (an encoded cell); it never holds
-decoded pixels. `document_image(doc)` decodes the image to RGB at most once per document dict and, through
-a small LRU keyed by content (file identity or a digest of the bytes), once for the documents that share
-an image when they are asked close together (the three levels of a sample). Every image handed out is a
-private copy (a backend may edit it in place) that carries its `ImageSource` as `image.hvcu_source`.
-
-`api_messages` builds OpenAI chat messages in which such an image is `data:<media type>;base64,<the file's
-bytes>`: no decode, no re-encode. Formats an OpenAI-compatible API does not take (anything but PNG, JPEG,
-WEBP and non-animated GIF) are converted to PNG with their mode and alpha kept, with one warning per format.
-
-The LRU holds at most `HVCU_IMAGE_CACHE_MB` megabytes of decoded pixels (default 256; 0 turns it off) and
-at most MAX_CACHED_IMAGES images.
+A document names its image by `image_path` or `image_bytes`, never decoded pixels. `document_image(doc)` decodes it
+to RGB at most once per document dict and, through an LRU keyed by content (at most `HVCU_IMAGE_CACHE_MB` megabytes
+of pixels, default 256, 0 turns it off; at most MAX_CACHED_IMAGES images), once for the three levels of a sample.
+Each image handed out is a private copy that carries its `ImageSource` as `image.hvcu_source`, so `api_messages`
+can send `data:<media type>;base64,<the file's bytes>` (formats an OpenAI-compatible API does not take are converted
+to PNG, mode and alpha kept, with one warning per format).
 """
 
 from __future__ import annotations
@@ -77,10 +71,8 @@ class ImageSource:
 
     def read(self) -> bytes:
         """Return the encoded bytes (the file's content for a path), or raise ImageError naming the file."""
-        if self.path is None:
-            return self.data or b""
         try:
-            return Path(self.path).read_bytes()
+            return self.data or b"" if self.path is None else Path(self.path).read_bytes()
         except OSError as exc:
             raise self._gone(exc) from None
 
@@ -93,10 +85,7 @@ class ImageSource:
 
 
 def image_format(data: bytes, label: str = "image bytes") -> str:
-    """Return the format of encoded image bytes from their content (never a file name), e.g. 'JPEG' or 'BMP'.
-
-    A GIF with more than one frame is 'animated GIF'. Only the header is read (PIL opens lazily).
-    """
+    """Return the format of encoded image bytes from their header (never a file name), e.g. 'JPEG', 'animated GIF'."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             name, animated = image.format or "unknown", bool(getattr(image, "is_animated", False))
@@ -188,34 +177,19 @@ def _as_png(data: bytes, label: str) -> bytes:
     return out.getvalue()
 
 
-def _warn_once(kind: str, source: ImageSource) -> None:
-    """Log one warning per process for each format that has to be converted."""
-    with _LOCK:
-        if kind in _WARNED:
-            return
-        _WARNED.add(kind)
-    log.warning(
-        "HVCU-Bench: %s images are not accepted by OpenAI-compatible APIs; converting them to PNG (mode and alpha "
-        "kept) before sending, first: %s",
-        kind,
-        source.describe(),
-    )
-
-
-def api_image(source: ImageSource) -> tuple[str, bytes]:
-    """Return (media type, bytes) to send for an image: the file's own bytes, or a PNG for unsupported formats."""
-    data = source.read()
-    kind = image_format(data, source.describe())
-    if kind in API_MEDIA_TYPES:
-        return API_MEDIA_TYPES[kind], data
-    _warn_once(kind, source)
-    return "image/png", _as_png(data, source.describe())
-
-
 def data_url(source: ImageSource) -> str:
-    """Return the `data:` URL an OpenAI-compatible request carries for an image source."""
-    media_type, data = api_image(source)
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    """Return the `data:` URL an OpenAI-compatible request carries for an image: the file's own bytes, or a PNG."""
+    data, label = source.read(), source.describe()
+    kind = image_format(data, label)
+    if kind not in API_MEDIA_TYPES:
+        with _LOCK:  # each converted format is said once per process, not once per request
+            first = kind not in _WARNED
+            _WARNED.add(kind)
+        if first:
+            what = f"{kind} images are not accepted by OpenAI-compatible APIs; converting them to PNG"
+            log.warning("HVCU-Bench: %s (mode and alpha kept) before sending, first: %s", what, label)
+        data = _as_png(data, label)
+    return f"data:{API_MEDIA_TYPES.get(kind, 'image/png')};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def api_messages(messages: Iterable[Any]) -> list[dict[str, Any]] | None:

@@ -1,11 +1,9 @@
 """The one way the toolkit reads JSON and JSONL: every decode failure becomes one `JsonReadError` line.
 
-Data, results, sample logs, boards, caches, manifests and model replies are all parsed here, so each of
-them gets the same guards: nesting deeper than `MAX_DEPTH` is refused before the (recursive) decoder
-sees it, an integer longer than Python's digit limit, bytes that are not UTF-8, a key given twice (where
-asked) and plain syntax errors all raise `JsonReadError`, whose text is `FILE:LINE: reason`. Model
-replies go through `loads_reply`, which never raises: it returns the value or the reason the reply is
-unusable. Standard library only.
+Data, results, sample logs, boards, caches, manifests and model replies are all parsed here, with the same guards:
+nesting deeper than `MAX_DEPTH` (refused before the recursive decoder sees it), an integer longer than Python's
+digit limit, bytes that are not UTF-8, a key given twice (where asked) and syntax errors raise `JsonReadError`
+(`FILE:LINE: reason`). Model replies go through `loads_reply`, which never raises. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -46,21 +43,6 @@ def _too_deep(text: str) -> bool:
     return max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0) > MAX_DEPTH
 
 
-def _reason(text: str, unique_keys: bool) -> tuple[Any, str | None, int | None]:
-    """Parse text; return (value, None, None) or (None, reason, line of the text where it failed)."""
-    if _too_deep(text):
-        return None, f"nested deeper than {MAX_DEPTH} levels of arrays/objects", None
-    try:
-        return json.loads(text, object_pairs_hook=unique_object if unique_keys else None), None, None
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})", exc.lineno
-    except ValueError as exc:
-        message = str(exc)
-        if "digits" in message and "limit" in message:
-            return None, "holds an integer longer than Python's 4300-digit limit", None
-        return None, message, None
-
-
 def loads(
     text: str | bytes, *, source: str | Path | None = None, line: int | None = None, unique_keys: bool = False
 ) -> Any:
@@ -69,12 +51,20 @@ def loads(
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise JsonReadError(_undecodable(exc), source, line) from None
-    value, reason, at = _reason(text, unique_keys)
-    if reason is not None:
-        # A whole file's error names the file's line; a JSONL line keeps its own number.
-        raise JsonReadError(reason, source, line if line is not None or source is None else at)
-    return value
+            why = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+            raise JsonReadError(why, source, line) from None
+    if _too_deep(text):
+        raise JsonReadError(f"nested deeper than {MAX_DEPTH} levels of arrays/objects", source, line)
+    try:
+        return json.loads(text, object_pairs_hook=unique_object if unique_keys else None)
+    except json.JSONDecodeError as exc:  # a whole file's error names the file's line; a JSONL line keeps its own
+        at = line if line is not None or source is None else exc.lineno
+        why = f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        raise JsonReadError(why, source, at) from None
+    except ValueError as exc:  # a key given twice (unique_keys), an integer past the digit limit
+        digits = "digits" in str(exc) and "limit" in str(exc)
+        why = "holds an integer longer than Python's 4300-digit limit" if digits else str(exc)
+        raise JsonReadError(why, source, line) from None
 
 
 def loads_field(text: str) -> Any:
@@ -85,33 +75,10 @@ def loads_field(text: str) -> Any:
         raise ValueError(exc.reason) from None
 
 
-def _undecodable(exc: UnicodeDecodeError) -> str:
-    """Return the reason for bytes that are not UTF-8."""
-    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-
-
-def _text(path: Path) -> str:
-    """Return a file's UTF-8 text; OSError propagates, undecodable bytes raise JsonReadError."""
-    try:
-        with open(path, "rb") as f:  # not Path.read_bytes: tests count image reads through it
-            data = f.read()
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise JsonReadError(_undecodable(exc), path) from None
-
-
 def read_json(path: str | Path, *, unique_keys: bool = False) -> Any:
     """Read one JSON file; raise JsonReadError (`FILE:LINE: reason`) when it is not readable JSON, OSError if absent."""
-    path = Path(path)
-    return loads(_text(path), source=path, unique_keys=unique_keys)
-
-
-def iter_jsonl(path: str | Path, *, unique_keys: bool = False) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, value) for each non-blank line of a JSONL file; raise JsonReadError at a bad line."""
-    path = Path(path)
-    for number, text in enumerate(_text(path).splitlines(), 1):
-        if text.strip():
-            yield number, loads(text, source=path, line=number, unique_keys=unique_keys)
+    with open(path, "rb") as f:  # not Path.read_bytes: tests count image reads through it
+        return loads(f.read(), source=path, unique_keys=unique_keys)
 
 
 def loads_reply(text: str | bytes) -> tuple[Any, str | None]:
@@ -128,9 +95,7 @@ def raw_decode(text: str, start: int) -> tuple[Any, int] | None:
         value, end = json.JSONDecoder().raw_decode(text, start)
     except (ValueError, RecursionError):
         return None
-    if _too_deep(text[start:end]):
-        return None
-    return value, end
+    return None if _too_deep(text[start:end]) else (value, end)
 
 
 def json_safe(value: Any) -> Any:

@@ -1,13 +1,9 @@
-"""The data identity of a task load: where the data came from, how many samples, and the content fingerprint.
-
-The fingerprint itself (scheme `hvcu-data/1`: a SHA-256 over a canonical serialisation of the samples) is
-hvcu_tasks.core.fingerprint; this module adds the source, the counts, and encodes and reads the identity back.
-"""
+"""The data identity of a task load (source, counts, core.fingerprint's content fingerprint), encoded and read back."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -15,7 +11,7 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.loaders import HUB_DATASET
+from hvcu_tasks.data.loaders import family_counts, hub_spec
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
@@ -26,14 +22,12 @@ MODEL_KEY = "hvcu_model_identity"
 LMMS_EVAL_KEY = "hvcu_lmms_eval_version"
 """Where a results file keeps the installed lmms-eval release that ran a task, beside the toolkit version (lmms-eval's
 own `lmms_eval_version` is `branch@commit` of the git folder it lies in, whichever repository that is)."""
-DISTRIBUTION = "hvcu-toolkit"
-LMMS_EVAL_DISTRIBUTION = "lmms_eval"
 
 
 def toolkit_version() -> str:
     """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
     try:
-        return version(DISTRIBUTION)
+        return version("hvcu-toolkit")
     except PackageNotFoundError:
         return "unknown"
 
@@ -41,51 +35,29 @@ def toolkit_version() -> str:
 def lmms_eval_release() -> str:
     """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
     try:
-        return version(LMMS_EVAL_DISTRIBUTION)
+        return version("lmms_eval")
     except PackageNotFoundError:
         return "unknown"
 
 
-def pinned_source(source: str, revision: str) -> str:
-    """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
-    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
-        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
-    return source
-
-
-def source_fields(source: str, revision: str | None, layout: str | None = None) -> dict[str, Any]:
-    """Return where the data came from: kind (hub, local, smoke), location, and for the hub both revisions and layout.
-
-    `layout` (hub only) is the repository layout read: "parquet" (the `benchmark` config) or "json" (the authors'
-    JSON + image folders); it names how, not what: the fingerprint of one release is the same for both.
-    """
-    if source == "hub" or source.startswith("hub:"):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        fields = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": revision}
-        return fields | {"layout": layout}
-    if source == "smoke":
-        return {"kind": "smoke", "location": "smoke"}
-    return {"kind": "local", "location": str(Path(source).expanduser().resolve())}
-
-
 def data_identity(
-    family: str,
-    samples: list[Sample],
-    source: str,
-    revision: str | None,
-    image_sha256: Callable[[Sample], str],
-    aspects: Mapping[str, int],
-    layout: str | None = None,
+    family: str, samples: Sequence[Sample], source: str, image_sha256: Callable[[Sample], str], hub_read: Any = None
 ) -> dict[str, Any]:
-    """Return the JSON-ready identity of one family's data: scheme, family, source, counts and fingerprint."""
-    return {
-        "scheme": SCHEME,
-        "family": family,
-        **source_fields(source, revision, layout),
-        "samples": len(samples),
-        "aspects": dict(aspects),
-        "fingerprint": fingerprint(samples, image_sha256),
-    }
+    """Return the JSON-ready identity of one family's data: scheme, family, where it came from, counts, fingerprint.
+
+    For the hub, `hub_read` is (commit, layout read): "parquet" or "json" names how, not what (one fingerprint).
+    """
+    spec = hub_spec(source)
+    if spec is not None:
+        revision, layout = hub_read or (None, None)
+        where = dict(kind="hub", location=spec[0], requested_revision=spec[1], revision=revision, layout=layout)
+    elif source == "smoke":
+        where = {"kind": "smoke", "location": "smoke"}
+    else:
+        where = {"kind": "local", "location": str(Path(source).expanduser().resolve())}
+    aspects = family_counts(samples).get(family, {})
+    counts = {"samples": len(samples), "aspects": aspects, "fingerprint": fingerprint(list(samples), image_sha256)}
+    return {"scheme": SCHEME, "family": family, **where, **counts}
 
 
 def config_identity(config: Any) -> dict[str, Any] | None:
@@ -114,8 +86,7 @@ def published_match(
 ) -> str | None:
     """Return None when an identity is the published benchmark's family, else why not.
 
-    The fingerprint decides once it is known for the family; until then the per-aspect counts of the
-    dataset card do (a copy with a sample removed, added or moved differs).
+    The fingerprint decides once it is known for the family; until then the dataset card's per-aspect counts do.
     """
     family = identity.get("family")
     if family not in counts:

@@ -1,20 +1,11 @@
 """The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
 
-Loading (loaders.py) refuses unsafe ids, missing or non-text fields, bad keys and levels, and empty files;
-`check_samples` adds what needs the whole family or the image itself: duplicate ids, and images that do
-not decode (truncated files, decompression bombs). Each image is decoded once per process: the verdict is
-kept, keyed by the file's identity (device, inode, size, times) or by the bytes' hash, so the base and context
-tasks of one run do not decode it twice. A family's images are decoded on several threads (PIL decodes outside
-the GIL).
-
-Across processes, "decodes fine" verdicts are remembered on disk (`cache_folder`): one empty marker file
-`<digest[:2]>/<digest>.ok` per image content, named by the SHA-256 of the very bytes that were decoded, under a
-folder named by `check_version` (the checker's rules, Pillow's version and the pixel limit). A marker is
-trustworthy by construction: content-addressed, it can only ever speak for those exact bytes under those exact
-rules, so a file that changes (same path, new bytes) or a change of rules or limits is decoded again. It is as
-trustworthy as the folder's writers: the default lies in the user's own cache folder, created private. Failures
-are never remembered: a bad image is decoded at every load, so its error is always fresh. A cache folder that
-cannot be created or written only costs the decode (one warning per process); `HVCU_CACHE_DIR=off` turns it off.
+Loading (loaders.py) refuses bad records and empty files; `check_samples` adds duplicate ids and images that do not
+decode (truncated files, decompression bombs), decoded on several threads and once per process (keyed by the file's
+identity or the bytes' hash). "Decodes" verdicts are also remembered on disk (`cache_folder`): one empty marker
+`<digest[:2]>/<digest>.ok` per content, named by the SHA-256 of the bytes decoded, under a folder named by the
+checker's rules, Pillow's version and the pixel limit, so it only ever speaks for those bytes under those rules.
+Failures are never remembered; an unwritable cache costs the decode (one warning); `HVCU_CACHE_DIR=off` turns it off.
 """
 
 from __future__ import annotations
@@ -22,9 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import socket
-import urllib.parse
-import urllib.request
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,12 +28,10 @@ from hvcu_tasks.core.records import ASPECT_COLUMNS
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
-from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record, offline
-from hvcu_tasks.data.hub import OFFLINE_FLAGS as OFFLINE_FLAGS  # where the offline flags are named
-from hvcu_tasks.data.loaders import HUB_DATASET, LoadResult, family_counts, load_path, load_source
+from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
+from hvcu_tasks.data.loaders import LoadResult, family_counts, hub_spec, load_path, load_source, pinned_source
 from hvcu_tasks.data.public import name_key
 
-HUB_PROBE_TIMEOUT_S = 3.0
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""
 
@@ -69,13 +55,11 @@ ASPECT_HINT = f" (the aspect is read from a column among {list(ASPECT_COLUMNS)},
 
 # Behaviour: the base and context tasks of one run load the same images; each is decoded once per process.
 _VERDICTS: dict[tuple, str | None] = {}
-"""Image verdicts of this process: key -> None (decodes) or why it does not."""
+"""Image key -> None (it decodes) or why it does not."""
 # Behaviour: the fingerprint reuses the digest the check computed, so each image is read and hashed once.
 _DIGESTS: dict[tuple, str] = {}
-"""SHA-256 of each image's encoded bytes, by the same key as the verdicts: each image is hashed once."""
 # Behaviour: an unwritable cache folder is one warning per process, not one per image.
 _UNWRITABLE: set[Path] = set()
-"""Verdict cache folders that could not be written in this process (warned about once, then left alone)."""
 PUBLISHED_FINGERPRINTS: Mapping[str, str] = MappingProxyType({})
 """Family -> `provenance` fingerprint of the published release, once known; until then the card's counts decide."""
 
@@ -108,17 +92,12 @@ def _image_key(ref: ImageRef) -> tuple | None:
 
 
 def _decode(ref: ImageRef, data: bytes | None = None) -> str | None:
-    """Decode an image fully (bombs and files cut short refused, see `files.open_image`); None when it decodes.
-
-    `data`, when given, are the image's bytes as read already (the bytes whose digest names the verdict).
-    """
+    """Decode an image (or its bytes `data`, read already) fully, see `files.open_image`; None when it decodes."""
     source = data if data is not None else ref.path if ref.path is not None else (ref.data or b"")
     try:
         check_image(source, ref.describe())
     except ImageError as exc:
-        if exc.too_large:
-            return f"too large to decode safely (a decompression bomb?): {exc}"
-        return f"cannot decode {exc}"
+        return f"too large to decode safely (a decompression bomb?): {exc}" if exc.too_large else f"cannot decode {exc}"
     return None
 
 
@@ -138,61 +117,38 @@ def cache_root() -> Path | None:
         return None
 
 
-def check_version() -> str:
-    """Return the tag of the image checker's rules and limits: verdicts are only reused under the same tag."""
+def cache_folder() -> Path | None:
+    """Return the folder of remembered image verdicts, named by the checker's rules and limits (None: caching off)."""
     import PIL.Image
 
-    return f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
-
-
-def cache_folder() -> Path | None:
-    """Return the folder of remembered image verdicts for the current checker, or None when caching is off."""
     root = cache_root()
-    return None if root is None else root / CHECKS_FOLDER / check_version()
-
-
-def _marker(folder: Path, digest: str) -> Path:
-    """Return the marker file that says the content with this SHA-256 decodes."""
-    return folder / digest[:2] / f"{digest}.ok"
+    version = f"rules{files.IMAGE_CHECK_RULES}-pillow{PIL.__version__}-max{PIL.Image.MAX_IMAGE_PIXELS}"
+    return None if root is None else root / CHECKS_FOLDER / version
 
 
 def _remember(folder: Path, digest: str) -> None:
     """Record that the content with this SHA-256 decodes; an unwritable cache is warned about once and skipped."""
     if folder in _UNWRITABLE:
         return
-    marker = _marker(folder, digest)
+    marker = folder / digest[:2] / f"{digest}.ok"  # says that the content with this SHA-256 decodes
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker.parent.mkdir(exist_ok=True)
         files.write_atomic(marker, b"")  # several processes may record the same digest: each rename is whole
     except OSError as exc:
         _UNWRITABLE.add(folder)
-        log.warning(
-            "cannot write the image check cache %s (%s); images are decoded at every load "
-            "(set %s to a writable folder, or to 'off')",
-            folder,
-            exc.strerror or exc,
-            settings.CACHE_DIR_ENV,
-        )
-
-
-def _read(ref: ImageRef) -> bytes | None:
-    """Return an image's encoded bytes, or None when its file cannot be read."""
-    if ref.path is None:
-        return ref.data or b""
-    try:
-        return ref.path.read_bytes()
-    except OSError:
-        return None
+        why = f"cannot write the image check cache {folder} ({exc.strerror or exc}); images are decoded at every load"
+        log.warning("%s (set %s to a writable folder, or to 'off')", why, settings.CACHE_DIR_ENV)
 
 
 def _judge(ref: ImageRef, folder: Path | None) -> tuple[str | None, str | None, bool]:
     """Return (verdict, SHA-256 of the bytes judged, whether the cache answered) for one image."""
-    data = _read(ref)
-    if data is None:
+    try:
+        data = ref.data or b"" if ref.path is None else ref.path.read_bytes()
+    except OSError:
         return _decode(ref), None, False  # a missing file or a folder: the decoder names it
     digest = hashlib.sha256(data).hexdigest()
-    if folder is not None and _marker(folder, digest).is_file():
+    if folder is not None and (folder / digest[:2] / f"{digest}.ok").is_file():
         return None, digest, True
     return _decode(ref, data), digest, False
 
@@ -208,44 +164,16 @@ def image_sha256(ref: ImageRef | None) -> str:
     return _DIGESTS[key]
 
 
-def image_verdict(ref: ImageRef) -> str | None:
-    """Return None when the image decodes, else why not; each image is decoded at most once per process."""
-    key = _image_key(ref)
-    if key is None:
-        return f"cannot read {ref.describe()}"
-    if key not in _VERDICTS:
-        _decode_all([ref])
-    return _VERDICTS[key]
+def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> list[str | None]:
+    """Return each image's verdict (None: it decodes), judging those not judged in this process on several threads.
 
-
-def _decode_all(refs: list[ImageRef], use_cache: bool = True) -> None:
-    """Judge every image not judged yet in this process, several at a time, and keep the verdicts.
-
-    An image whose content the cache remembers as decoding is not decoded; with `use_cache` False every image
-    is decoded. Either way each fresh "decodes" verdict is recorded in the cache.
+    Content the cache remembers as decoding is not decoded (unless `use_cache` is False); fresh verdicts are recorded.
     """
-    todo: dict[tuple, ImageRef] = {}
-    for ref in refs:
-        key = _image_key(ref)
-        if key is not None and key not in _VERDICTS:
-            todo.setdefault(key, ref)
-    if not todo:
-        return
-    folder = cache_folder()
-    lookup = folder if use_cache else None
-    judged = _judge_in_threads(list(todo.values()), lookup)
-    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
-        _VERDICTS[key] = verdict
-        if digest is not None:
-            _DIGESTS.setdefault(key, digest)
-        if verdict is None and digest is not None and folder is not None and not cached:
-            _remember(folder, digest)
-
-
-def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[str | None, str | None, bool]]:
-    """Return `_judge` of each image, computed on up to DECODE_THREADS threads."""
     from PIL import Image, ImageFile
 
+    keys = [_image_key(ref) for ref in refs]
+    todo = {key: ref for key, ref in zip(keys, refs, strict=True) if key is not None and key not in _VERDICTS}
+    folder = cache_folder()
     # `files.open_image` sets these two process-wide switches around each decode and restores them after;
     # set here first, every thread saves and restores the same values, and this frame restores the caller's.
     lenient = ImageFile.LOAD_TRUNCATED_IMAGES
@@ -253,45 +181,41 @@ def _judge_in_threads(refs: list[ImageRef], folder: Path | None) -> list[tuple[s
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         ImageFile.LOAD_TRUNCATED_IMAGES = False
         try:
-            with ThreadPoolExecutor(min(DECODE_THREADS, len(refs))) as pool:
-                return list(pool.map(lambda ref: _judge(ref, folder), refs))
+            with ThreadPoolExecutor(max(1, min(DECODE_THREADS, len(todo)))) as pool:
+                judged = list(pool.map(lambda ref: _judge(ref, folder if use_cache else None), todo.values()))
         finally:
             ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+    for key, (verdict, digest, cached) in zip(todo, judged, strict=True):
+        _VERDICTS[key] = verdict
+        if digest is not None:
+            _DIGESTS.setdefault(key, digest)
+        if verdict is None and digest is not None and folder is not None and not cached:
+            _remember(folder, digest)
+    return [f"cannot read {r.describe()}" if k is None else _VERDICTS[k] for k, r in zip(keys, refs, strict=True)]
 
 
 def image_problems(samples: list[Sample], use_cache: bool = True) -> list[Problem]:
     """Return one problem per sample whose image cannot be decoded (`use_cache` False: decode every image)."""
-    _decode_all([s.image for s in samples if s.image is not None], use_cache)
-    problems = []
-    for s in samples:
-        if s.image is None:
-            continue  # already reported by the loader
-        why = image_verdict(s.image)
-        if why:
-            problems.append(Problem(s.source, s.id, "image", why))
-    return problems
+    with_image = [s for s in samples if s.image is not None]  # no image: already reported by the loader
+    verdicts = _decode_all([s.image for s in with_image], use_cache)
+    return [Problem(s.source, s.id, "image", why) for s, why in zip(with_image, verdicts, strict=True) if why]
 
 
 def duplicate_problems(samples: list[Sample]) -> list[Problem]:
     """Return one problem per id that occurs more than once within a family, compared as file names compare.
 
-    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS
-    and Windows, so they are duplicates too; the problem then names every spelling.
+    Ids that differ only by case or Unicode normalisation (`A1`/`a1`, NFC/NFD) name one image file on macOS/Windows.
     """
     groups: dict[tuple[str, str], list[Sample]] = {}
     for s in samples:
         groups.setdefault((s.family, name_key(s.id)), []).append(s)
     problems = []
-    for (family, _key), same in groups.items():
-        if len(same) < 2:
-            continue
-        spellings = list(dict.fromkeys(s.id for s in same))
-        why = f"duplicate id ({len(same)} items) in family {family!r}"
-        if len(spellings) > 1:
-            why += (
-                f": {' and '.join(map(repr, spellings))} differ only by case or Unicode normalisation "
-                "and would share one image file on macOS/Windows"
-            )
+    for same in (group for group in groups.values() if len(group) > 1):
+        ids = list(dict.fromkeys(s.id for s in same))
+        why = f"duplicate id ({len(same)} items) in family {same[0].family!r}"
+        if len(ids) > 1:
+            why += f": {' and '.join(map(repr, ids))} differ only by case or Unicode normalisation and would share "
+            why += "one image file on macOS/Windows"
         problems.append(Problem(same[0].source, same[0].id, "id", why))
     return problems
 
@@ -301,52 +225,8 @@ def check_samples(samples: list[Sample], decode_images: bool = True, use_cache: 
     return duplicate_problems(samples) + (image_problems(samples, use_cache) if decode_images else [])
 
 
-def hub_unreachable(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Return why a TCP connection to the hub endpoint (or its proxy) fails, or None when it opens."""
-    url = urllib.parse.urlsplit(endpoint)
-    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
-    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
-    if proxy and not urllib.request.proxy_bypass(host):
-        purl = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        host, port = purl.hostname or "", purl.port or 80
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def check_hub(source: str) -> None:
-    """Raise a DataError at once when a hub source cannot be reached (instead of a minute of retries)."""
-    if offline():
-        return
-    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
-    why = hub_unreachable(endpoint)
-    if why:
-        repo = source[4:].partition("@")[0] or HUB_DATASET
-        raise DataError(
-            [
-                Problem(
-                    repo,
-                    "-",
-                    "hub",
-                    f"cannot reach the Hugging Face Hub at {endpoint} ({why}); "
-                    f"set {settings.DATA_ENV}=/path/to/a/local/copy "
-                    "(check it with `hvcu data validate PATH`) or HF_HUB_OFFLINE=1 to read the Hugging Face cache",
-                )
-            ]
-        )
-
-
-def _is_hub(source: str) -> bool:
-    """Whether a source string names the hub dataset."""
-    return source == "hub" or source.startswith("hub:")
-
-
 def load_family(source: str, family: str) -> list[Sample]:
     """Load and fully check one family for a task (images decoded); raise DataError listing every problem."""
-    if _is_hub(source):
-        check_hub(source)
     loaded = load_source(source, family)
     problems = loaded.problems + check_samples(loaded.samples)
     if not problems and not loaded.samples:
@@ -357,15 +237,10 @@ def load_family(source: str, family: str) -> list[Sample]:
 
 
 def data_identity(family: str, source: str, samples: Sequence[Sample]) -> dict[str, Any]:
-    """Return the data identity of one family load: source, hub commit and layout read, counts and fingerprint."""
-    revision = layout = None
-    if _is_hub(source):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        revision, layout = load_record(repo, requested or None, family) or (None, None)
-    aspects = family_counts(samples).get(family, {})
-    return provenance.data_identity(
-        family, list(samples), source, revision, lambda s: image_sha256(s.image), aspects, layout
-    )
+    """Return the data identity of one family load (`provenance.data_identity`), the hub's commit and layout too."""
+    spec = hub_spec(source)
+    read = load_record(*spec, family) if spec else None
+    return provenance.data_identity(family, samples, source, lambda s: image_sha256(s.image), read)
 
 
 def identity_lines(identities: dict[str, dict]) -> list[str]:
@@ -379,79 +254,55 @@ def identity_lines(identities: dict[str, dict]) -> list[str]:
     return lines
 
 
-def count_differences(counts: dict[str, dict[str, int]]) -> list[str]:
-    """Return one warning line per count that differs from the published dataset card: in all, family, aspect."""
-    total = sum(sum(c.values()) for c in counts.values())
-    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
-    for family, published in PUBLISHED_COUNTS.items():
-        found = counts.get(family, {})
-        size, expected = sum(found.values()), sum(published.values())
-        if size != expected:
-            lines.append(f"warning: {family}: {size} sample(s); {CARD} has {expected}")
-        if size == 0:
-            continue  # the family line says it all
-        for aspect, want in published.items():
-            if found.get(aspect, 0) != want:
-                lines.append(f"warning: {family}/{aspect}: {found.get(aspect, 0)} sample(s); {CARD} has {want}")
-        for aspect, got in found.items():
-            if aspect not in published:
-                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
-    return lines
-
-
 def compare_with_card(counts: dict[str, dict[str, int]], source: str) -> tuple[list[str], str | None]:
-    """Return (warnings, note): the hub and full-size local copies are compared with the card, other data is not.
+    """Return (warnings, note): one warning per count (in all, family, aspect) that differs from the dataset card.
 
-    The smoke sample and custom or partial data are not the benchmark: a note says so instead of a warning
-    per aspect. A local copy counts as full-size from FULL_COPY_SHARE of the published samples, so that a copy
-    that lost some items is still compared.
+    Only the hub and local copies of at least FULL_COPY_SHARE of the published samples are compared; a note says so.
     """
     total = sum(sum(c.values()) for c in counts.values())
     if total == 0:
         return [], None  # nothing loaded: the problems say why
-    if _is_hub(source) or (source != "smoke" and total >= FULL_COPY_SHARE * PUBLISHED_TOTAL):
-        warnings = count_differences(counts)
-        families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
-        if warnings:
-            return warnings, f"counts compared with {PUBLISHED_SOURCE}: {len(warnings)} difference(s)"
-        return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
-    return (
-        [],
-        f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}; "
-        "counts not compared with its dataset card",
-    )
+    if not hub_spec(source) and (source == "smoke" or total < FULL_COPY_SHARE * PUBLISHED_TOTAL):
+        why = f"not the published benchmark: {total} samples vs {PUBLISHED_TOTAL:,}"
+        return [], f"{why}; counts not compared with its dataset card"
+    lines = [f"warning: {total} sample(s) in all; {CARD} has {PUBLISHED_TOTAL}"] if total != PUBLISHED_TOTAL else []
+    for family, published in PUBLISHED_COUNTS.items():
+        found = counts.get(family, {})
+        size, expected = sum(found.values()), sum(published.values())
+        lines += [f"warning: {family}: {size} sample(s); {CARD} has {expected}"] if size != expected else []
+        for aspect in dict.fromkeys([*published, *found]) if size else ():  # no sample: the family line says it all
+            got, want = found.get(aspect, 0), published.get(aspect)
+            if want is None:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s) in no aspect of {CARD}{ASPECT_HINT}")
+            elif got != want:
+                lines.append(f"warning: {family}/{aspect}: {got} sample(s); {CARD} has {want}")
+    if lines:
+        return lines, f"counts compared with {PUBLISHED_SOURCE}: {len(lines)} difference(s)"
+    families = ", ".join(f"{f} {sum(c.values())}" for f, c in PUBLISHED_COUNTS.items())
+    return [], f"counts match {CARD}: {total} samples ({families}) and every aspect"
 
 
 def validate(source: str, decode_images: bool = True, use_cache: bool = True) -> ValidationReport:
-    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' or 'smoke' and return the report.
-
-    A hub source naming no revision follows `HVCU_BENCH_REVISION`, as the hub tasks do.
+    """Check a dataset given as a local path, 'hub[:REPO[@REV]]' (pinned as the hub tasks pin it) or 'smoke'.
 
     With `use_cache` False every image is decoded, even one whose content the verdict cache remembers.
     """
-    report = ValidationReport()
-    loaded = LoadResult()
-    source = provenance.pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
-    try:
-        if _is_hub(source) or source == "smoke":
-            if _is_hub(source):
-                check_hub(source)
-            for family in FAMILIES:
-                try:
-                    loaded.extend(load_source(source, family))
-                except DataError as exc:  # e.g. unknown columns in one split: the other splits are still checked
-                    report.problems.extend(exc.problems)
-        else:
-            loaded.extend(load_path(Path(source).expanduser()))
-    except DataError as exc:
-        report.problems.extend(exc.problems)
+    report, loaded = ValidationReport(), LoadResult()
+    source = pinned_source(source, settings.current().revision)  # `hub` reads what the hub tasks read
+    if hub_spec(source) or source == "smoke":
+        for family in FAMILIES:
+            try:
+                loaded.extend(load_source(source, family))
+            except DataError as exc:  # one family's split, or the hub itself: said once, the other families checked
+                report.problems += [p for p in exc.problems if p not in report.problems]
+    else:
+        loaded.extend(load_path(Path(source).expanduser()))
     report.problems.extend(loaded.problems)
     report.problems.extend(check_samples(loaded.samples, decode_images, use_cache))
     report.counts = family_counts(loaded.samples)
     report.count_warnings, report.count_note = compare_with_card(report.counts, source)
-    if report.ok:
-        for family in FAMILIES:
-            samples = [s for s in loaded.samples if s.family == family]
-            if samples:
-                report.identities[family] = data_identity(family, source, samples)
+    for family in FAMILIES if report.ok else ():
+        samples = [s for s in loaded.samples if s.family == family]
+        if samples:
+            report.identities[family] = data_identity(family, source, samples)
     return report

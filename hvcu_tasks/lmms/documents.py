@@ -12,7 +12,7 @@ from typing import Any
 from hvcu_tasks import settings
 from hvcu_tasks.core.schema import DataError, Problem, Sample, TaskLoadError
 from hvcu_tasks.data import images, provenance
-from hvcu_tasks.data.sources import resolve_source
+from hvcu_tasks.data.loaders import resolve_source
 from hvcu_tasks.data.validate import data_identity, load_family
 from hvcu_tasks.lmms.plugin import ensure_image_hook
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import OFFICIAL_FULL_METRIC
-from hvcu_tasks.report.reference import reference_rows, rows_for
+from hvcu_tasks.report.reference import general_reference, reference_rows, rows_for
+from hvcu_tasks.report.stats import score_interval
 from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_NAME, DISAGREE_MARK, PARTIAL_MARK, SMOKE_MARK, disagreement
 from hvcu_tasks.report.uncertainty import Contender, Uncertainty, Verdicts, assess
+from hvcu_tasks.results.general import general_values
 from hvcu_tasks.results.runs import BENCHMARK, SMOKE, ModelResult, ReportError, is_nan
 
 FAILED_LIMIT = 0.01
@@ -56,6 +58,12 @@ class Entry:
     """Per setting of a run: [failed requests, requests] (requests: 3 per chain)."""
     unranked_because: str | None = None
     """Why a run that would rank has no rank (too many failed requests), in one line."""
+    general: dict[str, float | None] = field(default_factory=dict)
+    """The general benchmarks in percent, per column of the paper's Table 7 (results.general.TABLE_ORDER)."""
+    general_ci: dict[str, list[float]] = field(default_factory=dict)
+    """Per general benchmark's headline (results.general.HEADLINES): its 95% interval, from the run's counts."""
+    general_partial: bool = False
+    """Whether a general benchmark ran on a subset (--limit): its row is marked * in the per-model view."""
 
     def delta(self) -> float | None:
         """Return context minus base Score (official), None unless both are known."""
@@ -122,6 +130,9 @@ def run_entry(model: ModelResult) -> Entry:
         verdicts=verdicts,
         failed_requests=failed,
         unranked_because=because,
+        general={k: _known(v) for k, v in general_values(model.general).items()} if model.general else {},
+        general_ci={k: list(score_interval(c.right, c.sizes)) for k, c in model.general_counts.items()},
+        general_partial=bool(model.notes.get("general")),
     )
 
 
@@ -206,8 +217,20 @@ def with_reference(published: list[Entry], reference: bool = True) -> list[Entry
 
 def board_entries(models: list[ModelResult], reference: bool = True) -> list[Entry]:
     """Return the entries of a board: the paper's rows, human and chance (unless `reference` is off), then the runs."""
-    runs = [run_entry(m) for m in models if m.settings]
+    runs = [run_entry(m) for m in models if m.settings or m.general]
     return (reference_entries() if reference else []) + runs
+
+
+def per_model(entries: list[Entry], reference: bool = True) -> list[Entry]:
+    """Return the per-model view's rows, best base Score (official) first: every run, and each of the paper's models
+    with general benchmarks (Table 7), its HVCU Scores from the board or, for one not on it, the paper's."""
+    paper = {r.model: r for r in general_reference()[1]} if reference else {}
+    rows = [replace(e, general=paper.pop(e.model).values) if e.source == "paper" else e for e in entries if
+            e.source == "run" or (e.source == "paper" and e.model in paper)]  # fmt: skip
+    for r in paper.values():
+        base, context = (r.hvcu or {}).get("base"), (r.hvcu or {}).get("context")
+        rows.append(Entry(r.model, r.model, "paper", BENCHMARK, False, base, context, None, None, general=r.values))
+    return [e for _rank, e in ranked(rows)]
 
 
 def chance_entry() -> Entry:

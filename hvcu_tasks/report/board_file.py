@@ -1,4 +1,4 @@
-"""leaderboard.json: the board's file format, written in version 3 and read in versions 1, 2 and 3 (`--base`).
+"""leaderboard.json: the board's file format, written in version 4 and read in versions 1 to 4 (`--base`).
 
 The reader checks a file against pydantic models, one per version; the first problem found stops it in one line
 naming the file, the entry and the field. The writer lays the file out two spaces per level, with each entry's
@@ -41,13 +41,14 @@ from hvcu_tasks.report.board import (
     verdicts_problem,
 )
 from hvcu_tasks.report.uncertainty import Pair
+from hvcu_tasks.results.general import HEADLINES, TABLE_ORDER
 from hvcu_tasks.results.runs import ReportError, finite, number_text
 
 SCHEMA = "hvcu-leaderboard"
-SCHEMA_VERSION = 3
-READ_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4)
 """Versions `--base` reads: 1 (before intervals: its runs carry no verdicts, so they are compared unpaired), 2 (its
-bootstrap intervals and groups are recomputed) and 3."""
+bootstrap intervals and groups are recomputed), 3 (before the general benchmarks were kept) and 4."""
 LARGEST = 10**9
 """The largest count or rank a board holds."""
 METHODS = {
@@ -233,7 +234,16 @@ class EntryV3(EntryV2):
         return because
 
 
+class EntryV4(EntryV3):
+    """An entry of version 4: the general benchmarks (Table 7 columns, percent), their headlines' intervals."""
+
+    general: Annotated[dict[str, Percent], _keys(TABLE_ORDER, exact=False)]
+    general_ci: Annotated[dict[str, _pair(Annotated[float, BeforeValidator(_bound)])], _keys(tuple(HEADLINES), False)]
+    general_partial: StrictBool
+
+
 ENTRIES = {1: TypeAdapter(list[EntryV1]), 2: TypeAdapter(list[EntryV2]), 3: TypeAdapter(list[EntryV3])}
+ENTRIES[4] = TypeAdapter(list[EntryV4])
 
 
 def _verdicts(stored: dict[str, dict[str, Chains]]) -> dict[str, dict[str, dict[str, bool]]]:

@@ -8,6 +8,7 @@ from typing import Any
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.report import stats
 from hvcu_tasks.report.board import BENCHMARK_SIZES, FAILED_LIMIT, Board, Entry, entry_key, ranked
+from hvcu_tasks.report.reference import general_reference, rows_for
 from hvcu_tasks.report.tables import (
     DISAGREE_MARK,
     FAMILY_LABEL,
@@ -18,6 +19,7 @@ from hvcu_tasks.report.tables import (
     interval_text,
 )
 from hvcu_tasks.report.uncertainty import BOARD_FAMILY, Pair
+from hvcu_tasks.results.general import HEADLINES, MMSTAR_CATEGORIES, TABLE_ORDER
 from hvcu_tasks.results.runs import SMOKE
 
 RANK_COLUMN = "Score (official)"
@@ -301,4 +303,52 @@ def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
         )
     if any(e.partial() for e in runs):
         table.notes.append(f"{PARTIAL_MARK} partial: a family missing or --limit; no rank for a partial base setting.")
+    return table
+
+
+PER_MODEL_NOTES = [
+    f"One row per model: its HVCU-Bench {RANK_COLUMN} in the base and context settings (the leaderboard's, with its "
+    "95% intervals) beside the general benchmarks in percent, each the metric lmms-eval's own task reports: MMBench "
+    "gpt_eval_score per split (CircularEval; a reply without a letter is matched by lmms-eval's GPT judge) and MMBench "
+    "Avg. their mean; HallusionBench qAcc, fAcc, aAcc (every reply judged by GPT); MMStar per category and "
+    "'average'; MMMU mmmu_acc.",
+    "MMStar Avg. is lmms-eval's 'average': the mean accuracy over the l2 categories (three per category, 18 on the "
+    "whole MMStar); the paper's Table 7 Avg. is the mean of the six category columns. The two agree on the whole "
+    "MMStar and differ on any subset (--limit, or a category missing an l2 category); runs where they differ are "
+    "listed below.",
+    "95% CI of a general benchmark: each stratum's exact (Clopper–Pearson) interval combined by MOVER, as for the "
+    "Score: MMBench Avg. over its four splits (questions), HallusionBench aAcc and MMMU Acc over their questions, "
+    "MMStar Avg. over its l2 categories; counted from the run's sample logs (for MMMU and HallusionBench also from "
+    "the results file's document count); – without those counts, and for [paper] rows (the paper gives none).",
+]
+
+
+def per_model_table(rows: list[Entry]) -> Table:
+    """Return the per-model view: HVCU-Bench's Scores (official) beside every general benchmark, one row per model."""
+    columns = ["Model", RANK_COLUMN, "95% CI", "Context (official)", "Context 95% CI"]
+    columns += [c for label in TABLE_ORDER for c in [label] + [f"{label} 95% CI"] * (label in HEADLINES)]
+    table = Table("per_model", "Per model: HVCU-Bench beside the general benchmarks", [*columns, "Source"])
+    for e in rows:
+        cells = [e.label + PARTIAL_MARK * (e.general_partial and not e.partial()), e.score_base]
+        cells += [interval_text(e.interval_base), e.score_context, interval_text(e.interval_context)]
+        for label in TABLE_ORDER:
+            cells += [e.general.get(label)] + [interval_text(e.general_ci.get(label))] * (label in HEADLINES)
+        table.rows.append([*cells, _source_text(e)])
+    table.notes += PER_MODEL_NOTES
+    if any(e.source == "paper" for e in rows):
+        table.notes.append(f"{PAPER_MARK} rows: {general_reference()[0]}; their Scores: {rows_for('base')[0].source}.")
+    for e in (e for e in rows if e.source == "run" and e.general.get("MMStar Avg.") is not None):
+        six = [e.general.get(c) for c in MMSTAR_CATEGORIES]
+        if None not in six and abs(sum(six) / 6 - e.general["MMStar Avg."]) > 0.005:  # type: ignore[arg-type, operator]
+            table.notes.append(
+                f"{e.label}: MMStar Avg. {e.general['MMStar Avg.']:.2f} (lmms-eval's mean over its l2 categories); "
+                f"the mean of its six category columns, as the paper computes Table 7's, is {sum(six) / 6:.2f}."  # type: ignore
+            )
+    subset = [e for e in rows if e.general_partial and not e.partial()]
+    table.notes += [
+        f"{e.label}{PARTIAL_MARK}: {'; '.join(n for n in e.notes if n.startswith('general:'))}" for e in subset
+    ]
+    table.notes += [f"{e.label}: {'; '.join(e.notes)}" for e in rows if e.partial() and e.notes]
+    if any(e.data == SMOKE for e in rows):
+        table.notes.append(f"{SMOKE_MARK} smoke sample: its HVCU-Bench numbers prove the path, not a score.")
     return table

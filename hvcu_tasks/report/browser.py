@@ -141,12 +141,10 @@ def load_data_images(source: str, family: str, expected: Any) -> DataImages:
     from hvcu_tasks.core.fingerprint import fingerprint
     from hvcu_tasks.core.schema import DataError, problem_lines
     from hvcu_tasks.data.loaders import load_source
-    from hvcu_tasks.data.validate import check_hub, image_sha256
+    from hvcu_tasks.data.validate import image_sha256
 
     where = source if source in {"smoke", "hub"} or source.startswith("hub:") else str(Path(source).expanduser())
     try:
-        if source == "hub" or source.startswith("hub:"):
-            check_hub(source)
         loaded = load_source(source, family)
         problems = loaded.problems
         if not problems:

@@ -8,14 +8,19 @@ dashed or hatched and labelled so: neither is a benchmark result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import ACCURACY_METRICS, aspect_metric
+from hvcu_tasks.core.metrics import ACCURACY_METRICS
 from hvcu_tasks.data.files import atomic_path
+from hvcu_tasks.report.board import Entry
+from hvcu_tasks.report.crossbench import paired_rows
 from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
+from hvcu_tasks.results.general import HEADLINES
 from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_nan
+from hvcu_tasks.results.scores import aspect_metric
 
 LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -225,8 +230,29 @@ def aspect_figure(models: list[ModelResult], setting: str, out: Path) -> list[Pa
     return _save(fig, out, f"aspects_{setting}")
 
 
-def all_figures(models: list[ModelResult], out: Path, reference: bool = True) -> list[Path]:
-    """Write every figure the runs support into `out` and return their paths."""
+def cross_figure(rows: Sequence[Entry], out: Path) -> list[Path]:
+    """Scatter of the base Score (official) against each general benchmark's headline, every model named."""
+    plt = _pyplot()
+    shown = [(label, found) for label in HEADLINES if len(found := paired_rows(rows, label)) >= 2]
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 4.2), squeeze=False)
+    for ax, (label, found) in zip(axes[0], shown, strict=True):
+        for i, (e, score, value) in enumerate(found):
+            colour = PAPER_GREY if e.source == "paper" else OKABE_ITO[i % len(OKABE_ITO)]
+            ax.scatter(value, score, color=colour, s=28, zorder=3)
+            left = value > 55  # the name on the side with room, inside the panel
+            ax.annotate(e.label, (value, score), xytext=(-4 if left else 4, 3), textcoords="offset points",
+                        ha="right" if left else "left", fontsize=7)  # fmt: skip
+        ax.set_xlabel(f"{label} (%)")
+        ax.set_xlim(0, 100)
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("HVCU-Bench Score (official), base (%)")
+    fig.suptitle("HVCU-Bench against the general benchmarks, one point per model", y=1.02)
+    return _save(fig, out, "cross_benchmark")
+
+
+def all_figures(models: list[ModelResult], out: Path, reference: bool = True, rows: Sequence[Entry] = ()) -> list[Path]:
+    """Write every figure the runs (and the per-model view's `rows`) support into `out` and return their paths."""
     out.mkdir(parents=True, exist_ok=True)
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
     paths: list[Path] = []
@@ -235,6 +261,8 @@ def all_figures(models: list[ModelResult], out: Path, reference: bool = True) ->
         paths += aspect_figure(models, setting, out)
     if settings == ["base", "context"]:
         paths += settings_figure(models, out, reference)
+    if any(e.general for e in rows if e.source == "run") and any(len(paired_rows(rows, k)) > 1 for k in HEADLINES):
+        paths += cross_figure(rows, out)
     return paths
 
 
@@ -267,6 +295,12 @@ def caption(stem: str, models: list[ModelResult], reference: bool = True) -> str
         return (
             f"Full-chain accuracy (Acc_full) of each local run on each of the 15 aspects, {setting} setting "
             "(the paper does not publish per-aspect numbers); darker is lower, blank is not evaluated." + smoke_note
+        )
+    if stem == "cross_benchmark":
+        return (
+            "Each model's base Score (official) on HVCU-Bench (up) against each general benchmark's headline (across), "
+            "one panel per benchmark; [paper] rows in grey. Points on a rising line rank alike on both; the "
+            "cross-benchmark table gives Kendall's τ." + smoke_note
         )
     if stem == "scores_base_vs_context":
         return (

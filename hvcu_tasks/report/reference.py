@@ -38,7 +38,22 @@ def rows_for(setting: str) -> list[ReferenceRow]:
     return [r for r in reference_rows() if r.setting == setting]
 
 
-def general_reference() -> tuple[str, list[str], list[tuple[str, list[float]]]]:
-    """Return the paper's Table 7: source, column labels, and (model, values) rows."""
+@dataclass(frozen=True)
+class GeneralRow:
+    """One model of the paper's Table 7: its general benchmarks per column, and its HVCU-Bench Scores when the
+    paper gives them outside Tables 2 and 8 (the tuned model: Table 6)."""
+
+    model: str
+    values: dict[str, float]
+    hvcu: dict[str, float] | None = None
+
+
+@cache
+def general_reference() -> tuple[str, tuple[GeneralRow, ...]]:
+    """Return the paper's Table 7: its source and one row per model (named as in the paper's Table 2)."""
     data = jsonio.read_json(REFERENCE_FILE)["general"]
-    return data["source"], list(data["columns"]), [(r["model"], list(r["values"])) for r in data["rows"]]
+    rows = (
+        GeneralRow(r["model"], dict(zip(data["columns"], r["values"], strict=True)), r.get("hvcu"))
+        for r in data["rows"]
+    )
+    return data["source"], tuple(rows)

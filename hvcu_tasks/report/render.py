@@ -9,13 +9,21 @@ import re
 
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
-from hvcu_tasks.report.board import Board, board_entries, make_board
-from hvcu_tasks.report.board_tables import leaderboard_table, pairs_table, run_pairs, versus_pairs, versus_table
+from hvcu_tasks.report.board import Board, board_entries, make_board, per_model
+from hvcu_tasks.report.board_tables import (
+    leaderboard_table,
+    pairs_table,
+    per_model_table,
+    run_pairs,
+    versus_pairs,
+    versus_table,
+)
+from hvcu_tasks.report.crossbench import cross_table
 from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
 MISSING = "–"
-TEXT_COLUMNS = ("Model", "Source")
+TEXT_COLUMNS = ("Model", "Source", "Method", "Rank moves most (HVCU-Bench → benchmark)")
 """Columns of words, left-aligned wherever they stand (the first column always is)."""
 
 
@@ -157,10 +165,13 @@ def report_tables(
     head = [leaderboard_table(board)] if board.entries else []
     head += [pairs_table(board)] if run_pairs(board) else []
     head += [versus_table(board)] if versus_pairs(board) else []
+    rows = per_model(board.entries, reference)
+    if any(e.general for e in rows if e.source == "run"):
+        head += [per_model_table(rows)] + [t for t in [cross_table(rows)] if t.rows]
     tables = head + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
     for table in tables:
-        if unrecorded and not table.name.startswith("general"):
+        if unrecorded:
             table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
     sections: dict[str, list[ModelResult]] = {}
     for m in models:
@@ -169,6 +180,7 @@ def report_tables(
     for n, (label, group) in enumerate(sorted(sections.items()), start=1):
         custom = make_board(board_entries(group, reference=False))
         head = [leaderboard_table(custom)] + ([pairs_table(custom)] if run_pairs(custom) else [])
+        head += [per_model_table(per_model(custom.entries, False))] if any(e.general for e in custom.entries) else []
         for table in [t for t in head if t.rows] + all_tables(group, False):
             table.name = f"custom{n}_{table.name}"
             table.title = f"[{label}] {table.title}"

@@ -24,7 +24,6 @@ from hvcu_tasks.report.tables import (
     aspect_table,
     compare_table,
     error_table,
-    general_table,
     interval_table,
     setting_table,
 )
@@ -66,8 +65,8 @@ def _board_row(board: Table | None, model: str) -> Table | None:
     return Table("leaderboard", "On the leaderboard", list(board.columns), rows, list(board.notes))
 
 
-COMPARISON_COLUMNS = {"pairs": ("A", "B"), "versus_paper": ("Run",)}
-"""The comparison tables a model page shows its own rows of, and the columns that name a run."""
+COMPARISON_COLUMNS = {"pairs": ("A", "B"), "versus_paper": ("Run",), "per_model": ("Model",)}
+"""The tables a model page shows its own rows of (comparisons, the per-model view), and the columns naming a run."""
 
 
 def _rows_of(table: Table, model: str) -> Table | None:
@@ -98,8 +97,6 @@ def model_tables(
             tables.append(interval_table([model], setting))
         if pair is not None and all(setting in m.settings for m in pair):
             tables.append(compare_table(*pair, setting))
-    if model.general:
-        tables.append(general_table([model], reference=False))
     return tables
 
 

@@ -6,18 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
-from hvcu_tasks.core.metrics import (
-    ACCURACY_METRICS,
-    OFFICIAL_FULL_METRIC,
-    OFFICIAL_SUFFIX,
-    ROTATIONS,
-    aspect_metric,
-    error_share_metric,
-    errors_at_metric,
-    invalid_metric,
-)
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, OFFICIAL_FULL_METRIC, OFFICIAL_SUFFIX, ROTATIONS
 from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.results.runs import ModelResult, aspect_names, is_nan
+from hvcu_tasks.results.scores import aspect_metric, error_share_metric, errors_at_metric, invalid_metric
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
@@ -277,25 +269,6 @@ def _error_cell(count: float | None, share: float | None) -> Cell:
     return f"{int(count)} ({NA_TEXT if share is None or is_nan(share) else f'{share:.2f}%'})"
 
 
-def general_table(models: list[ModelResult], reference: bool = True) -> Table:
-    """Table 7 layout: MMBench, HallusionBench, MMStar (sub-metrics and averages) and MMMU, in percent."""
-    from hvcu_tasks.report.reference import general_reference
-    from hvcu_tasks.results.general import TABLE_ORDER, general_values
-
-    table = Table("general_benchmarks", "General benchmarks (layout of the paper's Table 7)", ["Model", *TABLE_ORDER])
-    if reference:
-        source, columns, rows = general_reference()
-        if tuple(columns) != TABLE_ORDER:
-            raise RuntimeError("paper_reference.json general columns differ from results.general.COLUMNS")
-        table.rows += [[f"{name} {PAPER_MARK}", *values] for name, values in rows]
-        table.notes.append(f"{PAPER_MARK} rows: {source}, reported by the paper's authors.")
-    for model in models:
-        if model.general:
-            table.rows.append([model.model, *general_values(model.general).values()])
-    table.notes.append("MMBench Avg. is the mean of its four splits; MMStar Avg. is lmms-eval's 'average'.")
-    return table
-
-
 def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]:
     """Return every table the runs support, in reading order."""
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
@@ -308,8 +281,6 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
         tables += [aspect_table(models, s), error_table(models, s)]
         if any(m.chains.get(s) for m in models):
             tables.append(interval_table(models, s))
-    if any(m.general for m in models):
-        tables.append(general_table(models, reference))
     for table in tables:
         if any(
             is_nan(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r

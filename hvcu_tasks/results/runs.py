@@ -24,7 +24,7 @@ from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_fil
 from hvcu_tasks.results.diagnostics import SHORT_TO_FAMILY, SamplesFileError, samples_file, with_diagnostics
 from hvcu_tasks.results.diagnostics import TASK as FAMILY_TASK
 from hvcu_tasks.results.errors import ReportError, checked_text
-from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS
+from hvcu_tasks.results.general import COLUMNS, GENERAL_TASKS, Counts, Units, headline_counts, logged_units
 from hvcu_tasks.results.run_record import RunRecord, run_record
 
 PERCENT_PREFIXES = (
@@ -83,6 +83,8 @@ class ModelResult:
     notes: dict[str, list[str]] = field(default_factory=dict)
     general: dict[str, dict[str, float]] = field(default_factory=dict)
     """General-benchmark results (MMStar, MMMU, ...): task -> metric -> value as lmms-eval wrote it."""
+    general_counts: dict[str, Counts] = field(default_factory=dict)
+    """Per general benchmark's headline (results.general.HEADLINES): what it counts, from the sample logs."""
     chains: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
     """Per setting and family: sample id -> full-chain verdict, when the run logged samples."""
     chains_official: dict[str, dict[str, dict[str, bool]]] = field(default_factory=dict)
@@ -268,11 +270,12 @@ def completed_metrics(
 
 
 def results_files(path: Path) -> list[Path]:
-    """Return every lmms-eval results file under a folder (or the file itself)."""
+    """Return every lmms-eval results file under a folder (or the file itself); MMBench's own files (submissions/
+    mmbench_*_results.json, its per-split details) are none."""
     path = Path(path)
     if path.is_file():
         return [path]
-    return sorted(path.rglob("*_results.json"))
+    return sorted(p for p in path.rglob("*_results.json") if p.parent.name != "submissions")
 
 
 @dataclass
@@ -383,6 +386,7 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
     models: dict[str, ModelResult] = {}
     analysis: dict[tuple[str, str], AnalysisRun] = {}
     read: dict[Path, SampleLog] = {}
+    units: dict[str, dict[str, Units]] = {}
     for root in map(Path, paths):
         if not root.exists():
             raise ReportError(f"{root}: no such file or folder")
@@ -404,6 +408,15 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
                     if task in model.general:
                         raise ReportError(f"{f}: {name} has {task} results twice; pass one run per model")
                     model.general[task] = _general_metrics(task, values, f"{f}: {task}")
+                    if limit is not None:
+                        model.note("general", f"{task} ran on a subset (--limit {limit})")
+                    logged, n = samples_file(f, task), results.get("n-samples")
+                    n = n.get(task) if isinstance(n, dict) else None
+                    n = n.get("effective") if isinstance(n, dict) else None
+                    if logged is not None:
+                        units.setdefault(name, {})[task] = logged_units(task, logged)
+                    elif task in ("mmmu_val", "hallusion_bench_image") and isinstance(n, int):  # a share of n docs
+                        units.setdefault(name, {})[task] = {"all": dict.fromkeys(map(str, range(n)))}
                 m = FAMILY_TASK.match(task)
                 if not m:
                     continue
@@ -459,6 +472,8 @@ def read_folders(paths: Sequence[Path]) -> RunFolders:
         if model.dataset == {SMOKE, BENCHMARK}:
             raise ReportError(f"{model.model}: mixes the smoke sample and the benchmark; report them separately")
         check_one_data(model)
+        where = f"{model.model} ({', '.join(sorted({str(r.file) for r in model.records}))})"
+        model.general_counts = headline_counts(model.general, units.get(model.model, {}), where)
         for setting, fams in model.settings.items():
             missing = [f for f in FAMILIES if f not in fams]
             if missing:

@@ -26,13 +26,14 @@ from PIL import Image
 
 from hvcu_tasks import settings
 from hvcu_tasks.cli import main
-from hvcu_tasks.core import aggregate, metrics
-from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core import aggregate, metrics, payloads
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.data import validate
 from hvcu_tasks.lmms import context, documents, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
+from hvcu_tasks.results.scores import family_metrics
 
 IMPL_FILE = "Implication-Understanding.json"
 HUB_IMPL = "Chime316/HVCU-Bench[Implication_Understanding]"
@@ -344,9 +345,12 @@ def test_an_unexpected_load_error_also_ends_the_run_with_one_line(monkeypatch) -
 
 
 def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch) -> None:
+    from huggingface_hub import constants
+
     monkeypatch.delenv(settings.DATA_ENV, raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # what the client read at import
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     start = time.monotonic()
@@ -354,6 +358,21 @@ def test_an_unreachable_hub_fails_in_seconds_naming_the_env_variable(monkeypatch
     assert time.monotonic() - start < 5
     last = str(err).splitlines()[-1]
     assert "http://127.0.0.1:9" in last and "HVCU_BENCH_DATA" in last
+
+
+def test_validating_an_unreachable_hub_says_so_once(monkeypatch, capsys) -> None:
+    from huggingface_hub import constants
+
+    from hvcu_tasks.data import hub
+
+    hub.reset()  # a fresh process: nothing pinned yet
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["data", "validate", "hub"]) == 1
+    said = [line for line in capsys.readouterr().out.splitlines() if "cannot reach the Hugging Face Hub" in line]
+    assert len(said) == 1 and "http://127.0.0.1:9" in said[0] and "HVCU_BENCH_DATA" in said[0]
 
 
 # ---------------------------------------------------------------- replies that never came
@@ -473,19 +492,25 @@ def test_overall_score_is_nan_when_any_family_is_nan() -> None:
     assert math.isnan(aggregate.overall_score_group([50.0, float("nan"), 40.0], [3, 0, 3], False))
 
 
+def logged_diagnostics(items: list[dict], family: str) -> dict[str, float | int]:
+    """Every metric of a family task's acc_full payloads, the diagnostics included, as `hvcu report` scores them."""
+    return family_metrics([Outcome.from_dict(r) for r in payloads.flatten(items)], ASPECTS[family])
+
+
 def test_limit_without_a_complete_chain_gives_nan_aggregations() -> None:
     docs = _base_docs()
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
     assert math.isnan(aggregate.AGGREGATIONS["acc_full"](items))
     assert math.isnan(aggregate.AGGREGATIONS["acc_conn"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["full_metaphor"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["error_share_perc"](items))
     assert aggregate.AGGREGATIONS["n_chains"](items) == 0
+    diagnostics = logged_diagnostics(items, "implication")  # what `hvcu report` computes from the sample log
+    assert math.isnan(diagnostics["full_metaphor"]) and math.isnan(diagnostics["error_share_perc"])
 
 
 def test_an_aspect_with_no_chain_is_nan() -> None:
     assert math.isnan(metrics.NA)
     docs = hooks.process_docs(stub("aesthetic", "smoke"))
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
-    assert aggregate.AGGREGATIONS["full_color"](items) == 100.0
-    assert math.isnan(aggregate.AGGREGATIONS["full_font"](items))
+    diagnostics = logged_diagnostics(items, "aesthetic")
+    assert diagnostics["full_color"] == 100.0
+    assert math.isnan(diagnostics["full_font"])

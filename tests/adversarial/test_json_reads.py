@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hvcu_tasks.cli import main
-from hvcu_tasks.data.jsonio import JsonReadError, iter_jsonl, loads_reply, read_json
+from hvcu_tasks.data.jsonio import JsonReadError, loads, loads_reply, read_json
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,12 +56,13 @@ def test_bytes_that_are_not_utf8_name_the_file_and_the_offset(tmp_path: Path) ->
 
 def test_a_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_text('{"a": 1}\n\n' + DEEP_10K + "\n")
-    rows = iter_jsonl(path)
-    assert next(rows) == (1, {"a": 1})
+    assert loads('{"a": 1}', source=path, line=1) == {"a": 1}
     with pytest.raises(JsonReadError) as err:
-        next(rows)
+        loads(DEEP_10K, source=path, line=3)
     assert str(err.value).startswith(f"{path}:3: nested deeper than")
+    with pytest.raises(JsonReadError) as err:
+        loads('{"a": 1,\n}', source=path, line=4)
+    assert str(err.value).startswith(f"{path}:4: not valid JSON")  # the file's line, not the text's
 
 
 def test_a_key_given_twice_is_refused_only_when_asked(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.names import UnsafeNameError, check_name
 from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.data import hub as hub_module
 from hvcu_tasks.data import validate as validate_module
 from hvcu_tasks.data.files import inside
 from hvcu_tasks.results.chains import chains_of_file
@@ -89,17 +90,19 @@ def test_hf_hub_offline_still_reads_the_cache(monkeypatch, stand_in_hub) -> None
 def test_hf_datasets_offline_zero_is_online_and_a_dead_hub_fails_fast(monkeypatch, stand_in_hub) -> None:
     serve_hub_from_cache(stand_in_hub)
     offline_env(monkeypatch, HF_DATASETS_OFFLINE="0")
+    stand_in_hub.stop()  # the hub (and the proxy of the client) is gone; the cache is warm
+    hub_module.reset()  # a new process
     with pytest.raises(DataError) as err:
         validate_module.load_family("hub", "implication")
-    assert f"cannot reach the Hugging Face Hub at {DEAD_ENDPOINT}" in str(err.value)
-    assert "HF_DATASETS_OFFLINE=1" in str(err.value) or "HF_HUB_OFFLINE=1" in str(err.value)
+    assert f"cannot reach the Hugging Face Hub at {stand_in_hub.endpoint}" in str(err.value)
+    assert "HF_HUB_OFFLINE=1" in str(err.value)
 
 
 @pytest.mark.slow
 def test_lmms_eval_with_hf_datasets_offline_goes_to_the_cache_not_the_hub_probe(tmp_path: Path) -> None:
     preds = tmp_path / "preds.jsonl"
     preds.write_text("", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in {"HVCU_BENCH_DATA", *validate_module.OFFLINE_FLAGS}}
+    env = {k: v for k, v in os.environ.items() if k not in {"HVCU_BENCH_DATA", *hub_module.OFFLINE_FLAGS}}
     env |= {"HF_DATASETS_OFFLINE": "1", "HF_ENDPOINT": DEAD_ENDPOINT, "HF_HOME": str(tmp_path / "hf")}
     cmd = [str(Path(sys.executable).with_name("lmms-eval")), "--model", "hvcu_replay"]
     cmd += ["--model_args", f"predictions={preds}", "--tasks", "hvcu_bench_impl", "--output_path", str(tmp_path / "o")]

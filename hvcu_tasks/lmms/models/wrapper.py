@@ -17,18 +17,11 @@ private task_dict key, removed after the call) carrying the round's chat, so the
 fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
 the inner model; single-round requests pass straight through.
 
-`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk
-(request_cache.py), so a killed run, rerun with the same command, pays again only for what was unanswered.
-Client backends (`openai`, `async_openai`, `litellm`: any `client.chat.completions.create`) are cached at
-their client's call, each reply stored the moment it arrives (a rerun repeats at most the requests in flight);
-for every other backend the wrapper answers stored requests itself and sends the rest `chunk_size` at a time,
-storing each call's replies as it returns (a rerun repeats at most `chunk_size` answered requests per rank).
-With the default setting a cache folder that cannot be created turns the cache off with one line; asked for
-(`cache=on`, `cache=PATH`) it is an error. Replies are kept per run: every wrapper starts a new run that
-resumes only what unfinished runs of the model left (a killed run) and no request a finished run asked, so a
-new checkpoint served under the same name is asked again; `reuse=all|RUN[+RUN]|v1` takes earlier runs'
-replies, `run=NAME` keeps a series of runs apart (request_cache.py). A run ends finished when the model phase
-completed (every call returned and nothing raised out of the wrapper), failed replies or not.
+`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk, so a
+killed run, rerun with the same command, pays again only for what was unanswered (request_cache.py: the rule
+for runs, `reuse=`, `run=`). Client backends (`openai`, `async_openai`, `litellm`) are cached at their client's
+call; for every other backend the wrapper answers stored requests and sends the rest `chunk_size` at a time. A
+run ends finished when the model phase completed (every call returned, nothing raised), failed replies or not.
 
 An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
 start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
@@ -55,31 +48,26 @@ from lmms_eval.api.model import lmms
 from hvcu_tasks.data.public import public_url
 from hvcu_tasks.lmms.models.cache_runs import LockUnsupported, reuse_setting, run_name
 from hvcu_tasks.lmms.models.request_cache import (
+    API_BACKENDS,
+    FAILURE_MARKERS,
     IDENTITY_ATTRS,
     RequestCache,
-    built_model_identity,
     cache_location,
     cache_setting,
     chat_client,
     hook_client,
-    identifies,
-    is_api,
-    keepable,
+    model_identity,
     resolved_attributes,
 )
 from hvcu_tasks.lmms.models.rounds import reply_text as _text
 from hvcu_tasks.lmms.models.rounds import run_rounds
 from hvcu_tasks.lmms.models.routing import CHAIN_ROUNDS, hint_once
-from hvcu_tasks.lmms.plugin import end_after_results, serve
+from hvcu_tasks.lmms.plugin import end_after_results, installed_lmms_eval, serve
 
 DEFAULT_CHUNK_SIZE = 64
 """Documents whose chains run together (one inner call per round) when `chunk_size` is not given."""
-
-
-REQUEST_FAILED = "[LMMS_EVAL_REQUEST_FAILED"
-"""How lmms-eval's API backends begin the text they return for a request that failed every retry."""
-BUDGET_EXCEEDED = "[LMMS_EVAL_BUDGET_EXCEEDED]"
-"""What lmms-eval returns for a request skipped because its token budget (--max_tokens) ran out: not a failure."""
+REQUEST_FAILED, BUDGET_EXCEEDED = FAILURE_MARKERS
+"""How lmms-eval begins a failed request's text; what it returns for one its token budget skipped (not a failure)."""
 RANK_PADDING = "__padding_only__"
 """lmms-eval's metadata mark on the copies it adds so that every rank sends as many requests: none of the run's."""
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -225,9 +213,7 @@ class ContextWrapper(lmms):
             if not inner:
                 raise ValueError("hvcu_context needs --model_args inner=<lmms-eval model>,<its arguments>")
             size = chunk_size_of(chunk_size)
-            setting = cache_setting(cache)
-            reuse_setting(reuse)  # a bad reuse= or run= fails before the inner model is built
-            name_of_run = run_name(run)
+            cache_setting(cache), reuse_setting(reuse), run_name(run)  # bad ones fail before the inner model is built
         from lmms_eval.models import get_model
 
         cls = get_model(inner)
@@ -235,7 +221,7 @@ class ContextWrapper(lmms):
             self._check_chat(cls, inner)
         self._attach(cls(**inner_args), inner, size)
         with _usage_errors():
-            self._open_cache(setting, inner_args, reuse, name_of_run)
+            self._open_cache(cache, inner_args, reuse, run)
 
     @classmethod
     def around(
@@ -256,14 +242,11 @@ class ContextWrapper(lmms):
         from; `reuse` takes earlier runs' replies (request_cache.py).
         """
         size = chunk_size_of(chunk_size)
-        setting = cache_setting(cache)
-        reuse_setting(reuse)
-        name_of_run = run_name(run)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
         lmms.__init__(wrapper)
         wrapper._attach(inner, name or type(inner).__name__, size)
-        wrapper._open_cache(setting, dict(model_args or {}), reuse, name_of_run)
+        wrapper._open_cache(cache, dict(model_args or {}), reuse, run)
         return wrapper
 
     @staticmethod
@@ -294,72 +277,56 @@ class ContextWrapper(lmms):
         self._first_error: str | None = None
         serve(self)
 
-    def _open_cache(
-        self, setting: str | Path, model_args: Mapping[str, Any], reuse: Any = None, run: str | None = None
-    ) -> None:
-        """Note the served model's identity, open the request cache's run (hook the inner model's client); say where
-        and which replies it uses. The identity (with the cache's run when it is on) goes into the results file.
+    def _open_cache(self, cache: Any, model_args: Mapping[str, Any], reuse: Any = None, run: Any = None) -> None:
+        """Note the served model's identity (the results file records it, with the cache's run), name the endpoint,
+        open the request cache's run and hook the inner model's client.
 
-        With the default setting, a model nothing identifies or a folder that cannot be created leaves the
-        cache off with one line; asked for explicitly, either is an error.
+        With the default setting, a model nothing identifies or a folder that cannot be used leaves the cache off
+        with one line; asked for explicitly, either is an error.
         """
-        client = chat_client(self.inner)
+        setting, reuse, run = cache_setting(cache), reuse_setting(reuse), run_name(run)
+        client, attrs = chat_client(self.inner), resolved_attributes(self.inner)
         self.endpoint = endpoint_of(self.inner, model_args, client)
         if self.endpoint:
-            attrs = resolved_attributes(self.inner)
             model = next((attrs[k] for k in ("model_version", "model", "model_name") if k in attrs), None)
             given = bool(model_args.get("base_url")) or client is None  # else the client chose it
             self._say(endpoint_line(self.inner_name, model, self.endpoint, given))
-        identity = built_model_identity(self.inner_name, model_args, self.inner, client)
+        url = getattr(client, "base_url", None)  # where the client really sends; a local model: the lmms-eval release
+        identity = model_identity(self.inner_name, model_args, None if url is None else str(url), attrs)
+        if client is None:
+            identity["lmms_eval"] = installed_lmms_eval()
         self.model_identity = copy.deepcopy(identity)
-        api = is_api(self.inner_name, model_args, client)
+        api = client is not None or self.inner_name in API_BACKENDS or bool(model_args.get("base_url"))  # paid
         root = cache_location(setting, api)
+
+        def off(why: str, error: str) -> None:
+            if setting != "auto":
+                raise ValueError(f"hvcu_context: {error}")
+            self._say(f"hvcu_context: request cache off ({why})")
+
+        if root is None and api:
+            why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
+            self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
         if root is None:
-            if api:
-                why = "cache=off" if setting == "off" else "the toolkit's caches are turned off (HVCU_CACHE_DIR)"
-                self._say(f"hvcu_context: request cache off ({why}); a killed run pays again for every request")
-            return
-        if not identifies(identity):
-            why = (
-                f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
-                f"{', '.join(IDENTITY_ATTRS)} attribute"
-            )
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off ({why})")
-                return
-            raise ValueError(f"hvcu_context: cache={setting}, but {why}; pass the model's arguments (model_args)")
+            return None
+        if not (identity["args"] or identity.get("resolved")):  # nothing says which model it is
+            why = f"nothing identifies the inner model {self.inner_name}: no model arguments and no "
+            why += f"{', '.join(IDENTITY_ATTRS)} attribute"
+            return off(why, f"cache={setting}, but {why}; pass the model's arguments (model_args)")
         try:
-            self.request_cache = RequestCache(
-                root,
-                identity,
-                reuse=reuse,
-                rank=self.rank,
-                world_size=self.world_size,
-                report=True,
-                name=run,
-            )
+            cache = RequestCache(root, identity, reuse, self.rank, self.world_size, report=True, name=run)
         except LockUnsupported as exc:
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off ({exc.strerror}: runs cannot be told apart)")
-                return
-            raise ValueError(
-                f"hvcu_context: cache={setting}: {exc.strerror}; give a cache=PATH on a local disk"
-            ) from None
+            why = f"{exc.strerror}; give a cache=PATH on a local disk"
+            return off(f"{exc.strerror}: runs cannot be told apart", f"cache={setting}: {why}")
         except OSError as exc:
-            why = exc.strerror or str(exc)
-            if setting == "auto":
-                self._say(f"hvcu_context: request cache off (cannot create {root}: {why})")
-                return
-            raise ValueError(
-                f"hvcu_context: cannot create the request cache {root}: {why}; give a writable cache=PATH or cache=off"
-            ) from None
-        self.model_identity["request_cache"] = {
-            "identity": self.request_cache.folder.name,
-            "run": self.request_cache.run_id,
-        }
-        if client is not None and hook_client(client, self.request_cache):
+            why, advice = f"{root}: {exc.strerror or exc}", "give a writable cache=PATH or cache=off"
+            return off(f"cannot create {why}", f"cannot create the request cache {why}; {advice}")
+        self.request_cache = cache
+        self.model_identity["request_cache"] = {"identity": cache.folder.name, "run": cache.run_id}
+        if client is not None:
+            hook_client(client, cache)
             self._client_cached = True
-        for line in self.request_cache.start_lines():
+        for line in cache.start_lines():
             self._say(line)
 
     def end_run(self) -> None:
@@ -453,13 +420,13 @@ class ContextWrapper(lmms):
         model phase did not complete: the same command resumes the run.
         """
         cache = self.request_cache
-        if cache is None:
-            return call()
-        cache.reopen()  # a call after one that raised (which ended the run) continues the run
+        if cache is not None:
+            cache.reopen()  # a call after one that raised (which ended the run) continues the run
         try:
             return call()
         except BaseException as exc:
-            cache.failed(exc)
+            if cache is not None:
+                cache.failed(exc)
             raise
 
     @staticmethod
@@ -490,16 +457,12 @@ class ContextWrapper(lmms):
         A client backend's cache sits in its client, so its requests go to the inner model in one call.
         """
         cache = self.request_cache
-        if cache is None:
-            replies = self._call_inner(requests)
-        elif self._client_cached:
-            cache.sample = sample
-            try:
-                replies = self._call_inner(requests)
-            finally:
-                cache.sample = 0
-        else:
+        if cache is not None and not self._client_cached:
             replies = self._generate_cached(cache, requests, sample)
+        else:
+            if cache is not None:
+                cache.sample = sample  # the client's hook keys this call's requests with it
+            replies = self._call_inner(requests)
         # the ranks' padding copies are answered, not counted (a wrong reply count is the callers' error to raise)
         own = [reply for request, reply in zip(requests, replies, strict=False) if not is_padding(request)]
         if cache is not None:
@@ -513,21 +476,12 @@ class ContextWrapper(lmms):
         Equal requests within the call are sent once; each gets that reply.
         """
         keys = [cache.key(self._request_content(r), sample) for r in requests]
-        replies: list[Any] = []
-        first: dict[str, int] = {}
-        copies: list[tuple[int, int]] = []
-        todo = []
+        replies: list[Any] = [getattr(cache.get(key), "text", None) for key in keys]
+        first: dict[Any, int] = {}  # each request to send (by key; uncached ones by position) -> its first position
         for i, key in enumerate(keys):
-            stored = cache.get(key)
-            replies.append(None if stored is None else stored.text)
-            if stored is not None:
-                continue
-            if key is not None and key in first:
-                copies.append((i, first[key]))
-                continue
-            if key is not None:
-                first[key] = i
-            todo.append(i)
+            if replies[i] is None:
+                first.setdefault(i if key is None else key, i)
+        todo = list(first.values())
         for start in range(0, len(todo), self.chunk_size):
             part = todo[start : start + self.chunk_size]
             got = self._call_inner([requests[i] for i in part])
@@ -535,9 +489,9 @@ class ContextWrapper(lmms):
                 raise RuntimeError(f"{self.inner_name} returned {len(got)} replies for {len(part)} requests")
             for i, reply in zip(part, got, strict=True):
                 replies[i] = reply
-                if keepable(_text(reply)):
-                    cache.put(keys[i], _text(reply))
-        for i, source in copies:
+                cache.put(keys[i], _text(reply))
+        copies = [(i, first[key]) for i, key in enumerate(keys) if replies[i] is None and key in first]
+        for i, source in copies:  # equal requests of the call: sent once, each gets that reply
             replies[i] = replies[source]
         return replies
 
@@ -554,7 +508,7 @@ class ContextWrapper(lmms):
 
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
             self.inner.client = fresh
-            if self._client_cached and self.request_cache is not None:
+            if self._client_cached:
                 hook_client(fresh, self.request_cache)
         self._inner_calls += 1
         return self.inner.generate_until(requests)
