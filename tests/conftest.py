@@ -144,9 +144,9 @@ SMOKE_REPLIES: dict[tuple[str, str], tuple[str | None, str | None, str | None]] 
 # The metrics those replies must give, computed by hand.
 SMOKE_EXPECTED = {
     "implication": {
-        "acc_perc": 80.0,
-        "acc_bridge": 80.0,
-        "acc_conn": 60.0,
+        "acc_l1_perc": 80.0,
+        "acc_l2_bridge": 80.0,
+        "acc_l3_conn": 60.0,
         "acc_full": 20.0,
         "invalid_conn": 20.0,
         "errors_at_perc": 1,
@@ -157,9 +157,9 @@ SMOKE_EXPECTED = {
         "full_symbolism": 0.0,
     },
     "aesthetic": {
-        "acc_perc": 75.0,
-        "acc_bridge": 75.0,
-        "acc_conn": 75.0,
+        "acc_l1_perc": 75.0,
+        "acc_l2_bridge": 75.0,
+        "acc_l3_conn": 75.0,
         "acc_full": 50.0,
         "errors_at_perc": 1,
         "errors_at_bridge": 1,
@@ -167,9 +167,9 @@ SMOKE_EXPECTED = {
         "full_color": 100.0,
     },
     "affective": {
-        "acc_perc": 500 / 6,
-        "acc_bridge": 100.0,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 500 / 6,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 100.0,
         "acc_full": 500 / 6,
         "invalid_perc": 100 / 6,
         "errors_at_perc": 1,

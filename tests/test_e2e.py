@@ -170,7 +170,7 @@ def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -
     )
     got = results["results"]["hvcu_bench_sample_aesth"]
     assert got["n_chains,none"] == 1 and got["n_incomplete,none"] == 1
-    assert got["acc_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
+    assert got["acc_l1_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
 
 
 def test_data_parallel_run_gathers_before_scoring(authors_results: Path, tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     identity = result["acc_full"]["data_identity"]
     assert identity["kind"] == "smoke"  # every sample-log line names the data it read
     assert identity["fingerprint"].startswith("sha256:")
-    assert result["acc_perc"]["outcomes"] == [
+    assert result["acc_l1_perc"]["outcomes"] == [
         {
             "sample_id": "metaphor_001",
             "family": "implication",

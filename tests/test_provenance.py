@@ -28,7 +28,7 @@ FULL_ITEMS = {
     "aesthetic": [item("color_001", "CCA")],
     "affective": [item("joy_001", "ABD")],
 }
-METRICS = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+METRICS = {"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 
 
 def stub(family: str, source: str = "hub") -> datasets.Dataset:

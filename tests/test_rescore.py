@@ -11,6 +11,8 @@ from conftest import SMOKE_EXPECTED, SMOKE_SCORE
 from hvcu_tasks.cli import main, score_files
 from hvcu_tasks.results.rescore import read_authors_results
 
+LEVEL = {"perc": 1, "bridge": 2, "conn": 3}
+
 
 def test_scores_every_family_and_the_overall_score(authors_results: Path) -> None:
     (summary,) = score_files(sorted(authors_results.iterdir()))  # no model name or setting: one unnamed run
@@ -18,7 +20,7 @@ def test_scores_every_family_and_the_overall_score(authors_results: Path) -> Non
     for family, expected in SMOKE_EXPECTED.items():
         fam = summary["families_official"][family]
         flat = {
-            **{f"acc_{k}": v for k, v in fam["acc"].items()},
+            **{f"acc_l{LEVEL[k]}_{k}": v for k, v in fam["acc"].items()},  # the reported names
             "acc_full": fam["acc_full"],
             **{f"invalid_{k}": v for k, v in fam["invalid"].items()},
             **{f"errors_at_{k}": v for k, v in fam["error_counts"].items()},

@@ -501,7 +501,7 @@ def test_limit_without_a_complete_chain_gives_nan_aggregations() -> None:
     docs = _base_docs()
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
     assert math.isnan(aggregate.AGGREGATIONS["acc_full"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["acc_conn"](items))
+    assert math.isnan(aggregate.AGGREGATIONS["acc_l3_conn"](items))
     assert aggregate.AGGREGATIONS["n_chains"](items) == 0
     diagnostics = logged_diagnostics(items, "implication")  # what `hvcu report` computes from the sample log
     assert math.isnan(diagnostics["full_metaphor"]) and math.isnan(diagnostics["error_share_perc"])
