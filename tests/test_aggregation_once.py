@@ -219,7 +219,13 @@ def test_the_context_setting_gives_the_same_numbers_for_the_same_replies() -> No
     results = [context.process_results(doc, [replies]) for doc, replies in docs]
     expected = {**EXPECTED, "n_incomplete": 0, "n_chains": 5, "n_failed_requests": 3}
     # s3's two missing rounds count as failed requests scored wrong, so s3 is a complete chain failed at L2
-    expected |= {"acc_l2_bridge": 60.0, "acc_l3_conn": 60.0, "acc_full": 20.0, "invalid_bridge": 20.0, "invalid_conn": 20.0}
+    expected |= {
+        "acc_l2_bridge": 60.0,
+        "acc_l3_conn": 60.0,
+        "acc_full": 20.0,
+        "invalid_bridge": 20.0,
+        "invalid_conn": 20.0,
+    }
     expected |= {"acc_l2_bridge_official": 60.0, "acc_l3_conn_official": 40.0, "acc_full_official": 0.0}
     expected |= {"errors_at_bridge": 2, "error_share_perc": 50.0, "error_share_bridge": 50.0, "full_symbolism": 0.0}
     assert_expected(aggregate(by_metric(results)), expected)

@@ -234,8 +234,12 @@ def test_circular_full_chain_counts_each_rule_apart_and_failed_requests() -> Non
     assert got["n_chains"] == 3 and got["n_incomplete"] == 0 and got["n_failed_requests"] == 1
     assert got["acc_full"] == pytest.approx(200 / 3)  # s1, s2 (ours); s3 lost a rotation of L1
     assert got["acc_full_official"] == pytest.approx(100 / 3)  # s1 only
-    assert got["acc_l1_perc"] == pytest.approx(200 / 3) and got["acc_l2_bridge"] == 100.0 and got["acc_l3_conn"] == 100.0
-    assert got["acc_l2_bridge_official"] == pytest.approx(200 / 3) and got["acc_l1_perc_official"] == pytest.approx(200 / 3)
+    assert (
+        got["acc_l1_perc"] == pytest.approx(200 / 3) and got["acc_l2_bridge"] == 100.0 and got["acc_l3_conn"] == 100.0
+    )
+    assert got["acc_l2_bridge_official"] == pytest.approx(200 / 3) and got["acc_l1_perc_official"] == pytest.approx(
+        200 / 3
+    )
 
 
 def test_circular_rows_rotate_each_levels_texts_and_carry_the_identity() -> None:

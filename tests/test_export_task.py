@@ -101,7 +101,8 @@ def test_a_yaml_naming_a_diagnostics_aggregation_gets_an_error_saying_what_a_tas
     utils = load_utils(exported)  # lmms-eval resolves `!function utils.<name>` with getattr on this module
     with pytest.raises(AttributeError) as err:
         utils.agg_position_bias  # noqa: B018
-    reported = "acc_l1_perc, acc_l2_bridge, acc_l3_conn, acc_full, acc_l1_perc_official, acc_l2_bridge_official, acc_l3_conn_official"
+    reported = "acc_l1_perc, acc_l2_bridge, acc_l3_conn, acc_full, "
+    reported += "acc_l1_perc_official, acc_l2_bridge_official, acc_l3_conn_official"
     assert str(err.value).startswith(f"utils.agg_position_bias: an HVCU-Bench task reports only {reported}, ")
     assert str(err.value).endswith("`hvcu report` computes them from a --log_samples run")
     assert not hasattr(utils, "no_such_hook") and callable(utils.agg_acc_full)

@@ -371,7 +371,9 @@ def test_the_report_shows_a_human_row_with_those_numbers(hand_sheets: Path, hand
     assert model.model == "Human" and model.score("base") == OVERALL
     tables = {t.name: t for t in all_tables([model])}
     row = tables["table2_base"].rows[-1]
-    expected_cells = [EXPECTED[f][m] for f in EXPECTED for m in ("acc_l1_perc", "acc_l2_bridge", "acc_l3_conn", "acc_full")]
+    expected_cells = [
+        EXPECTED[f][m] for f in EXPECTED for m in ("acc_l1_perc", "acc_l2_bridge", "acc_l3_conn", "acc_full")
+    ]
     assert row[0] == "Human*"  # 2 + 1 + 1 samples: a subset of the benchmark, flagged
     assert row[1:-2] == pytest.approx(expected_cells) and row[-2] == OVERALL  # Score, then Score (official)
     assert tables["table2_base"].rows[0][0] == "Human [paper]"

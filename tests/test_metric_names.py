@@ -158,7 +158,11 @@ def test_what_a_task_reports_is_both_rules_and_the_counts_by_hand() -> None:
     assert metrics.score_table(outcomes) == {
         **{"acc_l1_perc": pytest.approx(200 / 3), "acc_l2_bridge": pytest.approx(200 / 3), "acc_l3_conn": 100.0},
         "acc_full": pytest.approx(100 / 3),  # c1
-        **{"acc_l1_perc_official": 100.0, "acc_l2_bridge_official": pytest.approx(200 / 3), "acc_l3_conn_official": 100.0},
+        **{
+            "acc_l1_perc_official": 100.0,
+            "acc_l2_bridge_official": pytest.approx(200 / 3),
+            "acc_l3_conn_official": 100.0,
+        },
         "acc_full_official": pytest.approx(200 / 3),  # c1, c3
         **{"n_chains": 3, "n_incomplete": 0, "n_failed_requests": 1},
     }

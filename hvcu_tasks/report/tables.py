@@ -15,8 +15,8 @@ Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
 LEVEL_METRICS = ACCURACY_METRICS
 """The per-family columns of Tables 2, 3 and 8: the level accuracies and the full-chain accuracy."""
-METRIC_LABEL = {m: m.capitalize() for m in LEVEL_METRICS}
-"""Column label of each accuracy: Acc_perc, Acc_bridge, Acc_conn, Acc_full."""
+METRIC_LABEL = {m: "Acc_" + m.rsplit("_", 1)[-1] for m in LEVEL_METRICS}
+"""Column label of each accuracy, as in the paper: Acc_perc, Acc_bridge, Acc_conn, Acc_full."""
 NA_TEXT = "n/a"
 NA_NOTE = (
     f"{NA_TEXT}: not available, nothing to measure (no complete chain, e.g. in a --limit run; no failed chain "
