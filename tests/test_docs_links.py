@@ -6,8 +6,9 @@ spaces -> '-', punctuation dropped except '-' and '_'; a repeated heading gets -
 Scannable (issue 37): every line of a fenced code block fits 100 characters (a terminal or a GitHub code box
 shows it without a scroll bar); no prose paragraph or list item is over 120 words (at the pages' ~110-character
 lines that is about 7 lines, what a reader takes in before losing the thread; the walls the issue found ran
-300-700 words); README states how many requests a full run makes, and README and docs/evaluation.md state what
-tokens it costs and where lmms-eval's run flags are listed (`lmms-eval --help` shows only subcommands).
+300-700 words; table rows are reference lines, not paragraphs, and are not counted); README states how many
+requests a full run makes, and README and docs/evaluation.md state what tokens it costs and where lmms-eval's
+run flags are listed (`lmms-eval --help` shows only subcommands).
 """
 
 from __future__ import annotations
