@@ -99,7 +99,8 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
     def th(i: int) -> str:
         css = " class='model'" if i == model_col else " class='headline'" if board and i == 2 else ""
         css = " class='text'" if i == source_col else css
-        return f"<th scope='col'{css}>{html.escape(table.columns[i])}</th>"
+        words = html.escape(table.columns[i]).split(" ")  # the last two kept together: never one word a line
+        return f"<th scope='col'{css}>{' '.join(words[:-2] + ['&nbsp;'.join(words[-2:])])}</th>"
 
     def td(i: int, value: object, kind: str, continuation: bool = False) -> str:
         text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
@@ -131,9 +132,8 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
         body_html = "".join(f"<tbody class='group'>{''.join(body)}</tbody>" for body in bodies)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
     css_table = "sortable board" if board else "sortable"
-    wrap = "" if board else " class='scroll'"
     return (
-        f"<section id='s-{html.escape(table.name)}'><h2>{html.escape(table.title)}</h2><div{wrap}>"
+        f"<section id='s-{html.escape(table.name)}'><h2>{html.escape(table.title)}</h2><div class='scroll'>"
         f"<table class='{css_table}' id='{html.escape(table.name)}'><thead><tr>{''.join(th(i) for i in order)}"
         f"</tr></thead>{body_html}</table></div><ul class='notes'>{notes}</ul></section>"
     )
