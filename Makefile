@@ -116,7 +116,7 @@ browser:
 test: lint browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# Mutation testing (mutmut, a dev extra; not part of `test`, ~10 min on 2 busy cores): mutants of the seven files in
+# Mutation testing (mutmut, a dev extra; not part of `test`, ~10 min on 2 busy cores): mutants of the files in
 # pyproject's [tool.mutmut], each run against the fast tests that cover the mutated function; then the score per file
 # and every survivor (tests/tools/mutation_report.py), then one-word drops from the parser's keyword lists, which
 # mutmut does not make (tests/tools/table_mutation.py). Starts afresh each time. MUTANTS narrows the mutmut part,

@@ -40,11 +40,12 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from PIL import Image
 
+from hvcu_tasks.core.documents import sample_rows
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.schema import ImageRef
 from hvcu_tasks.data import images as hvcu_images
 from hvcu_tasks.data.loaders import load_source
-from hvcu_tasks.lmms import context
+from hvcu_tasks.lmms import context, hooks
 from hvcu_tasks.lmms.models.wrapper import DEFAULT_CHUNK_SIZE, ContextWrapper
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ def make_requests(n: int, images: list[Path]) -> tuple[Any, list[Instance]]:
         dataclasses.replace(base[i % len(base)], id=f"{base[i % len(base)].id}#{i}", image=ImageRef(path=paths[i]))
         for i in range(n)
     ]
-    docs = context.sample_dataset(samples)
+    docs = hooks.document_table(list(sample_rows(samples)), "chains")
     context.doc_to_messages(docs[0])
     hvcu_images.reset()
 

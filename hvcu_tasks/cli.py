@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate a dataset and print one line per problem, then the counts."""
-    from hvcu_tasks.data.validate import validate
+    from hvcu_tasks.data.validate import identity_lines, validate
 
     report = validate(args.source, decode_images=not args.no_decode, use_cache=not args.no_cache)
     for problem in report.problems:
@@ -36,8 +36,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for line in report.count_warnings + ([report.count_note] if report.count_note else []):
         print(line)
     if report.identities:
-        from hvcu_tasks.data.validate import identity_lines
-
         print("\n".join(identity_lines(report.identities)))
     if report.problems:
         print(f"INVALID: {len(report.problems)} problem(s)", file=sys.stderr)
@@ -259,16 +257,9 @@ def _cmd_tasks_dir(_args: argparse.Namespace) -> int:
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
     """Build a tiny random Qwen2.5-VL, Qwen3-VL, LLaVA or LLaVA-NeXT (offline stand-ins for the demo and tests)."""
-    from hvcu_tasks.dev.tiny_model import build_llava, build_llava_next, build_qwen2_5_vl, build_qwen3_vl
+    from hvcu_tasks.dev import tiny_model
 
-    builders = {
-        "qwen2_5_vl": build_qwen2_5_vl,
-        "qwen3_vl": build_qwen3_vl,
-        "llava": build_llava,
-        "llava_next": build_llava_next,
-    }
-    build = builders[args.arch]
-    print(build(args.out, seed=args.seed))
+    print(getattr(tiny_model, f"build_{args.arch}")(args.out, seed=args.seed))
     return 0
 
 
@@ -334,28 +325,23 @@ class Parser(argparse.ArgumentParser):
         return usage + "\n" + self._form_usages().rstrip("\n") + sep + rest
 
 
-def version_line() -> str:
-    """Return `hvcu VERSION (lmms-eval VERSION)`: the installed distributions' versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    def installed(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "not installed"
-
-    return f"hvcu {installed('hvcu-toolkit')} (lmms-eval {installed('lmms_eval')})"
-
-
 class _VersionAction(argparse.Action):
-    """`--version`: print the version line and exit (the versions are read only when asked)."""
+    """`--version`: print `hvcu VERSION (lmms-eval VERSION)` and exit (the versions are read only when asked)."""
 
     def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
         super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> None:
-        """Print the version line and exit with status 0."""
-        print(version_line())
+        """Print the installed distributions' versions and exit with status 0."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        found = []
+        for dist in ("hvcu-toolkit", "lmms_eval"):
+            try:
+                found.append(version(dist))
+            except PackageNotFoundError:
+                found.append("not installed")
+        print("hvcu {} (lmms-eval {})".format(*found))
         parser.exit()
 
 

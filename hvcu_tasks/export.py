@@ -1,24 +1,10 @@
 """`hvcu export-task DIR`: an lmms-eval task folder generated from this package, needing nothing but lmms-eval.
 
-The folder holds the package's own task YAMLs (copied as they are, so new tasks and metric rows come along by
-themselves), the bundled smoke sample (`data/`), a README, and the code the YAMLs' hooks run, the package's own
-files copied as they are but for their imports of the package, which become relative (`from .core.metrics import`,
-`from . import hooks`): the one rewrite the copy needs.
-
-- `utils.py`: the template `hvcu_tasks/lmms/export_utils.py`: it loads `hvcu_lib/` once per process under a name
-  made from its folder's path (never on `sys.path`) and hands lmms-eval `hook_table.HOOKS`;
-- `hvcu_lib/{hooks,context,analysis_tasks,hook_table}.py`: the installed task folder's hook modules, the same files
-  (SHARED), so both folders hand lmms-eval the same source for every hook;
-- `hvcu_lib/documents.py`: `hvcu_tasks/lmms/export_documents.py` in the place of `lmms/documents.py`, the one part
-  each side brings itself (where the samples come from, how an image is handed out);
-- `hvcu_lib/core/`: the files of the pure core `hvcu_tasks/core/` those modules import, directly or through each
-  other (used_core); `hvcu_lib/settings.py`: the package's settings (the one reader of HVCU_*; standard library
-  only, like the core).
-An import of any other part of the package is an ExportError naming file and line, never a broken folder.
-
-Every export also writes `.hvcu-export` (the toolkit version, then every file it wrote): `--force` replaces only an
-empty folder or such an earlier export holding nothing else (Python's bytecode caches aside), never the working
-folder or a folder holding it, so `hvcu export-task .../lmms_eval/tasks --force` is refused, not a wiped task tree.
+The package's task YAMLs, the smoke sample (`data/`), a README, `utils.py` (lmms/export_utils.py) and `hvcu_lib/`:
+the SHIPPED modules and the core files they import (used_core), copied as they are but for their imports of the
+package, made relative (the one rewrite; any other import of the package is an ExportError naming file and line).
+The folder's `.hvcu-export` lists what it wrote: `--force` replaces only an empty folder or such an earlier export,
+never the working folder or one holding it. See docs/lmms-eval.md, "A task folder for lmms-eval itself".
 """
 
 from __future__ import annotations
@@ -50,6 +36,9 @@ SHIPPED: dict[str, tuple[str, Path]] = {
 """The modules besides the core the export ships: module -> (its name in hvcu_lib/, the file copied there)."""
 TASK_FILE = re.compile(r"(\.yaml|_yaml|\.jsonl)$")
 """Files of the task folder that go into the export as they are (YAMLs, YAML fragments, data stubs)."""
+MARKER = ".hvcu-export"
+"""The file every export writes: a first line naming the toolkit version, then every other file it wrote (sorted)."""
+MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
 LIB_INIT = '"""HVCU-Bench code of an exported task folder: the toolkit\'s hook modules and its pure core (core/)."""\n'
 
 
@@ -59,10 +48,7 @@ class ExportError(ValueError):
 
 def label(path: Path) -> str:
     """Return a package file relative to the repository, for messages."""
-    try:
-        return str(path.relative_to(PACKAGE_DIR.parent))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(PACKAGE_DIR.parent) if path.is_relative_to(PACKAGE_DIR.parent) else path)
 
 
 def _shipped(module: str, names: list[str], depth: int) -> bool:
@@ -85,11 +71,9 @@ def _target(module: str, depth: int) -> str:
 
 
 def relative_core_imports(path: Path, depth: int) -> bytes:
-    """Return a module's source with its imports of exported package modules made relative to hvcu_lib/.
+    """Return a module's source with its `from` imports of exported package modules made relative to hvcu_lib/.
 
-    `depth` is how deep the copy sits below the core's folder: 0 for hvcu_lib/core/*.py (which may import only the
-    core), -1 for the modules of hvcu_lib/ itself (which may import the core and the SHIPPED modules). Only the
-    module name of those `from ... import` statements changes; any other import of the package is an ExportError.
+    `depth`: 0 for hvcu_lib/core/*.py (they may import only the core), -1 for hvcu_lib/*.py (also the SHIPPED ones).
     """
     source = path.read_bytes()
     lines = source.decode("utf-8").splitlines(keepends=True)
@@ -110,16 +94,7 @@ def relative_core_imports(path: Path, depth: int) -> bytes:
         if found is None:
             raise ExportError(f"{label(path)}:{node.lineno}: cannot find `from {module} import` on one line")
         lines[node.lineno - 1] = line[: found.start()] + f"from {_target(module, depth)} import" + line[found.end() :]
-    text = "".join(lines)
-    check_relative(text, path)
-    return text.encode("utf-8")
-
-
-def check_relative(text: str, path: Path) -> None:
-    """Refuse a rewritten module that still names the package in an import."""
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
-            raise ExportError(f"{label(path)}:{node.lineno}: still imports {node.module} after the rewrite")
+    return "".join(lines).encode("utf-8")
 
 
 def core_imports(path: Path) -> set[str]:
@@ -154,33 +129,14 @@ def code_files() -> dict[str, bytes]:
     return files
 
 
-def referenced_hooks(files: dict[str, bytes]) -> set[str]:
-    """Return every `utils.<name>` the YAMLs reference with `!function`."""
-    names: set[str] = set()
-    for rel, data in files.items():
-        if rel.endswith(("yaml", "_yaml")):
-            names |= set(re.findall(r"!function\s+utils\.(\w+)", data.decode("utf-8")))
-    return names
-
-
-def smoke_files() -> dict[str, bytes]:
-    """Return the bundled smoke sample under `data/`, where the exported hooks read it."""
-    from hvcu_tasks.dev.smoke import SMOKE_DIR
-
-    return {
-        f"data/{path.relative_to(SMOKE_DIR).as_posix()}": path.read_bytes()
-        for path in sorted(SMOKE_DIR.rglob("*"))
-        if path.is_file()
-    }
-
-
 README = """# HVCU-Bench task folder for lmms-eval (generated)
 
 Generated by `hvcu export-task` from hvcu-toolkit {version}: the task YAMLs, the bundled smoke sample (`data/`),
 `utils.py` (it hands lmms-eval the hooks the YAMLs name) and `hvcu_lib/`: the toolkit's own hook modules
 (`hooks.py`, `context.py`, `analysis_tasks.py`, `hook_table.py`, the very files its installed task folder runs),
 `documents.py` (where the samples come from), its settings, and a copy of the parts of its pure core those
-modules import (the record reader, prompts, both answer parsers, the paper's metrics and aggregations). It needs
+modules import (the record reader, prompts, both answer parsers, the metrics a task reports and their
+aggregations). It needs
 nothing but lmms-eval ({lmms}) and lmms-eval's own dependencies, patches nothing of lmms-eval and writes nothing
 outside lmms-eval's and Hugging Face's own folders.
 Do not edit: change the toolkit and export again.
@@ -215,12 +171,18 @@ the installed toolkit adds:
   parquet copies in other column layouts, and decodes every image before the first request (remembering the
   verdicts on disk); here records, option keys, answers and ids are checked, and an image that does not decode
   fails when its request is built. Run `hvcu data validate` (hvcu-toolkit) for the full check.
+- Its report: both folders' tasks report the same metrics (the accuracies under both answer-parsing rules,
+  n_chains, n_incomplete, n_failed_requests); the diagnostics (per aspect, error attribution, invalid replies,
+  answer positions, error propagation, plain circular accuracy) are `hvcu report`'s, computed from a
+  `--log_samples` run of either folder. A task YAML that names a diagnostic's aggregation (`utils.agg_position_bias`)
+  stops when lmms-eval builds the task, with an error that says so.
 """
 
 
 def export_files(lmms_range: str) -> dict[str, bytes]:
     """Return every file of the exported folder (relative path -> bytes)."""
     from hvcu_tasks.data.provenance import toolkit_version
+    from hvcu_tasks.dev.smoke import SMOKE_DIR
     from hvcu_tasks.lmms.hook_table import HOOKS
 
     files = {
@@ -228,52 +190,35 @@ def export_files(lmms_range: str) -> dict[str, bytes]:
         for path in sorted(TASKS_DIR.rglob("*"))
         if path.is_file() and TASK_FILE.search(path.name) and "__pycache__" not in path.parts
     }
-    missing = sorted(referenced_hooks(files) - set(HOOKS))
+    yamls = [data.decode("utf-8") for rel, data in files.items() if rel.endswith(("yaml", "_yaml"))]
+    missing = sorted({name for text in yamls for name in re.findall(r"!function\s+utils\.(\w+)", text)} - set(HOOKS))
     if missing:
         raise ExportError(f"the task YAMLs reference utils.{', utils.'.join(missing)}, which hook_table.HOOKS lacks")
     files.update(code_files())
-    files.update(smoke_files())
+    files.update(
+        (f"data/{path.relative_to(SMOKE_DIR).as_posix()}", path.read_bytes())
+        for path in sorted(SMOKE_DIR.rglob("*"))
+        if path.is_file()
+    )
     groups = sorted(
         found.group(1).decode()
         for rel, data in files.items()
         if rel.endswith(".yaml") and (found := re.search(rb"^group: (\S+)", data, re.M))
     )
+    version = toolkit_version()
     files["README.md"] = README.format(
-        version=toolkit_version(), lmms=lmms_range, groups=", ".join(f"`{g}`" for g in groups)
+        version=version, lmms=lmms_range, groups=", ".join(f"`{g}`" for g in groups)
     ).encode("utf-8")
+    files[MARKER] = "".join(f"{line}\n" for line in [MARKER_HEAD + version, *sorted(files)]).encode("utf-8")
     return files
 
 
-MARKER = ".hvcu-export"
-"""The file every export writes: a first line naming the toolkit version, then every file it wrote (sorted)."""
-MARKER_HEAD = "hvcu export-task: written by hvcu-toolkit "
-
-
-def marker_text(files: dict[str, bytes]) -> str:
-    """Return the marker file's text for an export of `files`."""
-    from hvcu_tasks.data.provenance import toolkit_version
-
-    return "".join(f"{line}\n" for line in [MARKER_HEAD + toolkit_version(), *sorted(files)])
-
-
-def exported_files(folder: Path) -> set[str] | None:
-    """Return the files an earlier export wrote into `folder` (its marker's list), or None when it has no marker."""
-    marker = folder / MARKER
-    if not marker.is_file() or marker.is_symlink():
-        return None
-    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
-    if not lines or not lines[0].startswith(MARKER_HEAD):
-        return None
-    return {MARKER, *lines[1:]}
-
-
 def foreign_files(folder: Path, limit: int = 3) -> list[str]:
-    """Return up to `limit`+1 files (or linked folders) in `folder` that no export wrote, in a stable order.
-
-    In an earlier export, its own files (its marker lists them) and Python's bytecode cache of its utils.py are not
-    foreign; in a folder with no marker, every file is.
-    """
-    own = exported_files(folder)
+    """Return up to `limit`+1 files (or linked folders) in `folder` that no export wrote (its marker's list and
+    bytecode caches aside; all of them without a marker), in a stable order."""
+    marker = folder / MARKER
+    lines = [] if marker.is_symlink() or not marker.is_file() else marker.read_text("utf-8", "replace").splitlines()
+    own = {MARKER, *lines[1:]} if lines and lines[0].startswith(MARKER_HEAD) else None  # an earlier export's files
     found: list[str] = []
     for top, dirs, names in os.walk(folder):
         dirs.sort()
@@ -313,18 +258,13 @@ def check_target(dest: Path, force: bool) -> None:
 
 
 def export_task(dest: Path, force: bool = False) -> dict[str, bytes]:
-    """Write the task folder to `dest` (all of it or nothing).
-
-    An existing non-empty `dest` is replaced only with `force`, and only when it is an earlier export (every file
-    in it listed in its marker); the working folder, or a folder holding it, is never replaced.
-    """
+    """Write the task folder to `dest`, all of it or nothing (check_target says which `dest` it may replace)."""
     from hvcu_tasks.data.files import check_folder
     from hvcu_tasks.lmms.plugin import SUPPORTED_LMMS_EVAL
 
     dest = check_folder(dest, "DIR")
     check_target(dest, force)
     files = export_files(SUPPORTED_LMMS_EVAL)
-    files[MARKER] = marker_text(files).encode("utf-8")
     where = Path(os.path.abspath(dest))
     where.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
@@ -346,15 +286,11 @@ def export_task(dest: Path, force: bool = False) -> dict[str, bytes]:
     return files
 
 
-def python_lines(files: dict[str, bytes]) -> int:
-    """Return the lines of Python in an export (every .py file)."""
-    return sum(data.count(b"\n") for rel, data in files.items() if rel.endswith(".py"))
-
-
 def _cmd_export_task(args: argparse.Namespace) -> int:
     """Write the task folder and say what is in it."""
     files = export_task(args.dir, force=args.force)
-    print(f"wrote {args.dir}: {len(files)} files, {python_lines(files)} lines of Python (utils.py, {LIB}/)")
+    lines = sum(data.count(b"\n") for rel, data in files.items() if rel.endswith(".py"))
+    print(f"wrote {args.dir}: {len(files)} files, {lines} lines of Python (utils.py, {LIB}/)")
     print(f"run: lmms-eval --include_path {args.dir} --tasks hvcu_bench_sample ... (see {args.dir}/README.md)")
     return 0
 

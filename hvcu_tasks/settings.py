@@ -25,6 +25,7 @@ NO_ROUND_ROUTING_ENV = "HVCU_NO_ROUND_ROUTING"
 
 DEFAULT_IMAGE_CACHE_MB = 256.0
 YES = frozenset({"1", "true", "yes"})
+"""The values (any case) that turn an opt-out variable on."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,6 @@ class Settings:
         return int(megabytes * 1024 * 1024)
 
 
-def _yes(value: str) -> bool:
-    """Whether an opt-out variable's value turns it on (1, true, yes; any case)."""
-    return value.strip().lower() in YES
-
-
 def current(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings of `environ` (default: os.environ, read now)."""
     env = os.environ if environ is None else environ
@@ -65,6 +61,6 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         revision=env.get(REVISION_ENV, "").strip(),
         cache_dir=env.get(CACHE_DIR_ENV, "").strip(),
         image_cache_mb=env.get(IMAGE_CACHE_ENV, "").strip(),
-        no_auto_tasks=_yes(env.get(NO_AUTO_TASKS_ENV, "")),
-        no_round_routing=_yes(env.get(NO_ROUND_ROUTING_ENV, "")),
+        no_auto_tasks=env.get(NO_AUTO_TASKS_ENV, "").strip().lower() in YES,
+        no_round_routing=env.get(NO_ROUND_ROUTING_ENV, "").strip().lower() in YES,
     )

@@ -22,8 +22,10 @@ from lmms_eval.utils import handle_non_serializable
 
 from hvcu_tasks.core import aggregate as aggregations
 from hvcu_tasks.core import metrics, payloads
+from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.chains import chains_of_file
+from hvcu_tasks.results.scores import family_metrics
 
 OPTIONS = ("A", "B", "C", "D")
 TEXTS = ["a cat", "a dog", "a fish", "a bird"]
@@ -115,17 +117,17 @@ def by_metric(results: list[dict[str, Any]]) -> dict[str, list]:
 
 
 def aggregate(items: Mapping[str, list], names: list[str] = NAMES) -> dict[str, float | int]:
-    """Run each metric's aggregation on its own items, the way lmms-eval does for one task.
-
-    A diagnostic (not reported to lmms-eval, so no items of its own) is aggregated over the acc_full payloads,
-    the records a sample log keeps and `hvcu report` scores.
-    """
-    return {name: hook_table.AGGREGATIONS[name](items_of(items, name)) for name in names}
+    """Every metric of one task: each reported one by its aggregation over its own items, as lmms-eval runs them."""
+    return {name: metric_of(items, name) for name in names}
 
 
-def items_of(items: Mapping[str, list], name: str) -> list:
-    """A metric's items: its own when reported to lmms-eval, else (a diagnostic) the acc_full payloads."""
-    return items.get(name, items["acc_full"])
+def metric_of(items: Mapping[str, list], name: str) -> float | int:
+    """One metric of a task: its aggregation over its own items when reported to lmms-eval, else (a diagnostic,
+    which has no items of its own) as `hvcu report` scores it from the acc_full payloads a sample log keeps."""
+    if name in items:
+        return hook_table.AGGREGATIONS[name](items[name])
+    outcomes = [metrics.Outcome.from_dict(r) for r in payloads.flatten(items["acc_full"])]
+    return family_metrics(outcomes, ASPECTS[outcomes[0].family])[name]
 
 
 def assert_expected(got: Mapping[str, float | int], expected: Mapping[str, float] = EXPECTED) -> None:
@@ -157,13 +159,13 @@ def outcome_records(value: Any) -> int:
 def scoring_calls(monkeypatch) -> list[int]:
     """Count the calls of the function that scores a family's outcomes."""
     calls: list[int] = []
-    real = metrics.family_metrics
+    real = metrics.score_table
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(aggregations, "family_metrics", counted)
+    monkeypatch.setattr(aggregations, "score_table", counted)
     return calls
 
 
@@ -185,9 +187,9 @@ def test_a_context_log_line_holds_each_level_once() -> None:
 
 
 def test_every_other_metric_is_logged_as_a_pointer_to_acc_full() -> None:
-    metrics = hooks.process_results(base_doc("m1", "metaphor", 1), ["A"])
-    line = json.loads(logged_line(metrics, "A"))
-    others = [name for name in payloads.family_metric_names("implication") if name != "acc_full"]
+    result = hooks.process_results(base_doc("m1", "metaphor", 1), ["A"])
+    line = json.loads(logged_line(result, "A"))
+    others = [name for name in metrics.TABLE_METRICS if name != "acc_full"]
     assert {name: line[name] for name in others} == dict.fromkeys(others, SEE_FULL)
     assert not {"errors_at_perc", "full_metaphor", "position_bias"} & set(line)  # diagnostics: not reported
 
@@ -252,9 +254,9 @@ def test_two_families_aggregated_in_turn_do_not_mix() -> None:
     )
     aesth_expected = {"acc_full": 50.0, "acc_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
     for name, value in aesth_expected.items():  # one family, then the other, metric by metric
-        assert hook_table.AGGREGATIONS[name](items_of(impl, name)) == EXPECTED[name], name
-        assert hook_table.AGGREGATIONS[name](items_of(aesth, name)) == value, name
-    assert hook_table.AGGREGATIONS["full_color"](items_of(aesth, "full_color")) == 100.0
+        assert metric_of(impl, name) == EXPECTED[name], name
+        assert metric_of(aesth, name) == value, name
+    assert metric_of(aesth, "full_color") == 100.0
 
 
 def test_the_same_family_in_both_settings_does_not_mix() -> None:
@@ -265,8 +267,8 @@ def test_the_same_family_in_both_settings_does_not_mix() -> None:
     chain = by_metric(all_right)  # the same samples, every level right
     chain_expected = {"acc_full": 100.0, "acc_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
     for name, value in chain_expected.items():
-        assert hook_table.AGGREGATIONS[name](items_of(base, name)) == EXPECTED[name], name
-        assert hook_table.AGGREGATIONS[name](items_of(chain, name)) == value, name
+        assert metric_of(base, name) == EXPECTED[name], name
+        assert metric_of(chain, name) == value, name
 
 
 def test_warnings_are_logged_once_per_task(caplog) -> None:

@@ -12,6 +12,7 @@ import pytest
 from hvcu_tasks.core import metrics
 from hvcu_tasks.core.documents import rotate_options, rotated_answer
 from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.results import scores
 
 
 def _o(sid: str, level: int, gold: str, pred: str | None, family: str = "aesthetic") -> Outcome:
@@ -29,7 +30,7 @@ def _chain(sid: str, golds: str, preds: str) -> list[Outcome]:
 def test_position_shares_count_the_replies_with_a_parsed_letter() -> None:
     # golds A A B C; letters A A A and one reply with none (gold C): 3 parsed replies, golds A A B among them
     outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
-    got = metrics.score_positions(outcomes).as_metrics()
+    got = scores.score_positions(outcomes).as_metrics()
     assert got["pred_share_A"] == 100.0 and got["pred_share_B"] == 0.0 and got["pred_share_D"] == 0.0
     assert got["gold_share_A"] == pytest.approx(200 / 3) and got["gold_share_B"] == pytest.approx(100 / 3)
     assert got["gold_share_C"] == 0.0 and got["gold_share_D"] == 0.0
@@ -38,12 +39,12 @@ def test_position_shares_count_the_replies_with_a_parsed_letter() -> None:
 def test_position_bias_is_half_the_summed_share_differences() -> None:
     # preds A A A (A 100); golds of those replies A A B (A 66.7, B 33.3): (33.3 + 33.3) / 2 = 33.3
     outcomes = [_o("s1", 1, "A", "A"), _o("s2", 1, "A", "A"), _o("s3", 1, "B", "A"), _o("s4", 1, "C", None)]
-    assert metrics.score_positions(outcomes).bias == pytest.approx(100 / 3)
+    assert scores.score_positions(outcomes).bias == pytest.approx(100 / 3)
 
 
 def test_replies_spread_like_the_golds_have_no_position_bias() -> None:
     outcomes = [_o("s1", 1, "A", "B"), _o("s2", 1, "B", "A"), _o("s3", 1, "C", "D"), _o("s4", 1, "D", "C")]
-    assert metrics.score_positions(outcomes).bias == 0.0
+    assert scores.score_positions(outcomes).bias == 0.0
 
 
 def test_unparsable_replies_do_not_make_a_model_without_a_letter_preference_look_biased() -> None:
@@ -51,19 +52,19 @@ def test_unparsable_replies_do_not_make_a_model_without_a_letter_preference_look
     # parsed A B C D against golds A B C D -> no preference at all
     preds = ["A", "B", "C", "D", None, None]
     outcomes = [_o(f"s{i}", 1, g, p) for i, (g, p) in enumerate(zip("ABCDCD", preds, strict=True))]
-    got = metrics.score_positions(outcomes).as_metrics()
+    got = scores.score_positions(outcomes).as_metrics()
     assert got["position_bias"] == 0.0
     assert [got[f"gold_share_{k}"] for k in "ABCD"] == [25.0, 25.0, 25.0, 25.0]
 
 
 def test_position_bias_of_a_fully_one_sided_run_is_exactly_100() -> None:
     # one chain, golds B C D, always answering A: pred A 100, golds B C D a third each -> (100 + 3 x 33.3) / 2 = 100
-    got = metrics.score_task(_chain("c1", "BCD", "AAA")).as_metrics(["color"])
+    got = scores.score_task(_chain("c1", "BCD", "AAA")).as_metrics(["color"])
     assert got["position_bias"] == 100.0
 
 
 def test_position_metrics_with_no_parsed_reply_are_not_available() -> None:
-    got = metrics.score_positions([_o("s1", 1, "A", None)]).as_metrics()
+    got = scores.score_positions([_o("s1", 1, "A", None)]).as_metrics()
     assert math.isnan(got["pred_share_A"]) and math.isnan(got["position_bias"])
     assert math.isnan(got["gold_share_A"])
 
@@ -79,7 +80,7 @@ def test_error_propagation_conditions_on_the_level_before() -> None:
         *_chain("c4", "AAA", "ABB"),  # right wrong wrong
         *_chain("c5", "AAA", "-AA"),  # no letter (wrong) right right
     ]
-    got = metrics.score_task(outcomes).as_metrics(["color"])
+    got = scores.score_task(outcomes).as_metrics(["color"])
     # L1 wrong: c2 c3 c5, of which L2 wrong: c2 -> 1/3; L1 right: c1 c4, L2 wrong: c4 -> 1/2
     assert got["wrong_bridge_after_wrong"] == pytest.approx(100 / 3)
     assert got["wrong_bridge_after_right"] == 50.0
@@ -89,21 +90,21 @@ def test_error_propagation_conditions_on_the_level_before() -> None:
 
 
 def test_error_propagation_with_no_chain_meeting_the_condition_is_nan_not_zero() -> None:
-    got = metrics.score_task(_chain("c1", "AAA", "AAA")).as_metrics(["color"])
+    got = scores.score_task(_chain("c1", "AAA", "AAA")).as_metrics(["color"])
     assert math.isnan(got["wrong_bridge_after_wrong"]) and math.isnan(got["wrong_conn_after_wrong"])
     assert got["wrong_bridge_after_right"] == 0.0 and got["wrong_conn_after_right"] == 0.0
 
 
 def test_error_propagation_leaves_out_incomplete_chains() -> None:
     outcomes = [*_chain("c1", "AAA", "BBB"), *_chain("c2", "AAA", "BB-")[:2]]  # c2 lacks L3
-    got = metrics.score_task(outcomes).as_metrics(["color"])
+    got = scores.score_task(outcomes).as_metrics(["color"])
     assert got["wrong_bridge_after_wrong"] == 100.0  # c1 only: 1/1
     assert math.isnan(got["wrong_bridge_after_right"])
 
 
 def test_the_new_metrics_leave_the_existing_values_unchanged() -> None:
     outcomes = [*_chain("c1", "ABC", "ABC"), *_chain("c2", "ABC", "ABD")]
-    got = metrics.score_task(outcomes).as_metrics(["color"])
+    got = scores.score_task(outcomes).as_metrics(["color"])
     assert got["acc_perc"] == 100.0 and got["acc_conn"] == 50.0 and got["acc_full"] == 50.0
     assert got["errors_at_conn"] == 1 and got["n_chains"] == 2 and got["full_color"] == 50.0
 
@@ -147,7 +148,7 @@ def test_the_gold_key_follows_its_text() -> None:
 
 def test_a_model_that_always_answers_a_scores_zero_circular() -> None:
     rotated = [x for sid in ("s1", "s2") for lv in (1, 2, 3) for x in _rotated_level(sid, lv, "blue", lambda _o: "A")]
-    got = metrics.score_circular(rotated).as_metrics()
+    got = scores.circular_metrics(rotated)
     assert got["acc_perc"] == got["acc_bridge"] == got["acc_conn"] == got["acc_full"] == 0.0
     assert got["plain_acc_perc"] == 25.0  # right in the one rotation that puts the gold at A
     assert got["pred_share_A"] == 100.0 and got["gold_share_A"] == 25.0 and got["position_bias"] == 75.0
@@ -164,7 +165,7 @@ def test_circular_levels_and_chains_on_a_hand_computed_mix() -> None:
         *_rotated_level("s2", 2, "red", lambda _o: "B"),
         *_rotated_level("s2", 3, "red", _by_text("blue")),
     ]
-    got = metrics.score_circular(rotated).as_metrics()
+    got = scores.circular_metrics(rotated)
     assert got["acc_perc"] == 100.0 and got["acc_bridge"] == 50.0 and got["acc_conn"] == 50.0
     assert got["acc_full"] == 50.0 and got["n_chains"] == 2 and got["n_incomplete"] == 0
     # every rotation on its own: L2 4 + 1 of 8, L3 4 + 0 of 8
@@ -177,7 +178,7 @@ def test_a_level_missing_a_rotation_is_left_out_and_its_sample_counted_incomplet
         *_rotated_level("s1", 2, "red", _by_text("red")),
         *_rotated_level("s1", 3, "red", _by_text("red"))[:3],
     ]
-    got = metrics.score_circular(rotated).as_metrics()
+    got = metrics.score_circular(rotated)
     assert got["acc_perc"] == 100.0 and math.isnan(got["acc_conn"]) and math.isnan(got["acc_full"])
     assert got["n_chains"] == 0 and got["n_incomplete"] == 1
 
@@ -196,7 +197,7 @@ def test_circular_official_rule_reads_the_reply_the_authors_way() -> None:
         for r in range(4)
         for gold in [rotated_answer(original, "A", r)]
     ]
-    got = metrics.score_circular(rotated).as_metrics()
+    got = scores.circular_metrics(rotated)
     assert got["acc_perc"] == 0.0 and got["acc_perc_official"] == 100.0 and got["invalid_perc"] == 100.0
 
 
@@ -229,7 +230,7 @@ def test_circular_full_chain_counts_each_rule_apart_and_failed_requests() -> Non
     rotated = [*level("s1", 1), *level("s1", 2), *level("s1", 3)]
     rotated += [*level("s2", 1), *level("s2", 2, bad_official=3), *level("s2", 3)]
     rotated += [*level("s3", 1, failed=2), *level("s3", 2), *level("s3", 3)]
-    got = metrics.score_circular(rotated).as_metrics()
+    got = metrics.score_circular(rotated)
     assert got["n_chains"] == 3 and got["n_incomplete"] == 0 and got["n_failed_requests"] == 1
     assert got["acc_full"] == pytest.approx(200 / 3)  # s1, s2 (ours); s3 lost a rotation of L1
     assert got["acc_full_official"] == pytest.approx(100 / 3)  # s1 only

@@ -10,7 +10,7 @@ from lmms_eval.protocol import ChatMessages
 
 from hvcu_tasks.core import prompts
 from hvcu_tasks.core.documents import sample_rows
-from hvcu_tasks.lmms import context, documents
+from hvcu_tasks.lmms import context, documents, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 
 # Typed from the protocol note ("Prompting"), never imported from the code under test.
@@ -325,19 +325,21 @@ def test_documents_built_without_an_identity_carry_none() -> None:
 
 def test_a_table_built_without_an_identity_carries_none() -> None:
     samples, _identity = smoke_samples()
-    assert context.sample_dataset(samples[:2])["data_identity"] == ["", ""]
+    assert hooks.document_table(list(sample_rows(samples[:2])), "chains")["data_identity"] == ["", ""]
 
 
 def test_the_document_table_carries_the_identity_it_was_given() -> None:
     samples, _identity = smoke_samples()
-    assert context.sample_dataset(samples[:1], '{"kind": "smoke"}')["data_identity"] == ['{"kind": "smoke"}']
+    identity = '{"kind": "smoke"}'
+    table = hooks.document_table(list(sample_rows(samples[:1], identity)), "chains", identity)
+    assert table["data_identity"] == [identity]
 
 
 def test_the_document_table_has_a_fixed_schema_whatever_the_images_are() -> None:
     """Images given as files leave image_bytes empty in every row: the column still has the binary type."""
     samples, _identity = smoke_samples()
     text = datasets.Value("string")
-    assert context.sample_dataset(samples[:2]).features == datasets.Features(
+    assert hooks.document_table(list(sample_rows(samples[:2])), "chains").features == datasets.Features(
         {
             "sample_id": text,
             "family": text,

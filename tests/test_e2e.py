@@ -17,11 +17,11 @@ from conftest import (
     run_lmms_eval,
     two_rank_shares,
 )
-from test_harness_scores import EXPECTED, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
+from test_harness_scores import EXPECTED, EXPECTED_DIAGNOSTICS, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
 from hvcu_tasks.cli import score_files
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.payloads import family_metric_names
+from hvcu_tasks.core.metrics import TABLE_METRICS
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def test_tiny_qwen2_5_vl_through_the_cli_reports_every_metric(tiny_qwen: Path, t
     )
     for family, task in TASK_OF.items():
         got = results["results"][task]
-        for metric in family_metric_names(family):
+        for metric in TABLE_METRICS:
             assert f"{metric},none" in got, (task, metric)
         assert got["n_chains,none"] == {"implication": 5, "aesthetic": 4, "affective": 6}[family]
     assert "acc_full,none" in results["results"]["hvcu_bench_sample"]  # its value: the replay tests below
@@ -64,7 +64,7 @@ def test_tiny_qwen3_vl_through_the_cli(tmp_path: Path) -> None:
     )
     got = results["results"]["hvcu_bench_sample_aesth"]
     assert got["n_chains,none"] == 4
-    assert all(f"{m},none" in got for m in family_metric_names("aesthetic"))
+    assert all(f"{m},none" in got for m in TABLE_METRICS)
 
 
 def _flat_expected_from_hvcu_score(summary: dict, family: str) -> dict[str, float]:
@@ -145,7 +145,7 @@ def test_replay_of_a_hand_chosen_mix_gives_the_hand_computed_numbers_in_both_set
         assert results[group]["acc_full_official,none"] == OVERALL_OFFICIAL, group
     for family, (_stem, _json, short) in FAMILIES.items():
         for task in (f"hvcu_bench_sample_{short}", f"hvcu_bench_context_sample_{short}"):
-            for metric, value in EXPECTED[family].items():
+            for metric, value in {**EXPECTED[family], **EXPECTED_DIAGNOSTICS[family]}.items():
                 assert results[task][f"{metric},none"] == pytest.approx(value), (task, metric)
     from hvcu_tasks.cli import main  # `hvcu chains` reads the run's sample logs (also tests/test_lmms_versions.py)
 
@@ -319,7 +319,7 @@ def test_tiny_qwen2_5_vl_runs_the_context_setting_through_the_wrapper(tiny_qwen:
     )
     got = results["results"]["hvcu_bench_context_sample_affect"]
     assert got["n_chains,none"] == 6
-    assert all(f"{m},none" in got for m in family_metric_names("affective"))
+    assert all(f"{m},none" in got for m in TABLE_METRICS)
 
 
 def test_a_backend_without_multi_round_is_told_how_to_wrap_it(authors_results: Path, tmp_path: Path) -> None:

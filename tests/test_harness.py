@@ -12,10 +12,14 @@ from lmms_eval.protocol import ChatMessages
 
 from hvcu_tasks import settings
 from hvcu_tasks.core import aggregate, payloads
+from hvcu_tasks.core.documents import level_rows, sample_rows
+from hvcu_tasks.core.families import ASPECTS
+from hvcu_tasks.core.metrics import TABLE_METRICS, Outcome
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 from hvcu_tasks.core.schema import TaskLoadError
 from hvcu_tasks.data import loaders
-from hvcu_tasks.lmms import context, documents, hooks
+from hvcu_tasks.lmms import documents, hooks
+from hvcu_tasks.results.scores import family_metrics
 
 
 def stub(family: str, source: str) -> datasets.Dataset:
@@ -74,10 +78,15 @@ def test_a_load_leaves_a_paused_garbage_collector_paused() -> None:
 
 def test_the_table_fingerprint_follows_the_data_identity() -> None:
     smoke = documents.task_data(stub("implication", "smoke"))
-    again = hooks.level_dataset(*smoke)
-    assert again._fingerprint == hooks.level_dataset(*smoke)._fingerprint
-    assert hooks.level_dataset(smoke[0], smoke[1] + " ")._fingerprint != again._fingerprint
-    assert len({again._fingerprint, context.sample_dataset(*smoke)._fingerprint}) == 2
+    samples, identity = smoke
+
+    def table(rows, kind: str, identity: str) -> datasets.Dataset:
+        return hooks.document_table(list(rows(samples, identity)), kind, identity)
+
+    again = table(level_rows, "levels", identity)
+    assert again._fingerprint == table(level_rows, "levels", identity)._fingerprint
+    assert table(level_rows, "levels", identity + " ")._fingerprint != again._fingerprint
+    assert len({again._fingerprint, table(sample_rows, "chains", identity)._fingerprint}) == 2
 
 
 def test_messages_follow_the_protocol_and_lmms_eval_schema() -> None:
@@ -92,7 +101,7 @@ def test_messages_follow_the_protocol_and_lmms_eval_schema() -> None:
 def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     doc = hooks.process_docs(stub("implication", "smoke"))[1]
     result = hooks.process_results(doc, ["The answer is (A)."])
-    assert set(result) == set(payloads.family_metric_names("implication"))
+    assert set(result) == set(TABLE_METRICS)
     identity = result["acc_full"]["data_identity"]
     assert identity["kind"] == "smoke"  # every sample-log line names the data it read
     assert identity["fingerprint"].startswith("sha256:")
@@ -126,7 +135,8 @@ def test_aggregations_and_the_missing_aspect() -> None:
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
     assert aggregate.AGGREGATIONS["acc_full"](items) == 100.0
     assert aggregate.AGGREGATIONS["n_chains"](items) == 3
-    assert math.isnan(aggregate.AGGREGATIONS["full_font"](items))  # not available, never a made-up 0
+    outcomes = [Outcome.from_dict(r) for r in payloads.flatten(items)]  # the report's diagnostics, as logged
+    assert math.isnan(family_metrics(outcomes, ASPECTS["aesthetic"])["full_font"])  # not available, never a made-up 0
 
 
 def test_cut_chains_are_reported(caplog) -> None:

@@ -15,7 +15,11 @@ import datasets
 import pytest
 
 from hvcu_tasks.core import aggregate
+from hvcu_tasks.core.families import ASPECTS
+from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.payloads import flatten
 from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.results.scores import family_metrics
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
 MIX: dict[tuple[str, str], tuple[str, str, str]] = {
@@ -44,6 +48,7 @@ MIX: dict[tuple[str, str], tuple[str, str, str]] = {
 #   full: color, graphics = 2/4 = 50; first errors: font at L1, composition at L3.
 # Affective (both rules agree): L1 5/6; L2 5/6; L3 5/6 (= 83.33); full 4/6 (= 66.67);
 #   first errors: fear at L1, sadness at L2.
+# What each family task reports to lmms-eval (its aggregations).
 EXPECTED: dict[str, dict[str, float]] = {
     "implication": {
         "acc_perc": 80.0,
@@ -54,18 +59,8 @@ EXPECTED: dict[str, dict[str, float]] = {
         "acc_bridge_official": 80.0,
         "acc_conn_official": 80.0,
         "acc_full_official": 20.0,
-        "invalid_perc": 20.0,
-        "invalid_bridge": 0.0,
-        "errors_at_perc": 1,
-        "errors_at_bridge": 1,
-        "errors_at_conn": 0,
-        "error_share_perc": 50.0,
         "n_chains": 5,
         "n_failed_requests": 1,
-        "full_metaphor": 100.0,
-        "full_symbolism": 100.0,
-        "full_contrast": 0.0,
-        "full_dislocation": 0.0,
     },
     "aesthetic": {
         "acc_perc": 75.0,
@@ -73,14 +68,8 @@ EXPECTED: dict[str, dict[str, float]] = {
         "acc_conn": 75.0,
         "acc_full": 50.0,
         "acc_full_official": 50.0,
-        "errors_at_perc": 1,
-        "errors_at_bridge": 0,
-        "errors_at_conn": 1,
-        "error_share_conn": 50.0,
         "n_chains": 4,
         "n_failed_requests": 0,
-        "full_font": 0.0,
-        "full_graphics": 100.0,
     },
     "affective": {
         "acc_perc": 500 / 6,
@@ -88,10 +77,35 @@ EXPECTED: dict[str, dict[str, float]] = {
         "acc_conn": 500 / 6,
         "acc_full": 400 / 6,
         "acc_full_official": 400 / 6,
+        "n_chains": 6,
+    },
+}
+# What `hvcu report` computes from the same outcomes as logged (hvcu_tasks.results.scores).
+EXPECTED_DIAGNOSTICS: dict[str, dict[str, float]] = {
+    "implication": {
+        "invalid_perc": 20.0,
+        "invalid_bridge": 0.0,
         "errors_at_perc": 1,
         "errors_at_bridge": 1,
         "errors_at_conn": 0,
-        "n_chains": 6,
+        "error_share_perc": 50.0,
+        "full_metaphor": 100.0,
+        "full_symbolism": 100.0,
+        "full_contrast": 0.0,
+        "full_dislocation": 0.0,
+    },
+    "aesthetic": {
+        "errors_at_perc": 1,
+        "errors_at_bridge": 0,
+        "errors_at_conn": 1,
+        "error_share_conn": 50.0,
+        "full_font": 0.0,
+        "full_graphics": 100.0,
+    },
+    "affective": {
+        "errors_at_perc": 1,
+        "errors_at_bridge": 1,
+        "errors_at_conn": 0,
         "full_sadness": 0.0,
         "full_joy": 100.0,
     },
@@ -134,11 +148,20 @@ def context_items(family: str) -> list[dict]:
 
 ITEMS = {"base": base_items, "context": context_items}
 CASES = [(s, f, m, v) for s in ITEMS for f in FAMILIES for m, v in EXPECTED[f].items()]
+DIAGNOSTIC_CASES = [(s, f, m, v) for s in ITEMS for f in FAMILIES for m, v in EXPECTED_DIAGNOSTICS[f].items()]
 
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), CASES)
 def test_every_metric_is_the_hand_computed_number(setting: str, family: str, metric: str, value: float) -> None:
     assert aggregate.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("setting", "family", "metric", "value"), DIAGNOSTIC_CASES)
+def test_every_diagnostic_of_the_logged_outcomes_is_the_hand_computed_number(
+    setting: str, family: str, metric: str, value: float
+) -> None:
+    outcomes = [Outcome.from_dict(r) for r in flatten(ITEMS[setting](family))]
+    assert family_metrics(outcomes, ASPECTS[family])[metric] == pytest.approx(value)
 
 
 @pytest.mark.parametrize("setting", list(ITEMS))

@@ -10,8 +10,9 @@ import pytest
 
 from hvcu_tasks.core import metrics
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
-from hvcu_tasks.core.metrics import Outcome
+from hvcu_tasks.core.metrics import TABLE_METRICS, Outcome
 from hvcu_tasks.lmms.taskgen import GROUP_METRICS, higher_is_better
+from hvcu_tasks.results import scores
 from hvcu_tasks.results.diagnostics import diagnostic_metric_names
 from hvcu_tasks.results.runs import COUNT_PREFIXES, PERCENT_PREFIXES
 
@@ -103,6 +104,11 @@ EXPECTED_CIRCULAR = [
 ]
 
 
+def table_part(names: list[str]) -> list[str]:
+    """The names among `names` a task reports to lmms-eval, in their order."""
+    return [n for n in names if n in TABLE_METRICS]
+
+
 def _chain(sid: str, aspect: str, preds: str, golds: str = "AAA", failed: str = "---") -> list[Outcome]:
     return [
         Outcome(sid, "aesthetic", aspect, lv, g, None if p == "-" else p, p, failed=f == "x")
@@ -111,13 +117,19 @@ def _chain(sid: str, aspect: str, preds: str, golds: str = "AAA", failed: str = 
 
 
 def test_the_scores_object_names_exactly_the_metrics_of_the_table_in_its_order() -> None:
-    scores = metrics.score_task(_chain("c1", "color", "AAA"))
-    assert list(scores.as_metrics(ASPECTS["aesthetic"])) == EXPECTED_AESTHETIC
-    assert metrics.metric_names(ASPECTS["aesthetic"]) == EXPECTED_AESTHETIC
+    task = scores.score_task(_chain("c1", "color", "AAA"))
+    assert list(task.as_metrics(ASPECTS["aesthetic"])) == EXPECTED_AESTHETIC
+    assert scores.metric_names(ASPECTS["aesthetic"]) == EXPECTED_AESTHETIC
+
+
+def test_the_core_scores_name_exactly_what_lmms_eval_prints_in_its_order() -> None:
+    assert list(metrics.TABLE_METRICS) == EXPECTED_PRINTED
+    assert list(metrics.score_table(_chain("c1", "color", "AAA"))) == EXPECTED_PRINTED
+    assert list(metrics.score_circular([])) == EXPECTED_PRINTED
 
 
 def test_the_circular_scores_name_exactly_the_circular_metrics_in_order() -> None:
-    assert metrics.circular_metric_names() == EXPECTED_CIRCULAR
+    assert scores.circular_metric_names() == EXPECTED_CIRCULAR
 
 
 def test_the_scores_object_gives_both_rules_and_the_failed_requests() -> None:
@@ -128,12 +140,28 @@ def test_the_scores_object_gives_both_rules_and_the_failed_requests() -> None:
         Outcome("c3", "aesthetic", "font", 1, "A", "B", "x", pred_official="A"),
         *_chain("c3", "font", "AAA")[1:],
     ]
-    got = metrics.score_task(outcomes).as_metrics(ASPECTS["aesthetic"])
+    got = scores.score_task(outcomes).as_metrics(ASPECTS["aesthetic"])
     assert got["acc_perc"] == pytest.approx(200 / 3) and got["acc_perc_official"] == 100.0
     assert got["acc_full"] == pytest.approx(100 / 3) and got["acc_full_official"] == pytest.approx(200 / 3)
     assert got["n_failed_requests"] == 1 and got["n_chains"] == 3 and got["n_incomplete"] == 0
     assert got["errors_at_perc"] == 1 and got["errors_at_bridge"] == 1 and got["error_share_bridge"] == 50.0
     assert got["full_color"] == 100.0 and got["full_font"] == 0.0 and math.isnan(got["full_graphics"])
+
+
+def test_what_a_task_reports_is_both_rules_and_the_counts_by_hand() -> None:
+    outcomes = [
+        *_chain("c1", "color", "AAA"),  # right at every level
+        *_chain("c2", "font", "A-A", failed="-x-"),  # no reply at L2: wrong under both rules, a failed request
+        Outcome("c3", "aesthetic", "font", 1, "A", "B", "x", pred_official="A"),  # wrong for us, right for theirs
+        *_chain("c3", "font", "AAA")[1:],
+    ]
+    assert metrics.score_table(outcomes) == {
+        **{"acc_perc": pytest.approx(200 / 3), "acc_bridge": pytest.approx(200 / 3), "acc_conn": 100.0},
+        "acc_full": pytest.approx(100 / 3),  # c1
+        **{"acc_perc_official": 100.0, "acc_bridge_official": pytest.approx(200 / 3), "acc_conn_official": 100.0},
+        "acc_full_official": pytest.approx(200 / 3),  # c1, c3
+        **{"n_chains": 3, "n_incomplete": 0, "n_failed_requests": 1},
+    }
 
 
 def test_failed_is_a_field_that_survives_the_logged_record() -> None:
@@ -171,7 +199,7 @@ def test_human_scoring_reports_the_task_names() -> None:
     from generation.human.score import average_family
 
     for family, aspects in ASPECTS.items():
-        assert list(average_family([metrics.score_family([])], family)) == metrics.metric_names(aspects)
+        assert list(average_family([metrics.score_family([])], family)) == scores.metric_names(aspects)
 
 
 def _replay_outputs(tmp_path: Path, authors_results: Path) -> dict:
@@ -193,19 +221,19 @@ def test_every_metric_lmms_eval_prints_is_named_by_the_one_source(authors_result
         printed[task] = numbers
     for family, (_split, _stem, short) in FAMILIES.items():
         assert printed.pop(f"hvcu_bench_sample_{short}") == set(EXPECTED_PRINTED), family
-        assert set(EXPECTED_PRINTED) == set(metrics.table_metric_names(metrics.metric_names(ASPECTS[family])))
+        assert set(EXPECTED_PRINTED) == set(table_part(scores.metric_names(ASPECTS[family])))
     assert printed == {"hvcu_bench_sample": {"acc_full", "acc_full_official"}}  # the Score under both rules
 
 
 def test_what_lmms_eval_prints_and_what_the_report_computes_split_every_metric() -> None:
     for family, aspects in ASPECTS.items():
-        names = metrics.metric_names(aspects)
-        assert metrics.table_metric_names(names) == EXPECTED_PRINTED, family
+        names = scores.metric_names(aspects)
+        assert table_part(names) == EXPECTED_PRINTED, family
         diagnostics = diagnostic_metric_names(names)
         assert diagnostics == [n for n in EXPECTED_AESTHETIC if n not in EXPECTED_PRINTED] or family != "aesthetic"
         assert set(diagnostics) | set(EXPECTED_PRINTED) == set(names) and not set(diagnostics) & set(EXPECTED_PRINTED)
-    circular = metrics.circular_metric_names()
-    assert metrics.table_metric_names(circular) == EXPECTED_PRINTED
+    circular = scores.circular_metric_names()
+    assert table_part(circular) == EXPECTED_PRINTED
     assert diagnostic_metric_names(circular) == [n for n in EXPECTED_CIRCULAR if n not in EXPECTED_PRINTED]
 
 
@@ -265,20 +293,18 @@ def test_hvcu_chains_refuses_a_level_logged_twice(tmp_path: Path) -> None:
 
 
 def test_every_metric_is_a_percentage_or_a_count_and_says_which_way_is_better() -> None:
-    names = metrics.metric_names(ASPECTS["implication"])
+    names = scores.metric_names(ASPECTS["implication"])
     percent = {n for n in names if n.startswith(PERCENT_PREFIXES)}
     counts = {n for n in names if n.startswith(COUNT_PREFIXES)}
     assert percent | counts == set(names) and not percent & counts
     expected_counts = {"errors_at_perc", "errors_at_bridge", "errors_at_conn"}
     assert counts == expected_counts | {"n_chains", "n_incomplete", "n_failed_requests"}
-    better_high = {n for n in names if higher_is_better(n)}
-    assert better_high == {n for n in names if n.startswith(("acc_", "full_"))}
-    neither = {n for n in names if higher_is_better(n) is None}
-    assert neither == {f"{side}_share_{k}" for side in ("pred", "gold") for k in "ABCD"}
+    # what a task YAML declares for each metric it lists: the accuracies up, the counts down
+    assert {n: higher_is_better(n) for n in EXPECTED_PRINTED} == {n: n.startswith("acc_") for n in EXPECTED_PRINTED}
 
 
 def test_every_circular_metric_is_a_percentage_or_a_count() -> None:
-    names = metrics.circular_metric_names()
+    names = scores.circular_metric_names()
     percent = {n for n in names if n.startswith(PERCENT_PREFIXES)}
     counts = {n for n in names if n.startswith(COUNT_PREFIXES)}
     assert percent | counts == set(names) and not percent & counts

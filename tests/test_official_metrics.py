@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import math
+import shutil
 from pathlib import Path
 
 import datasets
@@ -20,6 +21,7 @@ from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome, overall_score
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.results.scores import family_metrics
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
 
@@ -102,18 +104,25 @@ def context_items(family: str) -> list[dict]:
     return [context.process_results(d, [list(REPLIES[(family, d["sample_id"])])])["acc_full"] for d in docs]
 
 
+def metric_of(items: list[dict], metric: str, family: str) -> float:
+    """A reported metric by its aggregation; a diagnostic (invalid_*) as `hvcu report` scores the logged outcomes."""
+    if metric in aggregate.AGGREGATIONS:
+        return aggregate.AGGREGATIONS[metric](items)
+    return family_metrics([Outcome.from_dict(r) for r in payloads.flatten(items)], ASPECTS[family])[metric]
+
+
 @pytest.mark.parametrize("family", list(EXPECTED))
 def test_base_setting_reports_both_rules(family: str) -> None:
     items = base_items(family)
     for metric, value in EXPECTED[family].items():
-        assert aggregate.AGGREGATIONS[metric](items) == pytest.approx(value), metric
+        assert metric_of(items, metric, family) == pytest.approx(value), metric
 
 
 @pytest.mark.parametrize("family", list(EXPECTED))
 def test_context_setting_reports_both_rules(family: str) -> None:
     items = context_items(family)
     for metric, value in EXPECTED[family].items():
-        assert aggregate.AGGREGATIONS[metric](items) == pytest.approx(value), metric
+        assert metric_of(items, metric, family) == pytest.approx(value), metric
 
 
 def test_the_overall_scores_by_hand() -> None:
@@ -122,9 +131,9 @@ def test_the_overall_scores_by_hand() -> None:
 
 
 def test_every_family_task_names_the_four_official_metrics() -> None:
-    for family in EXPECTED:
-        names = payloads.family_metric_names(family)
-        assert {"acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"} <= set(names)
+    doc = hooks.process_docs(stub("aesthetic"))[0]
+    names = set(hooks.process_results(doc, ["D"]))
+    assert {"acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"} <= names
 
 
 @pytest.mark.parametrize(
@@ -141,14 +150,35 @@ def test_every_group_reports_the_overall_score_under_both_rules(group: str) -> N
     assert {m["aggregation"].__name__ for m in config["aggregate_metric_list"]} == {"overall_score_group"}
 
 
-def test_one_aggregation_per_named_metric() -> None:
-    """Every reported metric has its aggregation; so has every diagnostic (for a hand-written YAML that lists one)."""
-    from hvcu_tasks.core.metrics import metric_names
+REPORTED = [
+    *("acc_perc", "acc_bridge", "acc_conn", "acc_full"),
+    *("acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"),
+    *("n_chains", "n_incomplete", "n_failed_requests"),
+]
+"""What a family task (any setting) reports to lmms-eval, from the README's metric table."""
 
-    named = {m for family in EXPECTED for m in payloads.family_metric_names(family)}
-    assert named <= set(aggregate.AGGREGATIONS)
-    everything = {m for family in EXPECTED for m in metric_names(ASPECTS[family])}
-    assert set(aggregate.AGGREGATIONS) == everything
+
+def test_one_aggregation_per_reported_metric_and_none_for_a_diagnostic() -> None:
+    assert list(aggregate.AGGREGATIONS) == REPORTED
+    assert list(aggregate.CIRCULAR_AGGREGATIONS) == REPORTED
+    doc = hooks.process_docs(stub("aesthetic"))[0]
+    assert sorted(hooks.process_results(doc, ["D"])) == sorted(REPORTED)
+
+
+def test_a_yaml_that_names_a_diagnostics_aggregation_is_refused_when_lmms_eval_reads_it(tmp_path: Path) -> None:
+    from lmms_eval.utils import load_yaml_config
+
+    from hvcu_tasks.lmms.plugin import TASKS_DIR
+
+    shutil.copy(TASKS_DIR / "utils.py", tmp_path / "utils.py")  # lmms-eval finds utils.py beside the YAML
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text(
+        "task: mine\nmetric_list:\n  - metric: position_bias\n    aggregation: !function utils.agg_position_bias\n"
+    )
+    with pytest.raises(AttributeError) as err:
+        load_yaml_config(str(yaml), mode="full")
+    assert str(err.value).startswith(f"utils.agg_position_bias: an HVCU-Bench task reports only {', '.join(REPORTED)}")
+    assert "`hvcu report` computes them from a --log_samples run" in str(err.value)
 
 
 def test_the_per_document_record_carries_both_parses() -> None:

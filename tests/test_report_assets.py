@@ -37,7 +37,7 @@ PAGES = {
     "site/models/Qwen-X.html": "86886f57b4540fbccf3a4f56bd79a8c720820551e3c7a69e49765e93b836d1ab",
     "site/models/Strong-Y.html": "50e1591a835db21c15939a4d1dd6098aaf3b286ab8a49cfccfb8c9e3ebf5b839",
     "site/models/Tiny-Z.html": "73b845b3e3b0852fde888bf7155952164f1d7a52d5adbcae29a405d1a0ff20c2",
-    "browser/chains.html": "20c328e2551d53d3575641b18b10ad1ef0c12615839215f3156106423824472a",
+    "browser/chains.html": "468dd26239dc4d62cde49233a50c6381fc184929b39afe040f8cf1bdbc7432e9",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import SMOKE_EXPECTED, SMOKE_SCORE
 
 from hvcu_tasks.cli import main, score_files
-from hvcu_tasks.results.rescore import read_authors_results
+from hvcu_tasks.results.rescore import read_result_file
 
 
 def test_scores_every_family_and_the_overall_score(authors_results: Path) -> None:
@@ -66,11 +66,11 @@ def test_family_comes_from_the_flag_when_the_name_does_not_say(tmp_path: Path, c
     path.write_text(json.dumps({"predictions": []}))
     assert main(["score", str(path)]) == 2
     assert "pass --family" in capsys.readouterr().err
-    assert read_authors_results(path, "affective") == []
+    assert read_result_file(path, "affective").predictions == ()
 
 
 def test_malformed_turns_are_reported_with_id_and_field(tmp_path: Path) -> None:
     path = tmp_path / "Affective-Reasoning.json"
     path.write_text(json.dumps({"predictions": [{"id": "joy_1", "conversation_turns": [{"level": 1}]}]}))
     with pytest.raises(Exception, match=r"id=joy_1: conversation_turns\[0\]\.correct_answer_key: missing"):
-        read_authors_results(path)
+        read_result_file(path)

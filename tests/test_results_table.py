@@ -93,13 +93,21 @@ def old_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of hvcu_tasks whose family tasks report every metric to lmms-eval, as before issue 27."""
     root = tmp_path_factory.mktemp("old_package")
     shutil.copytree(REPO / "hvcu_tasks", root / "hvcu_tasks", ignore=shutil.ignore_patterns("__pycache__"))
-    metrics = root / "hvcu_tasks" / "core" / "metrics.py"
-    metrics.write_text(
-        metrics.read_text(encoding="utf-8") + "\n\nfrom hvcu_tasks.core.families import ASPECTS as _ASPECTS\n"
-        "TABLE_METRICS = (*TABLE_METRICS, *metric_names([a for v in _ASPECTS.values() for a in v]),"
-        " *circular_metric_names())\n",
-        encoding="utf-8",
-    )
+    core = root / "hvcu_tasks" / "core"
+    imports = "\n\nfrom hvcu_tasks.core.families import ASPECTS as _ASPECTS\n"
+    imports += "from hvcu_tasks.results import scores as _s\n"
+    old_way = {  # every metric a task's aggregations (then) reported, each family task its own aspects
+        "metrics.py": "_ALL = [a for v in _ASPECTS.values() for a in v]\n"
+        "TABLE_METRICS = tuple(dict.fromkeys((*TABLE_METRICS, *_s.metric_names(_ALL), *_s.circular_metric_names())))\n"
+        "score_table = lambda outcomes: _s.family_metrics(outcomes, _ALL)\n"
+        "score_circular = _s.circular_metrics\n",
+        "payloads.py": "_payloads = payloads\n"
+        "def payloads(outcomes, log_entry, identity, tag=None):\n"
+        "    names = _s.circular_metric_names() if tag else _s.metric_names(_ASPECTS[outcomes[0].family])\n"
+        "    return {n: v for n, v in _payloads(outcomes, log_entry, identity, tag).items() if n in names}\n",
+    }
+    for name, code in old_way.items():
+        (core / name).write_text((core / name).read_text(encoding="utf-8") + imports + code, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(root)}
     subprocess.run([sys.executable, "-m", "hvcu_tasks.lmms.taskgen"], check=True, env=env, cwd=root)
     return root

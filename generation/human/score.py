@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from generation.human.answers import Answers
 from generation.human.assign import Assignment, item_digest
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
-from hvcu_tasks.core.metrics import FULL_METRIC, FamilyScores, Outcome, TaskScores, overall_score, score_family
+from hvcu_tasks.core.metrics import FULL_METRIC, FamilyScores, Outcome, overall_score, score_family
 from hvcu_tasks.core.schema import Sample
+from hvcu_tasks.results.scores import TaskScores
 
 Metrics = dict[str, float | int | None]
 

@@ -56,7 +56,7 @@ def csv_text(samples: Sequence[Sample], annotator: str, level: int) -> str:
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)
     for s in samples:
-        options = level_of(s, level).option_map
+        options = dict(level_of(s, level).options)
         row = [annotator, level, s.family, s.id, level_of(s, level).question, *(options[k] for k in OPTION_KEYS), ""]
         writer.writerow([csv_cell(c) for c in row])
     return buffer.getvalue()

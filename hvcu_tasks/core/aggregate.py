@@ -1,4 +1,4 @@
-"""lmms-eval's aggregations: one task's payloads -> every metric (pure: no memo; `lmms/hook_table` adds one)."""
+"""lmms-eval's aggregations: one task's payloads -> each metric it reports (pure; `lmms/hook_table` adds a memo)."""
 
 from __future__ import annotations
 
@@ -6,29 +6,19 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hvcu_tasks.core.families import ASPECTS
-from hvcu_tasks.core.metrics import (
-    Outcome,
-    circular_metric_names,
-    family_metrics,
-    metric_names,
-    overall_score,
-    score_circular,
-)
+from hvcu_tasks.core.metrics import TABLE_METRICS, Outcome, overall_score, score_circular, score_table
 from hvcu_tasks.core.payloads import ROTATION_KEY, flatten
 
 log = logging.getLogger("hvcu_tasks")
 
 Aggregation = Callable[[Sequence[Mapping[str, Any]]], "float | int | None"]
 Scores = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, "float | int"]]
-"""A task's payloads -> every metric of the task (`task_metrics`, `circular_task_metrics`, or a memo of one)."""
-
-ALL_ASPECTS = tuple(a for aspects in ASPECTS.values() for a in aspects)
+"""A task's payloads -> every metric it reports (`task_metrics`, `circular_task_metrics`, or a memo of one)."""
 
 
 def task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
-    """Return every metric of one family task's payloads."""
-    return family_metrics([Outcome.from_dict(r) for r in flatten(items)], ALL_ASPECTS)
+    """Return what one family task reports (TABLE_METRICS) from its payloads."""
+    return score_table([Outcome.from_dict(r) for r in flatten(items)])
 
 
 def failed_requests(items: Sequence[Mapping[str, Any]]) -> int:
@@ -80,10 +70,10 @@ def _incomplete(scores: Scores, warning: str) -> Aggregation:
     return incomplete
 
 
-def aggregations(scores: Scores, names: Sequence[str], warning: str) -> dict[str, Aggregation]:
-    """Return one aggregation per metric name, each reading `scores(items)` (the two counts warn as well)."""
+def aggregations(scores: Scores, warning: str) -> dict[str, Aggregation]:
+    """Return one aggregation per reported metric (TABLE_METRICS), each reading `scores(items)` (the counts warn)."""
     counted = {"n_incomplete": _incomplete(scores, warning), "n_failed_requests": failed_requests}
-    return {name: counted.get(name) or _metric(scores, name) for name in names}
+    return {name: counted.get(name) or _metric(scores, name) for name in TABLE_METRICS}
 
 
 def overall_score_group(metrics: Sequence[float], sizes: Sequence[int], weight_by_size: bool = False) -> float:
@@ -108,18 +98,11 @@ def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Ou
 
 
 def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
-    """Return every circular metric of one task's payloads (all ranks' records)."""
-    return score_circular(rotated_outcomes(flatten(items))).as_metrics()
+    """Return what one circular task reports (TABLE_METRICS) from its payloads (all ranks' records)."""
+    return score_circular(rotated_outcomes(flatten(items)))
 
 
-FAMILY_METRICS = tuple(metric_names(ALL_ASPECTS))
-"""Every metric a family task can report (`metrics.metric_names`)."""
-CIRCULAR_METRICS = tuple(circular_metric_names())
-"""Every metric a circular family task can report (`metrics.circular_metric_names`)."""
-
-AGGREGATIONS: dict[str, Aggregation] = aggregations(task_metrics, FAMILY_METRICS, INCOMPLETE_WARNING)
-"""One aggregation per family metric, each scoring the task from its payloads."""
-CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = aggregations(
-    circular_task_metrics, CIRCULAR_METRICS, CIRCULAR_INCOMPLETE_WARNING
-)
-"""One aggregation per circular metric, each scoring the task from its payloads."""
+AGGREGATIONS: dict[str, Aggregation] = aggregations(task_metrics, INCOMPLETE_WARNING)
+"""One aggregation per reported metric of a family task, each scoring the task from its payloads."""
+CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = aggregations(circular_task_metrics, CIRCULAR_INCOMPLETE_WARNING)
+"""One aggregation per reported metric of a circular task, each scoring the task from its payloads."""

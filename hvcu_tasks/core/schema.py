@@ -79,11 +79,6 @@ class Level:
     options: tuple[tuple[str, str], ...]
     answer: str
 
-    @property
-    def option_map(self) -> dict[str, str]:
-        """Return the options as an ordered key -> text mapping."""
-        return dict(self.options)
-
 
 @dataclass(frozen=True)
 class ImageRef:

@@ -1,22 +1,15 @@
-"""Build tiny randomly-initialised VLMs (Qwen2.5-VL, Qwen3-VL, LLaVA, LLaVA-NeXT) on disk, offline, for end-to-end runs.
+"""Build tiny random VLMs (Qwen2.5-VL, Qwen3-VL, LLaVA, LLaVA-NeXT) on disk, offline: their answers are noise.
 
-Its answers are random: it proves that a path works (loading, chat template, images, generation),
-never a score. About 200k parameters; built in seconds on a CPU.
+They prove that a path works (loading, chat template, images, generation), never a score; built in seconds on a CPU.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-]
+SPECIAL_TOKENS = (
+    "<|endoftext|> <|im_start|> <|im_end|> <|vision_start|> <|vision_end|> <|image_pad|> <|video_pad|>".split()
+)
 
 TEMPLATES = Path(__file__).resolve().parent
 """Where the chat templates lie: qwen_chat_template.jinja and llava_chat_template.jinja."""
@@ -66,43 +59,33 @@ def build_tokenizer():  # -> transformers.PreTrainedTokenizerFast
     return fast
 
 
-LM_SIZES = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-}
+LM_SIZES = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+)
 """The tiny language model of every builder (Qwen's text model, LLaVA's Llama)."""
 QWEN_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}
 """The tiny vision tower both Qwen-VL builders share (each adds its depth and own fields)."""
 
 
-def _text_config(tokenizer, ids: dict[str, int], **extra: object) -> dict:
-    """Return the tiny language-model config shared by both architectures."""
-    return {
-        "vocab_size": len(tokenizer),
-        **LM_SIZES,
-        "max_position_embeddings": 4096,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
-        "pad_token_id": ids["<|endoftext|>"],
-        **extra,
-    }
-
-
-def _vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
-    """Return the image/video token id arguments of a Qwen-VL config."""
-    return {
-        "image_token_id": ids["<|image_pad|>"],
-        "video_token_id": ids["<|video_pad|>"],
-        "vision_start_token_id": ids["<|vision_start|>"],
-        "vision_end_token_id": ids["<|vision_end|>"],
-    }
-
-
-def _ids(tokenizer) -> dict[str, int]:
-    """Return the id of each Qwen special token."""
-    return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+def _qwen_config(config_class: type, tokenizer, vision: dict, **text: object):  # -> transformers.PretrainedConfig
+    """Return a tiny Qwen-VL config: Qwen's text model (plus `text`), QWEN_VISION plus `vision`, the token ids."""
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+    return config_class(
+        text_config={
+            "vocab_size": len(tokenizer),
+            **LM_SIZES,
+            "max_position_embeddings": 4096,
+            "rope_parameters": rope,
+            "pad_token_id": ids["<|endoftext|>"],
+            **text,
+        },
+        vision_config={**QWEN_VISION, **vision},
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
 
 
 def _build(out: Path, seed: int, make_tokenizer, make_model, make_processor) -> Path:
@@ -133,11 +116,9 @@ def build_qwen2_5_vl(out: Path, seed: int = 0) -> Path:
     )
 
     def model(tokenizer):
-        ids = _ids(tokenizer)
-        text = _text_config(tokenizer, ids, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
-        vision = {"depth": 1, **QWEN_VISION, "fullatt_block_indexes": [0], "window_size": 56}
-        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
-        return Qwen2_5_VLForConditionalGeneration(config)
+        vision = {"depth": 1, "fullatt_block_indexes": [0], "window_size": 56}
+        ids = {"bos_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+        return Qwen2_5_VLForConditionalGeneration(_qwen_config(Qwen2_5_VLConfig, tokenizer, vision, **ids))
 
     def processor(tokenizer):
         return Qwen2_5_VLProcessor(
@@ -161,11 +142,8 @@ def build_qwen3_vl(out: Path, seed: int = 0) -> Path:
     )
 
     def model(tokenizer):
-        ids = _ids(tokenizer)
-        vision = {"depth": 2, **QWEN_VISION, "num_position_embeddings": 64, "deepstack_visual_indexes": [1]}
-        text = _text_config(tokenizer, ids, head_dim=16)
-        config = Qwen3VLConfig(text_config=text, vision_config=vision, **_vision_token_ids(ids))
-        return Qwen3VLForConditionalGeneration(config)
+        vision = {"depth": 2, "num_position_embeddings": 64, "deepstack_visual_indexes": [1]}
+        return Qwen3VLForConditionalGeneration(_qwen_config(Qwen3VLConfig, tokenizer, vision, head_dim=16))
 
     def processor(tokenizer):
         pixels = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}

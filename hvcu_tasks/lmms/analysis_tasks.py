@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core.documents import circular_rows, gold_entry, gold_rows, level_options, level_texts
-from hvcu_tasks.core.payloads import ROTATION_KEY, rotation_payloads
+from hvcu_tasks.core.payloads import ROTATION_KEY, payloads
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT, context_messages
-from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
 from hvcu_tasks.lmms import context, hooks
 
@@ -50,11 +49,6 @@ def blind_doc_to_messages(
 # --- circular ------------------------------------------------------------------------------------------------
 
 
-def circular_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
-    """Build the circular document table: the base table's columns plus the rotation."""
-    return hooks.document_table(list(circular_rows(samples, identity)), "rotations", identity)
-
-
 def circular_process_docs(stub: Any) -> Any:
     """Replace a circular task's stub with that family's documents, four rotations per (sample, level)."""
     return hooks.loaded_table(stub, "rotations", circular_rows)
@@ -63,15 +57,11 @@ def circular_process_docs(stub: Any) -> Any:
 def circular_process_results(doc: Mapping[str, Any], results: Sequence[object]) -> dict[str, Mapping[str, Any]]:
     """Score one rotated question; the circular verdicts are made in the aggregation, over all ranks' records."""
     outcome = hooks.outcome_of(doc, results[0] if results else None)
-    return rotation_payloads(outcome, int(doc[ROTATION_KEY]), hooks.doc_to_text(doc), hooks.doc_identity(doc))
+    rotation = {ROTATION_KEY: int(doc[ROTATION_KEY])}
+    return payloads([outcome], {"question": hooks.doc_to_text(doc), **rotation}, hooks.doc_identity(doc), rotation)
 
 
 # --- gold context --------------------------------------------------------------------------------------------
-
-
-def gold_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
-    """Build the gold-context document table (one row per sample and level)."""
-    return hooks.document_table(list(gold_rows(samples, identity)), "gold-context", identity)
 
 
 def gold_process_docs(stub: Any) -> Any:

@@ -18,9 +18,8 @@ from typing import Any
 from hvcu_tasks.core.documents import earlier_answers, level_options, level_texts, next_round, sample_rows
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.prompts import context_messages
-from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image, document_table, family_payloads, loaded_table
+from hvcu_tasks.lmms.hooks import doc_fingerprint, doc_image, family_payloads, loaded_table
 from hvcu_tasks.settings import NO_ROUND_ROUTING_ENV, current
 
 NATIVE_KEY = "multi_round"
@@ -39,11 +38,6 @@ class UnsupportedBackend(SystemExit):
     def __init__(self, message: str) -> None:
         sys.stdout.flush()  # lmms-eval's log, piped, stays before the line Python prints at exit
         super().__init__(f"error: {message}")
-
-
-def sample_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
-    """Build the context-setting document table (one row per sample)."""
-    return document_table(list(sample_rows(samples, identity)), "chains", identity)
 
 
 def process_docs(stub: Any) -> Any:

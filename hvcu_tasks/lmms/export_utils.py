@@ -44,6 +44,12 @@ def _hook_table() -> ModuleType:
     return importlib.import_module(f"{name}.hook_table")
 
 
-HOOKS = _hook_table().HOOKS
+_TABLE = _hook_table()
+HOOKS = _TABLE.HOOKS
 globals().update(HOOKS)
 __all__ = sorted(HOOKS)
+
+
+def __getattr__(name: str) -> object:
+    """Refuse a `!function utils.<name>` that names no hook, saying which metrics a task YAML can list."""
+    raise AttributeError(_TABLE.unknown_hook(name))

@@ -2,7 +2,9 @@
 
 The aggregations are the core's (`core.aggregate`) over a memo of the task's scores, kept here at the edge:
 lmms-eval calls one aggregation per metric (11 per family task) on equal payloads, and each would score the
-whole task again (measured: 18 ms per 1,200 outcomes, ×11 per task; the memo costs a 1 ms pickle).
+whole task again (measured: 18 ms per 1,200 outcomes, ×11 per task; the memo costs a 1 ms pickle). There is an
+aggregation for each metric a task reports (TABLE_METRICS) and no other: a YAML that names a diagnostic's is refused
+when lmms-eval builds the task (`unknown_hook`), never reported empty.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hvcu_tasks.core import aggregate
+from hvcu_tasks.core.metrics import TABLE_METRICS
 from hvcu_tasks.core.payloads import flatten
 from hvcu_tasks.lmms import analysis_tasks, context, hooks
 
@@ -42,14 +45,12 @@ class Memo:
         return dict(found)
 
 
-AGGREGATIONS = aggregate.aggregations(
-    Memo(aggregate.task_metrics), aggregate.FAMILY_METRICS, aggregate.INCOMPLETE_WARNING
-)
-"""One aggregation per family metric (`agg_<metric>`), the task scored once for all of them."""
+AGGREGATIONS = aggregate.aggregations(Memo(aggregate.task_metrics), aggregate.INCOMPLETE_WARNING)
+"""One aggregation per reported family metric (`agg_<metric>`), the task scored once for all of them."""
 CIRCULAR_AGGREGATIONS = aggregate.aggregations(
-    Memo(aggregate.circular_task_metrics), aggregate.CIRCULAR_METRICS, aggregate.CIRCULAR_INCOMPLETE_WARNING
+    Memo(aggregate.circular_task_metrics), aggregate.CIRCULAR_INCOMPLETE_WARNING
 )
-"""One aggregation per circular metric (`agg_circular_<metric>`), the task scored once for all of them."""
+"""One aggregation per reported circular metric (`agg_circular_<metric>`), the task scored once for all of them."""
 
 _NAMED: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("", hooks, ("process_docs", "doc_to_text", "doc_to_visual", "doc_to_messages", "process_results")),
@@ -66,3 +67,14 @@ HOOKS: dict[str, Callable] = {
     **{f"agg_circular_{name}": aggregation for name, aggregation in CIRCULAR_AGGREGATIONS.items()},
 }
 """`!function utils.<name>` -> hook."""
+
+
+def unknown_hook(name: str) -> str:
+    """Say why `!function utils.<name>` names no hook: the message of the AttributeError each utils.py raises."""
+    if not name.startswith("agg_"):
+        return f"utils.{name}: the HVCU-Bench task folder has no hook of that name"
+    return (
+        f"utils.{name}: an HVCU-Bench task reports only {', '.join(TABLE_METRICS)} (agg_<metric>, "
+        "agg_circular_<metric>); the diagnostics (per aspect, error attribution, invalid replies, answer positions, "
+        "propagation, plain_acc_*) are no task metrics: `hvcu report` computes them from a --log_samples run"
+    )

@@ -20,9 +20,9 @@ from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.payloads import IDENTITY_KEY, ROTATION_KEY, payloads
 from hvcu_tasks.core.prompts import base_messages, level_text
 from hvcu_tasks.core.records import loads_unique
-from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.core.scoring import score_reply
-from hvcu_tasks.lmms.documents import document_image, task_data
+from hvcu_tasks.lmms.documents import document_image as doc_image  # an RGB PIL image, a private copy
+from hvcu_tasks.lmms.documents import task_data
 
 
 def features(kind: str) -> Any:
@@ -92,11 +92,6 @@ def doc_fingerprint(doc: Mapping[str, Any]) -> str | None:
     return doc_identity(doc).get("fingerprint")
 
 
-def doc_image(doc: Mapping[str, Any]) -> Any:
-    """Return a document's image as an RGB PIL image (a private copy; `documents.document_image`)."""
-    return document_image(doc)
-
-
 def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """Return a level document's options as (key, text) pairs."""
     return tuple(zip(doc["option_keys"], doc["option_texts"], strict=True))
@@ -104,12 +99,7 @@ def doc_options(doc: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def family_payloads(doc: Mapping[str, Any], outcomes: Sequence[Outcome], entry: Mapping[str, Any]) -> dict:
     """Return process_results' value for a family task: the outcomes under its metrics, acc_full logging `entry`."""
-    return payloads(str(doc["family"]), outcomes, entry, doc_identity(doc))
-
-
-def level_dataset(samples: Sequence[Sample], identity: str = "") -> Any:
-    """Build the base setting's document table (one row per level; the image as a path or encoded bytes)."""
-    return document_table(list(level_rows(samples, identity)), "levels", identity)
+    return payloads(outcomes, entry, doc_identity(doc))
 
 
 def process_docs(stub: Any) -> Any:

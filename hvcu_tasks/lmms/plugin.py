@@ -1,30 +1,11 @@
-"""lmms-eval entry point: registers this package's models and makes `--tasks hvcu_bench` work with no flag.
+"""lmms-eval entry point (`manifests`): this package's models, and small adapters over lmms-eval's own methods.
 
-lmms-eval 0.7.3 discovers plugins only through the `lmms_eval.models` entry-point group, which it loads
-before building its TaskManager. While loaded, this module wraps `TaskManager.initialize_tasks` so that
-the package's task folder is indexed after lmms-eval's own tasks and any `--include_path` (those win a
-name clash). Set HVCU_NO_AUTO_TASKS=1 to opt out and pass `--include_path $(hvcu tasks-dir)` instead.
-
-It also wraps `ChatMessages.to_openai_messages` and `to_qwen3_vl_openai_messages` (the openai, async_openai
-and vllm chat backends) so that an HVCU image is sent as its file's own bytes and media type instead of a
-PNG re-encoding; any other message (video, audio, other tasks' images) goes through lmms-eval unchanged.
-When lmms-eval loads this entry point while `lmms_eval.protocol` is still importing, the first
-document image a hook asks for (`documents.document_image`, through `ensure_image_hook`) installs that hook instead.
-
-It also wraps `ModelRegistryV2.get_model_class` (what `lmms_eval.models.get_model` calls when the evaluator
-builds the model) so that the chat classes of `vllm`, `qwen2_5_vl`, `qwen3_vl` and `llava_hf` come back as
-subclasses that run HVCU multi-round requests as whole rounds (models/routing.py); nothing is imported until a
-model is resolved. Set HVCU_NO_ROUND_ROUTING=1 to opt out. Every resolution is recorded (`Resolution`: simple or
-chat class, routed or why not) on the hook itself, where the context tasks' `require_native` reads it through
-lmms-eval (`context.route_record`), so an exported task folder's copy of the context hooks reads the same record.
-
-When every request of an `hvcu_context` run failed, `end_after_results` wraps lmms-eval's EvaluationTracker so the
-command exits with status 1 and one line right after lmms-eval has written the run's results files (lmms-eval itself
-exits 0 then); see docs/evaluation.md, "a run whose every request failed".
-
-Supported lmms-eval releases: SUPPORTED_LMMS_EVAL (pyproject.toml's requirement). An older release, or a wrapped
-method whose signature changed, is logged as an error that names the supported range and the installed release; a
-release newer than the newest CI-tested one (TESTED_LMMS_EVAL) is logged once as a warning that says how to report it.
+Each adapter wraps one lmms-eval class once, after checking that the wrapped methods still take the parameters it
+was written for (else an error naming the supported releases, and that adapter is left out): the task folder
+indexed without --include_path (HVCU_NO_AUTO_TASKS=1 opts out), HVCU images sent to API backends as their own
+bytes, whole rounds for the chat backends (models/routing.py; HVCU_NO_ROUND_ROUTING=1 opts out), the data identity
+in each HVCU task's config, and exit status 1 after the results files of an hvcu_context run whose every request
+failed. See docs/lmms-eval.md and docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -48,27 +29,19 @@ SUPPORTED_LMMS_EVAL = ">=0.7.3"
 TESTED_LMMS_EVAL = ("0.7.3",)
 """The releases CI runs the end-to-end smoke against (the lowest and the highest supported on PyPI)."""
 EXPECTED_SIGNATURE = ("self", "include_path", "include_defaults")
-OPENAI_MESSAGE_METHODS: dict[str, tuple[str, ...]] = {
-    "to_openai_messages": ("self", "video_kwargs", "pass_video_url"),
-    "to_qwen3_vl_openai_messages": ("self", "video_kwargs"),
-}
-"""lmms-eval's ChatMessages methods that build OpenAI messages (openai, async_openai, vllm), with their parameters."""
-"""Set to 1 to leave lmms-eval's backends unrouted (models/routing.py)."""
-REGISTRY_SIGNATURE = ("self", "model_name", "force_simple")
-"""Parameters of lmms-eval's ModelRegistryV2.get_model_class, which the route hook wraps."""
+"""Parameters of lmms-eval's TaskManager.initialize_tasks, which the task hook wraps."""
 
 log = logging.getLogger("hvcu_tasks")
 
 
 @dataclass(frozen=True)
 class Resolution:
-    """What lmms-eval's registry last resolved a model id to: simple or chat class, routed or why not."""
+    """What lmms-eval's registry last resolved a model id to: simple or chat class, routed or why not ('')."""
 
     model_id: str
     simple: bool
     routed: bool
     why: str = ""
-    """Why the class is not routed ('' when it is)."""
 
 
 RESOLVED: dict[str, Resolution] = {}
@@ -107,10 +80,9 @@ def version_problem(installed: str) -> str | None:
     from packaging.version import InvalidVersion, Version
 
     try:
-        found = Version(installed)
+        if SpecifierSet(SUPPORTED_LMMS_EVAL).contains(Version(installed), prereleases=True):
+            return None
     except InvalidVersion:
-        return None
-    if SpecifierSet(SUPPORTED_LMMS_EVAL).contains(found, prereleases=True):
         return None
     return (
         f"lmms-eval {installed} is older than this toolkit supports: its HVCU tasks cannot run (older releases "
@@ -141,11 +113,27 @@ _warned: set[str] = set()
 """Warnings this process has logged already (the entry point may load more than once)."""
 
 
-def warn_once(message: str) -> None:
-    """Log `message` as a warning the first time this process sees it."""
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("%s", message)
+def _wrap(owner: type, methods: dict[str, tuple[tuple[str, ...], Callable]], advice: str) -> None:
+    """Replace each `owner.NAME` by `make(original)` once, after checking every original takes its parameters.
+
+    `methods`: NAME -> (the parameters the original must take, make); a changed one raises IncompatibleLmmsEval
+    naming it and `advice` (what the user gets until the plugin is updated), before anything is replaced.
+    """
+    todo = {}
+    for name, (expected, make) in methods.items():
+        original = getattr(owner, name, None)
+        if getattr(original, "_hvcu_hook", False):
+            continue
+        params = tuple(inspect.signature(original).parameters) if callable(original) else None
+        if params != expected:
+            raise IncompatibleLmmsEval(
+                f"lmms_eval {owner.__name__}.{name}{params} no longer matches {expected}; {advice}"
+            )
+        todo[name] = (original, make)
+    for name, (original, make) in todo.items():
+        method = functools.wraps(original)(make(original))
+        method._hvcu_hook = True
+        setattr(owner, name, method)
 
 
 def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
@@ -156,33 +144,18 @@ def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
     return paths
 
 
-def check_signature(original: Any, expected: tuple[str, ...], name: str, advice: str) -> None:
-    """Raise IncompatibleLmmsEval naming `name`, its parameters and `advice` unless `original` takes `expected`."""
-    params = tuple(inspect.signature(original).parameters) if callable(original) else None
-    if params != expected:
-        raise IncompatibleLmmsEval(f"lmms_eval {name}{params} no longer matches {expected}; {advice}")
-
-
 def install_task_hook() -> None:
-    """Wrap lmms-eval's TaskManager.initialize_tasks to also index TASKS_DIR (idempotent)."""
+    """Make lmms-eval's TaskManager index TASKS_DIR after its own tasks and any --include_path (idempotent)."""
     from lmms_eval.tasks import TaskManager
 
-    original = TaskManager.initialize_tasks
-    if getattr(original, "_hvcu_hook", False):
-        return
-    check_signature(
-        original,
-        EXPECTED_SIGNATURE,
-        "TaskManager.initialize_tasks",
-        f"run lmms-eval with --include_path {TASKS_DIR} and set {settings.NO_AUTO_TASKS_ENV}=1",
-    )
+    def make(original: Callable) -> Callable:
+        def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
+            return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
 
-    def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
-        return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
+        return initialize_tasks
 
-    initialize_tasks._hvcu_hook = True  # type: ignore[attr-defined]
-    initialize_tasks.__wrapped__ = original  # type: ignore[attr-defined]
-    TaskManager.initialize_tasks = initialize_tasks
+    advice = f"run lmms-eval with --include_path {TASKS_DIR} and set {settings.NO_AUTO_TASKS_ENV}=1"
+    _wrap(TaskManager, {"initialize_tasks": (EXPECTED_SIGNATURE, make)}, advice)
 
 
 SERVING: weakref.WeakSet = weakref.WeakSet()
@@ -195,16 +168,11 @@ def serve(wrapper: Any) -> None:
 
 
 def served_identity(task: str, dataset: Any) -> dict[str, Any] | None:
-    """Return a copy of the model identity of the wrapper that serves a task's documents, or None.
-
-    lmms-eval hands each task's dataset to the model's task_dict before it dumps the configs: the wrapper
-    whose task_dict holds this very dataset under the task's name serves the task.
-    """
+    """Return a copy of the model identity of the wrapper whose task_dict holds this very dataset, or None."""
     if dataset is None:
         return None
     for wrapper in list(SERVING):
-        found = getattr(wrapper, "task_dict", {}).get(task)
-        if found is dataset and getattr(wrapper, "model_identity", None):
+        if getattr(wrapper, "task_dict", {}).get(task) is dataset and getattr(wrapper, "model_identity", None):
             return copy.deepcopy(wrapper.model_identity)
     return None
 
@@ -223,61 +191,37 @@ def dataset_identity(docs: Any) -> dict[str, Any]:
 
 
 def install_identity_hook() -> None:
-    """Wrap lmms-eval's ConfigurableTask.dump_config so an HVCU task's config records the data it read.
+    """Make an HVCU task's dumped config record the data it read, the versions and the served model (idempotent).
 
-    The config lands in the results file under `configs.<task>.metadata` (beside dataset_path and the
-    rest of the task's definition), so the data identity never shows up as a row of lmms-eval's table.
-    The toolkit's version goes beside it (`hvcu_toolkit_version`), so does the installed lmms-eval release
-    (`hvcu_lmms_eval_version`: lmms-eval's own `lmms_eval_version` is the git state of its folder), and for a task
-    served through hvcu_context the served model's identity (`hvcu_model_identity`: lmms-eval dumps the configs
-    after building the model, before any request; under data parallelism rank 0's file holds rank 0's wrapper's).
+    They go under `configs.<task>.metadata` of the results file (docs/evaluation.md), never into lmms-eval's table.
     """
     from lmms_eval.api.task import ConfigurableTask
 
-    from hvcu_tasks.data.provenance import (
-        CONFIG_KEY,
-        LMMS_EVAL_KEY,
-        MODEL_KEY,
-        VERSION_KEY,
-        lmms_eval_release,
-        toolkit_version,
-    )
+    from hvcu_tasks.data import provenance as p
 
-    original = ConfigurableTask.dump_config
-    if getattr(original, "_hvcu_hook", False):
-        return
+    def make(original: Callable) -> Callable:
+        def dump_config(self):  # noqa: ANN001, ANN202
+            config = original(self)
+            dataset, split = getattr(self, "dataset", None), getattr(self.config, "test_split", None)
+            try:
+                docs = dataset[split] if dataset is not None and split is not None else None
+            except (KeyError, TypeError):
+                docs = None
+            identity = dataset_identity(docs)
+            if identity:
+                metadata = dict(config.get("metadata") or {})
+                metadata[p.CONFIG_KEY] = identity
+                metadata[p.VERSION_KEY] = p.toolkit_version()
+                metadata[p.LMMS_EVAL_KEY] = p.lmms_eval_release()
+                model = served_identity(str(getattr(self.config, "task", "")), dataset)
+                config["metadata"] = metadata if model is None else {**metadata, p.MODEL_KEY: model}
+            return config
 
-    def dump_config(self):  # noqa: ANN001, ANN202
-        config = original(self)
-        dataset = getattr(self, "dataset", None)
-        split = getattr(self.config, "test_split", None)
-        try:
-            docs = dataset[split] if dataset is not None and split is not None else None
-        except (KeyError, TypeError):
-            docs = None
-        identity = dataset_identity(docs)
-        if identity:
-            metadata = dict(config.get("metadata") or {})
-            metadata[CONFIG_KEY] = identity
-            metadata[VERSION_KEY] = toolkit_version()
-            metadata[LMMS_EVAL_KEY] = lmms_eval_release()
-            model = served_identity(str(getattr(self.config, "task", "")), dataset)
-            if model is not None:
-                metadata[MODEL_KEY] = model
-            config["metadata"] = metadata
-        return config
+        return dump_config
 
-    dump_config._hvcu_hook = True  # type: ignore[attr-defined]
-    dump_config.__wrapped__ = original  # type: ignore[attr-defined]
-    ConfigurableTask.dump_config = dump_config
+    advice = "results files will not record the data an HVCU task read until hvcu_tasks/lmms/plugin.py is updated"
+    _wrap(ConfigurableTask, {"dump_config": (("self",), make)}, advice)
 
-
-RESULTS_METHODS: dict[str, tuple[str, ...]] = {
-    "save_results_aggregated": ("self", "results", "samples", "datetime_str"),
-    "save_results_samples": ("self", "task_name", "samples"),
-    "recreate_metadata_card": ("self",),
-}
-"""lmms-eval's EvaluationTracker methods that write a run's files, with their parameters (the end-of-run hook)."""
 
 _END_LINE: list[str] = []
 """The line this lmms-eval command ends with, exit status 1, once its results files are written (empty: none)."""
@@ -287,9 +231,7 @@ def end_after_results(line: str | None) -> bool:
     """Make this lmms-eval command exit with status 1 and `line` once it has written its results files (None: don't).
 
     False when lmms-eval's EvaluationTracker no longer has the methods the hook wraps (the caller decides then).
-    Rank 0 writes the files, so only rank 0 exits there: it first waits at the barrier lmms-eval's command line would
-    have waited at after writing them, so the other ranks, waiting there, go on and end normally (exit 0) while the
-    launcher (accelerate launch, torchrun) reports rank 0's status.
+    Only rank 0, which writes the files, exits there, after the barrier the other ranks wait at (they end with 0).
     """
     _END_LINE.clear()
     if line is None:
@@ -323,101 +265,81 @@ def _end_now() -> None:
 
 
 def install_results_hook() -> None:
-    """Wrap lmms-eval's EvaluationTracker so a pending end line (end_after_results) ends the command after its files.
+    """Make a pending end line (end_after_results) end the command after the last file lmms-eval writes (idempotent).
 
-    The files: the results file, then with --log_samples one samples file per task, then with a hub push the
-    metadata card; the command ends after the last of them that this run writes. Idempotent.
+    The files: the results file, then with --log_samples one samples file per task, then with a hub push the card.
     """
     from lmms_eval.loggers.evaluation_tracker import EvaluationTracker
 
-    todo = {}
-    for name, expected in RESULTS_METHODS.items():
-        original = getattr(EvaluationTracker, name, None)
-        if getattr(original, "_hvcu_hook", False):
-            continue
-        check_signature(
-            original,
-            expected,
-            f"EvaluationTracker.{name}",
-            "a run of hvcu_context whose every request failed ends before lmms-eval writes its results until "
-            "hvcu_tasks/lmms/plugin.py is updated",
-        )
-        todo[name] = original
-
-    def pushes(tracker: Any) -> bool:
-        return bool(getattr(tracker, "push_results_to_hub", False) or getattr(tracker, "push_samples_to_hub", False))
-
     def written(tracker: Any) -> None:
-        if _END_LINE and not tracker._hvcu_pending and not pushes(tracker):
+        pushes = getattr(tracker, "push_results_to_hub", False) or getattr(tracker, "push_samples_to_hub", False)
+        if _END_LINE and not tracker._hvcu_pending and not pushes:
             _end_now()
 
-    def hooked(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            got = original(self, *args, **kwargs)
-            if name == "save_results_aggregated":
-                bound = inspect.signature(original).bind(self, *args, **kwargs)
-                results, samples = bound.arguments.get("results"), bound.arguments.get("samples")
-                configs = results.get("configs", {}) if isinstance(results, dict) else {}
-                self._hvcu_pending = set(configs) if samples is not None else set()
-                written(self)
-            elif name == "save_results_samples" and hasattr(self, "_hvcu_pending"):
-                bound = inspect.signature(original).bind(self, *args, **kwargs)
-                self._hvcu_pending.discard(bound.arguments.get("task_name"))
+    def aggregated(original: Callable) -> Callable:
+        def save_results_aggregated(self, results, samples, datetime_str):  # noqa: ANN001, ANN202
+            got = original(self, results, samples, datetime_str)
+            configs = results.get("configs", {}) if isinstance(results, dict) else {}
+            self._hvcu_pending = set(configs) if samples is not None else set()
+            written(self)
+            return got
+
+        return save_results_aggregated
+
+    def per_task(original: Callable) -> Callable:
+        def save_results_samples(self, task_name, samples):  # noqa: ANN001, ANN202
+            got = original(self, task_name, samples)
+            if hasattr(self, "_hvcu_pending"):
+                self._hvcu_pending.discard(task_name)
                 written(self)
             return got
 
-        @functools.wraps(original)
-        def last(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        return save_results_samples
+
+    def card(original: Callable) -> Callable:
+        def recreate_metadata_card(self):  # noqa: ANN001, ANN202
             try:
-                return original(self, *args, **kwargs)
+                return original(self)
             finally:
                 if _END_LINE:
                     _end_now()
 
-        chosen = last if name == "recreate_metadata_card" else method
-        chosen._hvcu_hook = True  # type: ignore[attr-defined]
-        return chosen
+        return recreate_metadata_card
 
-    for name, original in todo.items():
-        setattr(EvaluationTracker, name, hooked(name, original))
-
-
-def _sending_own_bytes(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap one ChatMessages → OpenAI messages method: HVCU images as their own bytes, else the original."""
-    from hvcu_tasks.data.images import api_messages
-
-    @functools.wraps(original)
-    def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        built = api_messages(self.messages)
-        return built if built is not None else original(self, *args, **kwargs)
-
-    method._hvcu_hook = True  # type: ignore[attr-defined]
-    return method
+    methods = {
+        "save_results_aggregated": (("self", "results", "samples", "datetime_str"), aggregated),
+        "save_results_samples": (("self", "task_name", "samples"), per_task),
+        "recreate_metadata_card": (("self",), card),
+    }
+    advice = (
+        "a run of hvcu_context whose every request failed ends before lmms-eval writes its results until "
+        "hvcu_tasks/lmms/plugin.py is updated"
+    )
+    _wrap(EvaluationTracker, methods, advice)
 
 
 def install_image_hook() -> None:
-    """Wrap lmms-eval's ChatMessages → OpenAI message methods so HVCU images travel as their own bytes (idempotent).
-
-    Both methods give the same messages for text and images (the Qwen3-VL one differs only for video).
-    """
+    """Make lmms-eval's ChatMessages → OpenAI messages methods send HVCU images as their own bytes (idempotent)."""
     from lmms_eval.protocol import ChatMessages
 
-    todo = {}
-    for name, expected in OPENAI_MESSAGE_METHODS.items():
-        original = getattr(ChatMessages, name, None)
-        if getattr(original, "_hvcu_hook", False):
-            continue
-        check_signature(
-            original,
-            expected,
-            f"ChatMessages.{name}",
-            "API backends will get lmms-eval's own re-encoding of every HVCU image (larger requests, alpha "
-            "dropped) until hvcu_tasks/lmms/plugin.py is updated",
-        )
-        todo[name] = original
-    for name, original in todo.items():
-        setattr(ChatMessages, name, _sending_own_bytes(original))
+    from hvcu_tasks.data.images import api_messages
+
+    def make(original: Callable) -> Callable:
+        def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            built = api_messages(self.messages)
+            return built if built is not None else original(self, *args, **kwargs)
+
+        return method
+
+    methods = {
+        "to_openai_messages": (("self", "video_kwargs", "pass_video_url"), make),
+        "to_qwen3_vl_openai_messages": (("self", "video_kwargs"), make),
+    }
+    advice = (
+        "API backends will get lmms-eval's own re-encoding of every HVCU image (larger requests, alpha dropped) "
+        "until hvcu_tasks/lmms/plugin.py is updated"
+    )
+    _wrap(ChatMessages, methods, advice)
 
 
 _IMAGE_HOOK_CHECKED = False
@@ -426,13 +348,9 @@ _IMAGE_HOOK_CHECKED = False
 def ensure_image_hook() -> None:
     """Install the image hook once, if the entry point could not (lmms_eval.protocol was still importing)."""
     global _IMAGE_HOOK_CHECKED
-    if _IMAGE_HOOK_CHECKED:
-        return
-    _IMAGE_HOOK_CHECKED = True
-    try:
-        install_image_hook()
-    except IncompatibleLmmsEval as exc:
-        log.error("%s", exc)
+    if not _IMAGE_HOOK_CHECKED:
+        _IMAGE_HOOK_CHECKED = True
+        _logged(install_image_hook)
 
 
 def token_line(task: str, dataset: str) -> str:
@@ -445,100 +363,81 @@ def token_line(task: str, dataset: str) -> str:
 
 
 def install_token_hook() -> None:
-    """Wrap lmms-eval's ConfigurableTask.download so a task whose hub dataset asks for a token none is configured
-    for ends the command in one line (exit 1) before the model is asked anything (idempotent). Left alone, lmms-eval
-    logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result, other tasks' included; a
-    dataset already in the cache still loads without a token, as before."""
+    """Make a task whose hub dataset asks for a token none is configured for end the run in one line (exit 1).
+
+    Left alone, lmms-eval logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result;
+    a dataset already in the cache still loads without a token, as before (idempotent).
+    """
     from huggingface_hub.errors import LocalTokenNotFoundError
     from lmms_eval.api.task import ConfigurableTask
 
-    original = ConfigurableTask.download
-    if getattr(original, "_hvcu_hook", False):
-        return
-    check_signature(original, ("self", "dataset_kwargs"), "ConfigurableTask.download", "set HF_TOKEN before a run")
+    def make(original: Callable) -> Callable:
+        def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
+            try:
+                return original(self, dataset_kwargs)
+            except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's
+                last = getattr(exc, "last_attempt", None)
+                if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
+                    raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
+                raise
 
-    @functools.wraps(original)
-    def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
-        try:
-            return original(self, dataset_kwargs)
-        except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's error
-            last = getattr(exc, "last_attempt", None)
-            if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
-                raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
-            raise
+        return download
 
-    download._hvcu_hook = True  # type: ignore[attr-defined]
-    ConfigurableTask.download = download
+    _wrap(ConfigurableTask, {"download": (("self", "dataset_kwargs"), make)}, "set HF_TOKEN before a run")
 
 
 def install_route_hook() -> None:
-    """Wrap lmms-eval's ModelRegistryV2.get_model_class so routed backends come back as routing.route's subclass.
-
-    Idempotent. The routing module is imported only when a model is resolved, and HVCU_NO_ROUND_ROUTING=1
-    also turns it off for models resolved after it is set. Every resolution is recorded in RESOLVED.
-    """
+    """Make lmms-eval's registry hand out routing.route's subclasses, recording each resolution in RESOLVED."""
     from lmms_eval.models.registry_v2 import ModelRegistryV2
 
-    original = ModelRegistryV2.get_model_class
-    if getattr(original, "_hvcu_hook", False):
-        return
-    check_signature(
-        original,
-        REGISTRY_SIGNATURE,
-        "ModelRegistryV2.get_model_class",
+    def make(original: Callable) -> Callable:
+        def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
+            cls = original(self, model_name, force_simple=force_simple)
+            model_id = self.resolve(model_name, force_simple=force_simple).model_id
+            got, why = cls, f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
+            if not settings.current().no_round_routing:  # routing is imported only when it is on
+                from hvcu_tasks.lmms.models.routing import route, unrouted_reason
+
+                got = route(cls, model_id)
+                why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
+            RESOLVED[model_id] = Resolution(model_id, bool(getattr(cls, "is_simple", True)), not why, why)
+            return got
+
+        get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
+        return get_model_class
+
+    advice = (
         "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
-        "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/lmms/plugin.py is updated",
+        "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/lmms/plugin.py is updated"
     )
+    _wrap(ModelRegistryV2, {"get_model_class": (("self", "model_name", "force_simple"), make)}, advice)
 
-    @functools.wraps(original)
-    def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
-        cls = original(self, model_name, force_simple=force_simple)
-        model_id = self.resolve(model_name, force_simple=force_simple).model_id
-        simple = bool(getattr(cls, "is_simple", True))
-        if settings.current().no_round_routing:
-            why = f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
-            RESOLVED[model_id] = Resolution(model_id, simple, False, why)
-            return cls
-        from hvcu_tasks.lmms.models.routing import route, unrouted_reason
 
-        got = route(cls, model_id)
-        why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
-        RESOLVED[model_id] = Resolution(model_id, simple, not why, why)
-        return got
-
-    get_model_class._hvcu_hook = True  # type: ignore[attr-defined]
-    get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
-    ModelRegistryV2.get_model_class = get_model_class
+def _logged(install: Callable[[], None]) -> None:
+    """Run one hook's installer, logging an incompatible lmms-eval as an error instead of raising it."""
+    try:
+        install()
+    except IncompatibleLmmsEval as exc:
+        log.error("%s", exc)
 
 
 def manifests() -> list:
-    """Entry point for `lmms_eval.models`: this package's model manifests (and the task hook)."""
+    """Entry point for `lmms_eval.models`: this package's model manifests (and the hooks)."""
     from lmms_eval.models.registry_v2 import ModelManifest
 
     installed = installed_lmms_eval()
-    problem = version_problem(installed)
-    if problem:
+    if problem := version_problem(installed):
         log.error("%s", problem)
-    elif note := untested_release(installed):
-        warn_once(note)
+    elif (note := untested_release(installed)) and note not in _warned:
+        _warned.add(note)
+        log.warning("%s", note)
     if not settings.current().no_auto_tasks:
-        try:
-            install_task_hook()
-        except IncompatibleLmmsEval as exc:
-            log.error("%s", exc)
-    install_identity_hook()
+        _logged(install_task_hook)
+    _logged(install_identity_hook)
+    _logged(install_token_hook)
+    _logged(install_route_hook)  # also when opted out: it then records what was resolved (require_native's message)
     try:
-        install_token_hook()
-    except IncompatibleLmmsEval as exc:
-        log.error("%s", exc)
-    try:  # installed even when opted out: it then only records what was resolved (for require_native's message)
-        install_route_hook()
-    except IncompatibleLmmsEval as exc:
-        log.error("%s", exc)
-    try:
-        install_image_hook()
-    except IncompatibleLmmsEval as exc:
-        log.error("%s", exc)
+        _logged(install_image_hook)
     except ImportError:  # lmms_eval.protocol is mid-import (it imports the models package): hooked at first use
         log.debug("HVCU-Bench: image hook deferred until the first document image", exc_info=True)
     return [

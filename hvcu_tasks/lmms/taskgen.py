@@ -1,9 +1,9 @@
 """Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
-`payloads.family_metric_names` and `hook_table.HOOKS`. The metric lists hold `metrics.TABLE_METRICS` only
-(what lmms-eval prints); utils.py hands out an aggregation for every metric, diagnostics included, so a
-hand-written YAML that lists one still works.
+`metrics.TABLE_METRICS` and `hook_table.HOOKS`. The metric lists hold TABLE_METRICS (what lmms-eval prints), the
+only metrics a task has aggregations for: a hand-written YAML that names a diagnostic's is refused when lmms-eval
+builds the task (`hook_table.unknown_hook`); `hvcu report` computes the diagnostics from the sample logs.
 """
 
 from __future__ import annotations
@@ -12,23 +12,16 @@ import sys
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import FULL_METRIC, OFFICIAL_FULL_METRIC, circular_metric_names, table_metric_names
-from hvcu_tasks.core.payloads import family_metric_names
+from hvcu_tasks.core.metrics import FULL_METRIC, OFFICIAL_FULL_METRIC, TABLE_METRICS
 from hvcu_tasks.lmms.plugin import TASKS_DIR
 
 GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
-LOWER_IS_BETTER_PREFIXES = ("invalid_", "errors_at_", "error_share_", "n_", "position_bias", "wrong_")
-"""Metrics named with one of these are better when lower (the YAMLs' `higher_is_better: false`)."""
-DESCRIPTIVE_PREFIXES = ("pred_share_", "gold_share_")
-"""Metrics named with one of these describe a distribution: neither direction is better (`higher_is_better: null`)."""
 
 
-def higher_is_better(name: str) -> bool | None:
-    """Whether a larger value of this metric is better (what a task YAML declares for it); None: neither."""
-    if name.startswith(DESCRIPTIVE_PREFIXES):
-        return None
-    return not name.startswith(LOWER_IS_BETTER_PREFIXES)
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of a reported metric is better (the YAMLs' `higher_is_better`): accuracies, not counts."""
+    return not name.startswith("n_")
 
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
@@ -50,7 +43,7 @@ ANALYSIS_SETTINGS = (
 )
 ANALYSIS_GROUP = "hvcu_analysis"
 CIRCULAR_METRICS = "_circular_metrics_yaml"
-YAML_BOOL = {True: "true", False: "false", None: "null"}
+YAML_BOOL = {True: "true", False: "false"}
 
 
 def metrics_yaml(family: str) -> str:
@@ -63,7 +56,7 @@ def metrics_yaml(family: str) -> str:
         "# attribution, invalid replies, answer positions, propagation): `hvcu report` on a --log_samples run.",
         "metric_list:",
     ]
-    for m in family_metric_names(family):
+    for m in TABLE_METRICS:
         lines += [
             f"  - metric: {m}",
             f"    aggregation: !function utils.agg_{m}",
@@ -81,7 +74,7 @@ def circular_metrics_yaml() -> str:
         "# on a --log_samples run.",
         "metric_list:",
     ]
-    for m in table_metric_names(circular_metric_names()):
+    for m in TABLE_METRICS:
         lines += [
             f"  - metric: {m}",
             f"    aggregation: !function utils.agg_circular_{m}",
@@ -178,10 +171,15 @@ One implementation for this folder and `hvcu export-task`'s, whose utils.py hand
 copy of the same files.
 """
 
-from hvcu_tasks.lmms.hook_table import HOOKS
+from hvcu_tasks.lmms.hook_table import HOOKS, unknown_hook
 
 globals().update(HOOKS)
 __all__ = sorted(HOOKS)
+
+
+def __getattr__(name: str) -> object:
+    """Refuse a `!function utils.<name>` that names no hook, saying which metrics a task YAML can list."""
+    raise AttributeError(unknown_hook(name))
 '''
 """The task folder's utils.py: lmms-eval loads it once per YAML as a module of its own; each load hands out HOOKS."""
 

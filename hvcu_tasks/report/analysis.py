@@ -13,16 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
-from hvcu_tasks.core.metrics import (
-    FULL_METRIC,
-    PLAIN_PREFIX,
-    POSITION_BIAS_METRIC,
-    acc_metric,
-    gold_share_metric,
-    is_na,
-    pred_share_metric,
-    wrong_after_metric,
-)
+from hvcu_tasks.core.metrics import FULL_METRIC, acc_metric, is_na
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
     CHANCE_LEVEL,
@@ -33,6 +24,13 @@ from hvcu_tasks.report.tables import (
     Table,
 )
 from hvcu_tasks.results.runs import BENCHMARK, CUSTOM, SMOKE, AnalysisRun
+from hvcu_tasks.results.scores import (
+    PLAIN_PREFIX,
+    POSITION_BIAS_METRIC,
+    gold_share_metric,
+    pred_share_metric,
+    wrong_after_metric,
+)
 
 ANALYSIS_SETTINGS = ("blind", "circular", "context_gold")
 """Settings whose presence makes a report have analysis tables."""

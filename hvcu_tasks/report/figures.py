@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.core.metrics import ACCURACY_METRICS, aspect_metric
+from hvcu_tasks.core.metrics import ACCURACY_METRICS
 from hvcu_tasks.data.files import atomic_path
 from hvcu_tasks.report.board import Entry
 from hvcu_tasks.report.crossbench import paired_rows
@@ -20,6 +20,7 @@ from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.report.tables import CHANCE_FULL, CHANCE_LEVEL
 from hvcu_tasks.results.general import HEADLINES
 from hvcu_tasks.results.runs import SMOKE, ModelResult, aspect_names, is_nan
+from hvcu_tasks.results.scores import aspect_metric
 
 LEVEL_TICKS = ["perception", "bridge", "connotation", "full chain"]
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]

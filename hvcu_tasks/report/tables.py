@@ -6,18 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
-from hvcu_tasks.core.metrics import (
-    ACCURACY_METRICS,
-    OFFICIAL_FULL_METRIC,
-    OFFICIAL_SUFFIX,
-    ROTATIONS,
-    aspect_metric,
-    error_share_metric,
-    errors_at_metric,
-    invalid_metric,
-)
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, OFFICIAL_FULL_METRIC, OFFICIAL_SUFFIX, ROTATIONS
 from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.results.runs import ModelResult, aspect_names, is_nan
+from hvcu_tasks.results.scores import aspect_metric, error_share_metric, errors_at_metric, invalid_metric
 
 Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}

@@ -78,7 +78,15 @@ def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str, number
     family = records[0]["family"] if records else None
     sid = str(records[0]["sample_id"]) if records else str(entry.get("sample_id"))
     read.samples.setdefault((family, sid), {"task": task, "setting": setting, "family": family, "sample_id": sid})
-    _add_details(read.details.setdefault((family, sid), _no_details(records)), line, entry, number)
+    aspect = records[0].get("aspect") if records else None
+    details = read.details.setdefault((family, sid), {"aspect": aspect, "lines": [], "input_media": None})
+    details["lines"].append(number)
+    media = line.get("input_media")
+    if details["input_media"] is None and isinstance(media, list) and media and isinstance(media[0], str):
+        details["input_media"] = media[0]
+    identity = entry.get("data_identity")
+    if details.get("data_identity") is None and isinstance(identity, dict) and identity:
+        details["data_identity"] = identity
     texts, replies, gold = _levels_of(line, entry, setting)
     counts = {"scored levels": len(records), "questions": len(texts), "replies": len(replies)}
     if gold is not None:
@@ -90,22 +98,6 @@ def _add_line(read: _Read, line: dict[str, Any], task: str, setting: str, number
         outcome = _outcome(record, reply)
         read.outcomes.append(outcome)
         read.texts[(outcome.family, outcome.sample_id, outcome.level)] = (question, reply)
-
-
-def _no_details(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return a sample's details before any line: its aspect (from its first outcome), nothing else yet."""
-    return {"aspect": records[0].get("aspect") if records else None, "lines": [], "input_media": None, "identity": None}
-
-
-def _add_details(details: dict[str, Any], line: dict[str, Any], entry: dict[str, Any], number: int) -> None:
-    """Record one line of a sample: its number, the first image file lmms-eval logged, the data identity."""
-    details["lines"].append(number)
-    media = line.get("input_media")
-    if details["input_media"] is None and isinstance(media, list) and media and isinstance(media[0], str):
-        details["input_media"] = media[0]
-    identity = entry.get("data_identity")
-    if details["identity"] is None and isinstance(identity, dict) and identity:
-        details["identity"] = identity
 
 
 def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tuple[list, list, list | None]:
@@ -122,11 +114,10 @@ def _levels_of(line: dict[str, Any], entry: dict[str, Any], setting: str) -> tup
 
 
 def chains_of_file(task: str, path: Path, details: bool = False) -> list[dict[str, Any]]:
-    """Return one record per sample: questions, raw replies, letters and verdicts under both parsing rules, gold.
+    """Return one record per sample: questions, raw replies, letters and verdicts under both rules, gold.
 
-    With `details`, each record also holds `aspect`, per-level `correct`, `correct_official` and `failed`,
-    `lines` (the file's line numbers, from 1), `input_media` (the image lmms-eval logged, or None) and
-    `data_identity` (what the harness logged, or None).
+    With `details`, also `aspect`, per-level `correct`, `correct_official` and `failed`, `lines` (from 1),
+    `input_media` (the image lmms-eval logged) and `data_identity` (what the harness logged), None when not logged.
     """
     return logged_chains(task, path, details)[0]
 
@@ -150,31 +141,21 @@ def logged_chains(task: str, path: Path, details: bool = True) -> tuple[list[dic
         grouped = group_chains(read.outcomes)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}; each level of a sample is logged once (the file is damaged)") from exc
-    records = [_record(meta, grouped.get(key, {}), read.texts) for key, meta in read.samples.items()]
-    if details:
-        for (key, _meta), record in zip(read.samples.items(), records, strict=True):
-            _add_record_details(record, grouped.get(key, {}), read.details[key])
+    records = [
+        _record(meta, grouped.get(key, {}), read.texts, read.details[key] if details else None)
+        for key, meta in read.samples.items()
+    ]
     return records, read.outcomes
 
 
-def _add_record_details(record: dict[str, Any], chain: dict[int, Outcome], details: dict[str, Any]) -> None:
-    """Add a sample's aspect, per-level verdicts and failures, line numbers, logged image and data identity."""
-    levels = [chain[k] for k in sorted(chain)]
-    record["aspect"] = details["aspect"]
-    record["correct"] = [o.correct for o in levels]
-    record["correct_official"] = [o.correct_official for o in levels]
-    record["failed"] = [o.failed for o in levels]
-    record["lines"] = list(details["lines"])
-    record["input_media"] = details["input_media"]
-    record["data_identity"] = details["identity"]
-
-
-def _record(meta: dict[str, Any], chain: dict[int, Outcome], texts: dict[tuple, tuple[str, Any]]) -> dict[str, Any]:
+def _record(
+    meta: dict[str, Any], chain: dict[int, Outcome], texts: dict[tuple, tuple[str, Any]], found: dict | None
+) -> dict[str, Any]:
     """Return the `hvcu chains` record of one sample from its grouped outcomes (verdicts null unless complete)."""
     levels = [chain[k] for k in sorted(chain)]
     logged = [texts[(o.family, o.sample_id, o.level)] for o in levels]
     complete = is_complete(chain)
-    return {
+    record = {
         **meta,
         "questions": [question for question, _reply in logged],
         "replies": [reply for _question, reply in logged],
@@ -184,3 +165,14 @@ def _record(meta: dict[str, Any], chain: dict[int, Outcome], texts: dict[tuple, 
         "parsed_official": [o.pred_official for o in levels],
         "chain_correct_official": all(o.correct_official for o in levels) if complete else None,
     }
+    if found is not None:  # the details of chains_of_file
+        record |= {
+            "aspect": found["aspect"],
+            "correct": [o.correct for o in levels],
+            "correct_official": [o.correct_official for o in levels],
+            "failed": [o.failed for o in levels],
+            "lines": found["lines"],
+            "input_media": found["input_media"],
+            "data_identity": found.get("data_identity"),
+        }
+    return record

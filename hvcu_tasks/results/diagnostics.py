@@ -2,7 +2,7 @@
 
 A family task reports only `metrics.TABLE_METRICS` (the rows lmms-eval prints). Every other metric (per aspect
 full_<aspect>, errors_at_*/error_share_*, invalid_*, pred_share_*/gold_share_*/position_bias, wrong_*_after_*,
-and the circular tasks' plain_acc_*) is computed here with the same core functions the aggregations use, from
+and the circular tasks' plain_acc_*) is computed here (results.scores, over the core's scores), from
 the outcome records lmms-eval logged per document (each line's acc_full entry). A results file written before
 the tasks stopped reporting them keeps its own values: only names missing from the file are computed.
 """
@@ -15,16 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
-from hvcu_tasks.core.metrics import (
-    TABLE_METRICS,
-    Outcome,
-    circular_metric_names,
-    family_metrics,
-    metric_names,
-    score_circular,
-)
+from hvcu_tasks.core.metrics import TABLE_METRICS, Outcome
 from hvcu_tasks.core.payloads import ROTATION_KEY
 from hvcu_tasks.data import jsonio
+from hvcu_tasks.results.scores import circular_metric_names, circular_metrics, family_metrics, metric_names
 
 TASK = re.compile(
     r"^hvcu_bench(?:_(?P<setting>blind|circular|context_gold|context))?(?P<sample>_sample)?_(?P<short>impl|aesth|affect)$"
@@ -118,7 +112,7 @@ def logged_metrics(task: str, path: Path, outcomes: Sequence[Outcome] | None = N
                 raise SamplesFileError(f"{path}: a circular record has no integer '{ROTATION_KEY}': {record!r:.80}")
             rotated.append((rotation, _outcome(record, str(path))))
         try:
-            return score_circular(rotated).as_metrics()
+            return circular_metrics(rotated)
         except ValueError as exc:
             raise SamplesFileError(f"{path}: {exc} (the file is damaged)") from None
     outcomes = [_outcome(r, str(path)) for r in records] if outcomes is None else outcomes

@@ -8,13 +8,14 @@ scores each group with the stored `model_response_key` (the authors' rule) or, w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVELS, OPTION_KEYS, UNKNOWN_ASPECT, aspect_from_text
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
+from hvcu_tasks.core.official_parsing import parse_official
 from hvcu_tasks.core.parsing import parse_choice
 from hvcu_tasks.core.schema import DataError, Problem
 from hvcu_tasks.data import jsonio
@@ -93,8 +94,8 @@ def _content_family(data: Any) -> tuple[str, str] | None:
     if isinstance(data, Mapping):
         for key in FAMILY_FIELDS:
             value = data.get(key)
-            if isinstance(value, str) and family_from_name(Path(value).stem):
-                return family_from_name(Path(value).stem), key  # type: ignore[return-value]
+            if isinstance(value, str) and (family := family_from_name(Path(value).stem)):
+                return family, key
     return None
 
 
@@ -142,7 +143,7 @@ def _model_of(path: Path, data: Any) -> tuple[str | None, str | None]:
     for field, text in (("model_name", name), ("file name", path.stem)):
         problem = None if text is None else name_problem(text)
         if problem:
-            raise DataError([Problem(str(path), "-", field, f"model name {problem}: a model name is one line of text")])
+            raise _fail(path, field, f"model name {problem}: a model name is one line of text")
     if _layout(path)[2]:  # Result/<Family>/<Indep|Context>/<model>.json: the file is named after the model
         return path.stem.replace("-", "_"), name
     # The authors name a result file model_name.split('/')[-1] with '-' -> '_'.
@@ -157,16 +158,6 @@ def _options(turn: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     if isinstance(options, list) and options and all(isinstance(o, Mapping) and "option_key" in o for o in options):
         return tuple((str(o["option_key"]).strip().upper(), str(o.get("option_text", ""))) for o in options)
     return ()
-
-
-def _load(path: Path) -> Any:
-    """Read a JSON file, or raise a DataError naming it."""
-    try:
-        return jsonio.read_json(path)
-    except jsonio.JsonReadError as exc:
-        raise _fail(path, "file", f"cannot read JSON: {exc.reason}") from exc
-    except OSError as exc:
-        raise _fail(path, "file", f"cannot read JSON: {exc}") from exc
 
 
 def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Prediction]:
@@ -236,25 +227,17 @@ def _predictions(path: Path, data: Any, fam: str, require_raw: bool) -> list[Pre
 
 
 def read_result_file(path: Path, family: str | None = None, require_raw: bool = False) -> ResultFile:
-    """Read one authors' result file with its family, setting and model (from its path, else its content).
-
-    `require_raw` (for --reparse) refuses a file whose turns lack the raw reply text.
-    """
+    """Read one authors' result file with its family, setting and model; `require_raw`: refuse turns without one."""
     path = Path(path)
-    data = _load(path)
+    try:
+        data = jsonio.read_json(path)
+    except (jsonio.JsonReadError, OSError) as exc:
+        raise _fail(path, "file", f"cannot read JSON: {getattr(exc, 'reason', exc)}") from exc
     fam = _family_of(path, data, family)
     setting = _setting_of(path, data)
     model, model_name = _model_of(path, data)
     preds = _predictions(path, data, fam, require_raw)
     return ResultFile(path, fam, setting, model, model_name, tuple(preds))
-
-
-def read_authors_results(path: Path, family: str | None = None, require_raw: bool = False) -> list[Prediction]:
-    """Read one authors'-format result file: predictions[].conversation_turns[] with answer keys.
-
-    `require_raw` (for --reparse) refuses a file whose turns lack the raw reply text.
-    """
-    return list(read_result_file(path, family, require_raw).predictions)
 
 
 def result_paths(paths: Iterable[Path]) -> list[Path]:
@@ -298,24 +281,16 @@ def _run_order(key: tuple[str | None, str | None]) -> tuple[bool, str, int]:
     return model is None, (model or "").casefold(), order
 
 
-def _official_parser() -> Callable[[str | None], str | None]:
-    """Return the authors' answer-parsing rule (hvcu_tasks.core.official_parsing.parse_official)."""
-    from hvcu_tasks.core.official_parsing import parse_official
-
-    return parse_official
-
-
 def outcomes_from_results(preds: Iterable[Prediction], rule: str = "stored") -> list[Outcome]:
     """Score predictions by `rule`: the stored key (authors' rule), or either parser on the raw reply."""
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; use one of {list(RULES)}")
-    official = _official_parser() if rule == "official" else None
     out = []
     for p in preds:
         if rule == "robust":
             pred = parse_choice(p.response, dict(p.options) if p.options else OPTION_KEYS)
-        elif official is not None:
-            pred = official(p.response)
+        elif rule == "official":
+            pred = parse_official(p.response)
         else:
             pred = p.key if p.key in OPTION_KEYS else None
         out.append(Outcome(p.sample_id, p.family, p.aspect, p.level, p.gold or "", pred, p.response))
@@ -335,7 +310,6 @@ def _score(files: Mapping[str, ResultFile], rule: str) -> tuple[dict[str, dict],
 
 def _stored_key_disagreements(files: Mapping[str, ResultFile]) -> tuple[int, str | None]:
     """Count turns whose stored key is not the authors' rule's reading of the raw reply; describe the first."""
-    parse_official = _official_parser()
     found = [
         (f.path, p)
         for f in files.values()
@@ -425,10 +399,10 @@ def read_predictions(paths: Iterable[Path]) -> dict[tuple[str, str, int], str]:
     for p in map(Path, paths):
         files.extend(sorted(q for q in p.iterdir() if q.suffix in {".json", ".jsonl"}) if p.is_dir() else [p])
     for f in files:
-        preds = read_prediction_jsonl(f) if f.suffix == ".jsonl" else read_authors_results(f)
+        preds = read_prediction_jsonl(f) if f.suffix == ".jsonl" else read_result_file(f).predictions
         for pr in preds:
             key = (pr.family, pr.sample_id, pr.level)
             if key in table:
-                raise DataError([Problem(str(f), pr.sample_id, "level", f"second prediction for level {pr.level}")])
+                raise _fail(f, "level", f"second prediction for level {pr.level}", pr.sample_id)
             table[key] = pr.response
     return table

@@ -1,12 +1,7 @@
 """How one results file's run was made: model, recorded command line, versions and data, as lmms-eval wrote them.
 
-Everything comes from the results file itself (`config`, `config.resolved_cli_args`, `lmms_eval_version`,
-`git_hash`, `date`, `model_name`, and per task `configs.<task>.metadata`: data identity, toolkit version and, for a
-run through hvcu_context, the model identity); a field an older file lacks is None.
-Secrets are never shown: lmms-eval redacts `api_key`; any other secret-named model argument or identity field is
-redacted here too, and every URL loses its user, password, query and fragment (data/public.public_urls, the rule the
-model identity is recorded under). Given the runs folders of `hvcu report`, a path the file recorded is shown from
-the folder holding it (`runs/model-a/...`), a path outside them by its base name only (shown_path).
+Everything comes from the results file itself (a field an older file lacks is None); secret-named values are
+redacted, URLs made public (data/public.py), and recorded paths shown from the runs folders (shown_path).
 """
 
 from __future__ import annotations
@@ -34,16 +29,8 @@ ABSOLUTE_PATH = re.compile(r"(?<![^\s=,:'\"(\[])/(?!/)[^\s,:'\"()\[\]<>]+")
 never the `//` of a URL), up to a space, comma, colon, quote or bracket."""
 NOISE_PREFIXES = ("wandb_", "swanlab_", "hf_hub_")
 """Recorded arguments of logging integrations: they do not change what is asked or scored, so they are not shown."""
-COMMAND_OPTIONS = (
-    "model",
-    "model_args",
-    "tasks",
-    "num_fewshot",
-    "batch_size",
-    "limit",
-    "gen_kwargs",
-    "system_instruction",
-    "include_path",
+COMMAND_OPTIONS = tuple(
+    "model model_args tasks num_fewshot batch_size limit gen_kwargs system_instruction include_path".split()
 )
 """The options of the rebuilt command line, in this order, when recorded and set."""
 COMMAND_FLAGS = ("apply_chat_template", "fewshot_as_multiturn", "predict_only", "log_samples")
@@ -88,11 +75,9 @@ class RunRecord:
     toolkit_version: str | None
     data: tuple[TaskData, ...]
     model_identity: dict[str, Any] | None = None
-    """The identity of the model hvcu_context served the tasks with (backend, arguments, resolved attributes,
-    endpoint, request cache run), secrets redacted; None for a run without the wrapper or an older file."""
+    """The identity of the model hvcu_context served the tasks with, secrets redacted (None: no wrapper)."""
     lmms_eval_release: str | None = None
-    """The installed lmms-eval distribution the toolkit recorded at run time (lmms_eval_version is lmms-eval's own
-    `branch@commit` of its folder); None in files written before it was recorded."""
+    """The installed lmms-eval release the toolkit recorded (lmms_eval_version is its folder's `branch@commit`)."""
     roots: tuple[Path, ...] = ()
     """The runs folders given to `hvcu report`: the paths above are shown from them (shown_path)."""
 
@@ -112,25 +97,16 @@ def redacted(text: str) -> str:
     return ",".join(parts)
 
 
-def runs_base(root: Path) -> Path:
-    """Return the absolute runs folder of a RUNS argument of `hvcu report` (a results file given: its folder)."""
-    base = Path(os.path.abspath(root))
-    return base.parent if base.is_file() else base
-
-
 def shown_path(path: str, roots: Sequence[Path]) -> str:
-    """Return an absolute path as a published page shows it: from the runs folder holding it, else its base name.
-
-    The runs folder is named by its own name (`runs/model-a/x.json`; the innermost one when they nest); a path
-    outside every runs folder shows its base name only, `<outside the runs folder>` when that would be nothing (`/`)
-    or the name of the home folder. Without runs folders, or for a relative path, the path is shown as it is.
-    """
+    """Return an absolute path as a published page shows it: from the innermost runs folder holding it (by that
+    folder's name), else its base name (OUTSIDE for `/` or the home folder); relative paths as they are."""
     if not roots or not path.startswith("/"):
         return path
     normal = PurePosixPath(os.path.normpath(path))
     holders = []
     for root in roots:
-        base = runs_base(root)
+        base = Path(os.path.abspath(root))
+        base = base.parent if base.is_file() else base  # a results file given: its folder
         for folder in {PurePosixPath(base), PurePosixPath(os.path.realpath(base))}:
             if normal == folder or folder in normal.parents:
                 holders.append((len(folder.parts), base.name or OUTSIDE, normal.relative_to(folder).as_posix()))
@@ -165,11 +141,6 @@ def _text(value: Any, where: str, field: str) -> str | None:
     if not isinstance(value, str):
         raise ReportError(f"{where}: field {field}: expected text, got {type(value).__name__}")
     return checked_text(value, f"{where}: field {field}", "recorded value")
-
-
-def _number_as_text(value: Any) -> Any:
-    """Return a recorded number as text (older lmms-eval releases write the date as a timestamp), else the value."""
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 def _object(value: Any, where: str, field: str) -> Mapping[str, Any]:
@@ -250,14 +221,8 @@ def task_data(task: str, config: Any, where: str) -> TaskData:
     )
 
 
-def placed_data(data: TaskData, roots: Sequence[Path]) -> TaskData:
-    """Return a task's recorded data with its source (a local copy's path) shown from the runs folder."""
-    return data if data.source is None else dataclasses.replace(data, source=shown_paths(data.source, roots))
-
-
 def recorded_metadata(configs: Mapping[str, Any], key: str, where: str) -> str | None:
-    """Return what the tasks' configs recorded under `metadata.<key>` (the toolkit version, the lmms-eval release),
-    the values of several tasks joined; None in files written before it was recorded."""
+    """Return what the tasks' configs recorded under `metadata.<key>`, several tasks' values joined (None: none)."""
     values = {
         _text(config["metadata"].get(key), where, f"configs.{task}.metadata.{key}")
         for task, config in configs.items()
@@ -306,10 +271,7 @@ def recorded_model_identity(configs: Mapping[str, Any], where: str) -> dict[str,
 
 
 def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = ()) -> RunRecord:
-    """Return how the run of a parsed results file was made, refusing a mistyped field in one line naming it.
-
-    `roots`: the runs folders given to `hvcu report`; the paths the file recorded are then shown from them.
-    """
+    """Return how the run of a parsed results file was made (paths shown from `roots`), refusing a mistyped field."""
     where = str(file)
     config = _object(results.get("config"), where, "config")
     cli = _object(config.get("resolved_cli_args"), where, "config.resolved_cli_args")
@@ -328,6 +290,8 @@ def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = (
     if cli_model_args is not None:
         options["model_args"] = cli_model_args
     identity = recorded_model_identity(configs, where)
+    date = results.get("date")  # older lmms-eval releases write it as a timestamp
+    data = [task_data(t, configs[t], where) for t in tasks if t.startswith("hvcu_bench") and t in configs]
     return RunRecord(
         file=file,
         model=_text(config.get("model"), where, "config.model"),
@@ -339,12 +303,10 @@ def run_record(results: Mapping[str, Any], file: Path, roots: Sequence[Path] = (
         command=command_line(_placed(options, roots)),
         lmms_eval_version=_text(results.get("lmms_eval_version"), where, "lmms_eval_version"),
         git_hash=_text(results.get("git_hash"), where, "git_hash"),
-        date=_text(_number_as_text(results.get("date")), where, "date"),
+        date=_text(str(date) if isinstance(date, (int, float)) and not isinstance(date, bool) else date, where, "date"),
         toolkit_version=recorded_metadata(configs, VERSION_KEY, where),
         data=tuple(
-            placed_data(task_data(t, configs[t], where), roots)
-            for t in tasks
-            if t.startswith("hvcu_bench") and t in configs
+            d if d.source is None else dataclasses.replace(d, source=shown_paths(d.source, roots)) for d in data
         ),
         model_identity=None if identity is None else _placed(identity, roots),
         lmms_eval_release=recorded_metadata(configs, LMMS_EVAL_KEY, where),

@@ -26,13 +26,14 @@ from PIL import Image
 
 from hvcu_tasks import settings
 from hvcu_tasks.cli import main
-from hvcu_tasks.core import aggregate, metrics
-from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core import aggregate, metrics, payloads
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.data import validate
 from hvcu_tasks.lmms import context, documents, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
+from hvcu_tasks.results.scores import family_metrics
 
 IMPL_FILE = "Implication-Understanding.json"
 HUB_IMPL = "Chime316/HVCU-Bench[Implication_Understanding]"
@@ -491,19 +492,25 @@ def test_overall_score_is_nan_when_any_family_is_nan() -> None:
     assert math.isnan(aggregate.overall_score_group([50.0, float("nan"), 40.0], [3, 0, 3], False))
 
 
+def logged_diagnostics(items: list[dict], family: str) -> dict[str, float | int]:
+    """Every metric of a family task's acc_full payloads, the diagnostics included, as `hvcu report` scores them."""
+    return family_metrics([Outcome.from_dict(r) for r in payloads.flatten(items)], ASPECTS[family])
+
+
 def test_limit_without_a_complete_chain_gives_nan_aggregations() -> None:
     docs = _base_docs()
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
     assert math.isnan(aggregate.AGGREGATIONS["acc_full"](items))
     assert math.isnan(aggregate.AGGREGATIONS["acc_conn"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["full_metaphor"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["error_share_perc"](items))
     assert aggregate.AGGREGATIONS["n_chains"](items) == 0
+    diagnostics = logged_diagnostics(items, "implication")  # what `hvcu report` computes from the sample log
+    assert math.isnan(diagnostics["full_metaphor"]) and math.isnan(diagnostics["error_share_perc"])
 
 
 def test_an_aspect_with_no_chain_is_nan() -> None:
     assert math.isnan(metrics.NA)
     docs = hooks.process_docs(stub("aesthetic", "smoke"))
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
-    assert aggregate.AGGREGATIONS["full_color"](items) == 100.0
-    assert math.isnan(aggregate.AGGREGATIONS["full_font"](items))
+    diagnostics = logged_diagnostics(items, "aesthetic")
+    assert diagnostics["full_color"] == 100.0
+    assert math.isnan(diagnostics["full_font"])

@@ -79,7 +79,7 @@ EQUIVALENT: dict[str, str] = {
         for n in (10, 13, 18)
     },
     **{
-        f"hvcu_tasks.core.metrics.x_error_propagation__mutmut_{n}": (
+        f"hvcu_tasks.results.scores.x_error_propagation__mutmut_{n}": (
             "zip(LEVELS, LEVELS[1:], strict=False) vs no strict: the default is not strict either"
         )
         for n in (7, 10)

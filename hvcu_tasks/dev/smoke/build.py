@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from hvcu_tasks.core.families import FAMILIES
+from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.dev.smoke import SMOKE_DIR
 
 SIZE = 96
@@ -27,17 +27,12 @@ def _heart(d: ImageDraw.ImageDraw, x: int, y: int, r: int, fill: str) -> None:
     d.polygon([(x - r, y - r // 2), (x + r, y - r // 2), (x, y + r)], fill=fill)
 
 
-def _bars(d: ImageDraw.ImageDraw) -> None:
-    """Draw a cage of vertical bars."""
-    for x in range(18, 80, 12):
+def _metaphor(d: ImageDraw.ImageDraw) -> None:
+    _heart(d, 48, 46, 18, "#d22")
+    for x in range(18, 80, 12):  # a cage of vertical bars
         d.line([(x, 14), (x, 82)], fill="#555555", width=3)
     d.line([(14, 14), (82, 14)], fill="#555555", width=3)
     d.line([(14, 82), (82, 82)], fill="#555555", width=3)
-
-
-def _metaphor(d: ImageDraw.ImageDraw) -> None:
-    _heart(d, 48, 46, 18, "#d22")
-    _bars(d)
 
 
 def _symbolism(d: ImageDraw.ImageDraw) -> None:
@@ -132,24 +127,8 @@ def _sadness(d: ImageDraw.ImageDraw) -> None:
     d.ellipse([44, 58, 48, 66], fill="#2c5aa0")  # a tear
 
 
-DRAWINGS: dict[str, Draw] = {
-    "metaphor": _metaphor,
-    "symbolism": _symbolism,
-    "contrast": _contrast,
-    "exaggeration": _exaggeration,
-    "dislocation": _dislocation,
-    "color": _color,
-    "composition": _composition,
-    "font": _font,
-    "graphics": _graphics,
-    "joy": _joy,
-    "affection": _affection,
-    "wonder": _wonder,
-    "anger": _anger,
-    "fear": _fear,
-    "sadness": _sadness,
-}
-"""The image of each aspect's one smoke chain."""
+DRAWINGS: dict[str, Draw] = {aspect: globals()[f"_{aspect}"] for aspects in ASPECTS.values() for aspect in aspects}
+"""The image of each aspect's one smoke chain: the function `_<aspect>` above."""
 
 CHAINS = Path(__file__).resolve().parent / "chains.tsv"
 """The chains' texts, one level a row: id, family, aspect, level, question, options A-D and the answer key."""

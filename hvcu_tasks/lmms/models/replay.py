@@ -13,12 +13,10 @@ from hvcu_tasks.results.rescore import read_predictions
 
 
 class ReplayModel(lmms):
-    """Replays replies from prediction files: `--model hvcu_replay --model_args predictions=PATH`.
+    """Replays stored replies: `--model hvcu_replay --model_args predictions=PATH` (docs/lmms-eval.md).
 
-    PATH is a JSONL of {family, sample_id, level, response} lines, an authors'-format result JSON, or a
-    folder of such files ('+' separates several). Every request must have a stored reply; a missing
-    one is an error, never a default answer. Under data parallelism (`accelerate launch` or `torchrun`) each rank
-    answers its share; rank, world size and device are the launch's, as lmms-eval's own backends take them.
+    A request without a stored reply is an error, never a default answer; under data parallelism each rank answers
+    its share, with the launch's rank, world size and device.
     """
 
     is_simple = False

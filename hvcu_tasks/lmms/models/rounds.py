@@ -1,16 +1,11 @@
 """The round driver: runs multi-round chats over many documents, one model call per round per chunk.
 
 lmms-eval's `generate_until_multi_round` protocol asks the task, chain by chain, for the next round's chat
-(`doc_to_messages(doc, round_idx=..., previous_output=..., previous_round_info=...)`). lmms-eval's own loop
-(vllm) walks one document at a time, one engine call per round. `run_rounds` takes the documents
-`chunk_size` at a time and, per round, sends every pending chain's next round to one `generate` call (a
-model's own `generate_until`, or the hvcu_context wrapper's cached one), until every chain of the chunk has
-ended. The messages of each round are exactly those of the one-at-a-time loop.
-
-During a call, the model's own document lookup (`task_dict[task][split][doc_id]`) finds each request's row
-under the private key ROUND_TASK, by position: a copy of the chain's row (fetched once per chain, so its image
-is decoded once) carrying the round's chat, which the request's `doc_to_messages` returns. The key is removed
-after the call. Used by `hvcu_context` (wrapper.py) and by the routed backends (routing.py).
+(`doc_to_messages(doc, round_idx=..., previous_output=..., previous_round_info=...)`); its own loop walks one
+document at a time. `run_rounds` takes the documents `chunk_size` at a time and, per round, sends every pending
+chain's next round to one `generate` call, with exactly the messages of the one-at-a-time loop. During a call the
+model's own document lookup (`task_dict[task][split][doc_id]`) finds each request's row under the private key
+ROUND_TASK, by position: a copy of the chain's row (fetched once per chain) carrying the round's chat.
 """
 
 from __future__ import annotations
@@ -33,11 +28,6 @@ class RoundDoc(dict):
     def __init__(self, row: Mapping[str, Any], messages: list[dict]) -> None:
         super().__init__(row)
         self.messages = messages
-
-
-def round_doc(doc: Any, messages: list[dict]) -> Any:
-    """Return what the model's lookup gets for a round: a RoundDoc for a mapping row, else the row itself."""
-    return RoundDoc(doc, messages) if isinstance(doc, Mapping) else doc
 
 
 def fixed_messages(messages: list[dict]) -> Callable[..., list[dict]]:
@@ -79,11 +69,8 @@ def run_rounds(
     rounds_sent: list[int] | None = None,
     desc: str = "hvcu chains",
 ) -> list[list[str | None]]:
-    """Run every request's chain `chunk_size` documents at a time, one `generate` call per round; replies in order.
-
-    A reply with no text (None) stays None: the task scores it as a failed request and shows it to the next
-    round as "(no answer)". `rounds_sent`, when given, gets the size of every call made.
-    """
+    """Run every request's chain `chunk_size` documents at a time, one `generate` call per round; replies in order
+    (None for a reply without text: a failed request). `rounds_sent`, when given, gets the size of every call."""
     outputs: list[list[str | None]] = []
     with tqdm(total=len(requests), desc=desc, disable=rank != 0 or not requests) as bar:
         for start in range(0, len(requests), chunk_size):
@@ -100,57 +87,42 @@ def _run_chunk(
     name: str,
     rounds_sent: list[int] | None,
 ) -> list[list[str | None]]:
-    """Run all rounds of a chunk's chains, fetching each document once and reusing it across rounds."""
+    """Run all rounds of a chunk's chains, one call per round, fetching each document once."""
     docs = [task_dict[task][split][doc_id] for *_, doc_id, task, split in (r.args for r in chunk)]
     outputs: list[list[str | None]] = [[] for _ in chunk]
     infos: list[Any] = [None] * len(chunk)
     pending = list(range(len(chunk)))
     while pending:
-        pending = _send_round(chunk, docs, outputs, infos, pending, task_dict, generate, name, rounds_sent)
-    return outputs
-
-
-def _send_round(
-    chunk: Sequence[Instance],
-    docs: list[Any],
-    outputs: list[list[str | None]],
-    infos: list[Any],
-    pending: list[int],
-    task_dict: MutableMapping[str, Any],
-    generate: Callable[[list[Instance]], list[Any]],
-    name: str,
-    rounds_sent: list[int] | None,
-) -> list[int]:
-    """Send the next round of the pending chains as one call; return the chains that got a round."""
-    batch: list[Instance] = []
-    lookup: list[Any] = []
-    sent: list[int] = []
-    for i in pending:
-        messages, infos[i] = next_messages(chunk[i], docs[i], outputs[i], infos[i])
-        if messages is None:
-            continue
-        ctx, _doc_to_messages, gen_kwargs, doc_id, task, _split = chunk[i].args
-        lookup.append(round_doc(docs[i], messages))
-        batch.append(
-            Instance(
-                request_type="generate_until",
-                arguments=(ctx, fixed_messages(messages), dict(gen_kwargs), len(batch), ROUND_TASK, "docs"),
-                idx=len(outputs[i]),
-                metadata={**chunk[i].metadata, "task": task, "doc_id": doc_id, "repeats": 1},  # marks kept
+        batch: list[Instance] = []
+        lookup: list[Any] = []
+        sent: list[int] = []
+        for i in pending:
+            messages, infos[i] = next_messages(chunk[i], docs[i], outputs[i], infos[i])
+            if messages is None:
+                continue
+            ctx, _doc_to_messages, gen_kwargs, doc_id, task, _split = chunk[i].args
+            lookup.append(RoundDoc(docs[i], messages) if isinstance(docs[i], Mapping) else docs[i])
+            batch.append(
+                Instance(
+                    request_type="generate_until",
+                    arguments=(ctx, fixed_messages(messages), dict(gen_kwargs), len(batch), ROUND_TASK, "docs"),
+                    idx=len(outputs[i]),
+                    metadata={**chunk[i].metadata, "task": task, "doc_id": doc_id, "repeats": 1},  # marks kept
+                )
             )
-        )
-        sent.append(i)
-    if not batch:
-        return []
-    if rounds_sent is not None:
-        rounds_sent.append(len(batch))
-    task_dict[ROUND_TASK] = {"docs": lookup}
-    try:
-        replies = generate(batch)
-    finally:
-        task_dict.pop(ROUND_TASK, None)
-    if len(replies) != len(batch):
-        raise RuntimeError(f"{name} returned {len(replies)} replies for {len(batch)} requests")
-    for i, reply in zip(sent, replies, strict=True):
-        outputs[i].append(reply_text(reply))
-    return sent
+            sent.append(i)
+        if not batch:
+            break
+        if rounds_sent is not None:
+            rounds_sent.append(len(batch))
+        task_dict[ROUND_TASK] = {"docs": lookup}
+        try:
+            replies = generate(batch)
+        finally:
+            task_dict.pop(ROUND_TASK, None)
+        if len(replies) != len(batch):
+            raise RuntimeError(f"{name} returned {len(replies)} replies for {len(batch)} requests")
+        for i, reply in zip(sent, replies, strict=True):
+            outputs[i].append(reply_text(reply))
+        pending = sent
+    return outputs

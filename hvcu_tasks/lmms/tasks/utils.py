@@ -4,7 +4,12 @@ One implementation for this folder and `hvcu export-task`'s, whose utils.py hand
 copy of the same files.
 """
 
-from hvcu_tasks.lmms.hook_table import HOOKS
+from hvcu_tasks.lmms.hook_table import HOOKS, unknown_hook
 
 globals().update(HOOKS)
 __all__ = sorted(HOOKS)
+
+
+def __getattr__(name: str) -> object:
+    """Refuse a `!function utils.<name>` that names no hook, saying which metrics a task YAML can list."""
+    raise AttributeError(unknown_hook(name))
