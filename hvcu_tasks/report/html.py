@@ -99,9 +99,8 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
     def th(i: int) -> str:
         css = " class='model'" if i == model_col else " class='headline'" if board and i == 2 else ""
         css = " class='text'" if i == source_col else css
-        words = html.escape(table.columns[i]).split(" ")  # the last two kept on one line: never a word a line
-        tail = [f"<span class='keep'>{' '.join(words[-2:])}</span>"] if len(words) > 2 else words[-2:]
-        return f"<th scope='col'{css}>{' '.join(words[:-2] + tail)}</th>"
+        text = re.sub(r"(?<=\S )\S+ \S+$", r"<span class='keep'>\g<0></span>", html.escape(table.columns[i]))
+        return f"<th scope='col'{css}>{text}</th>"  # of three words or more, the last two on one line
 
     def td(i: int, value: object, kind: str, continuation: bool = False) -> str:
         text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
