@@ -23,6 +23,8 @@ from hvcu_tasks.results.run_record import RunRecord
 TITLE = "HVCU-Bench leaderboard"
 LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
 """Columns shown right after Model on the page (the data files keep the paper's layout, Scores last)."""
+MARKS = "*†‡"
+"""The marks a row label may end in (partial, smoke sample, parsers disagree): stripped, they leave the model."""
 
 STYLE = asset("page.css")
 """The style of index.html and the model pages."""
@@ -80,13 +82,8 @@ def _row_class(label: str, source: str | None) -> str:
         return "human" if label.startswith("Human ") else "paper"
     if label == CHANCE_NAME:
         return "chance"
-    marks = label.removeprefix(_model_label(label))
+    marks = label.removeprefix(label.rstrip(MARKS))
     return "smoke" if SMOKE_MARK in marks else "partial" if PARTIAL_MARK in marks else "run"
-
-
-def _model_label(label: str) -> str:
-    """Return the model name of a row label (its marks *, †, ‡ removed)."""
-    return label.rstrip("*†‡")
 
 
 def table_html(table: Table, links: dict[str, str] | None = None) -> str:
@@ -105,7 +102,7 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
     def td(i: int, value: object, kind: str, continuation: bool = False) -> str:
         text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
         if i == model_col:
-            href = (links or {}).get(_model_label(str(value))) if value else None
+            href = (links or {}).get(str(value).rstrip(MARKS)) if value else None
             if href and kind in {"run", "smoke", "partial"}:  # a [paper] row of the same name is not that run
                 text = f"<a href='{html.escape(href)}'>{text}</a>"
             return f"<td class='model'>{text}</td>"
