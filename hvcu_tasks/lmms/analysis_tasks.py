@@ -1,15 +1,5 @@
-"""Beyond the paper: the blind, circular and gold-context settings (lmms-eval hooks and aggregations).
-
-- blind: every level asked exactly as in the base setting (same documents, system prompt and text) but
-  with no image, to measure how much of a score the text alone earns (MMStar's multi-modal gain).
-- circular: each level asked once per rotation of its option texts (keys A-D stay in place); a level counts
-  right only when every rotation is (MMBench's CircularEval). One document per (sample, level, rotation), so
-  the rotations are batched like base-setting requests and scored only in the aggregation, after lmms-eval
-  has gathered every rank's documents.
-- gold context: the context setting's chat with the GOLD letters in the assistant turns. The turns are
-  known in advance, so each (sample, level) is one single-round request (no round trips); it needs a
-  backend that takes multi-turn chats, like the context setting (vllm, or the hvcu_context wrapper, which
-  passes single-round requests straight to its inner model).
+"""Beyond the paper: the blind, circular and gold-context settings' hooks (docs/evaluation.md, "Analyses beyond the
+paper"). Circular verdicts are made in the aggregation, after lmms-eval has gathered every rank's documents.
 """
 
 from __future__ import annotations

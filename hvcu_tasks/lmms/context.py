@@ -1,12 +1,6 @@
-"""The "context" setting: each level asked after the model's own earlier questions and answers.
-
-One document per sample; lmms-eval's `generate_until_multi_round` protocol drives three rounds. Round 0
-is the base-setting chat for L1; round r (1, 2) shows the earlier levels as real user/assistant turns
-whose assistant content is the model's own parsed letter (or its own words when no letter could be
-parsed), then asks level r+1 with the image; round 3 ends the chain.
-
-The history always shows OUR parse (`parsing.parse_choice`); the authors' rule (`official_parsing`) only
-decides correctness for the `*_official` metrics, so both metrics score the same conversation.
+"""The "context" setting: each level asked after the model's own earlier questions and answers (three rounds of
+lmms-eval's `generate_until_multi_round` per sample document). The history shows OUR parse (`parsing.parse_choice`,
+else the model's own words); the authors' rule only scores the `*_official` metrics of the same conversation.
 """
 
 from __future__ import annotations

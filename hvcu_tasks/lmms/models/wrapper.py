@@ -1,36 +1,10 @@
 """`hvcu_context`: runs multi-round chats on ANY lmms-eval chat model, one batched call per round per chunk.
 
-lmms-eval's own multi-round path (vllm) walks one document at a time; most backends do not implement
-it at all. This wrapper takes the pending documents `chunk_size` at a time; for each chunk it asks the
-task for every chain's next-round messages, sends them to the inner model's `generate_until` as one
-batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk (the round driver
-is rounds.py, shared with the backends routed by routing.py).
-
     --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...,chunk_size=64
 
-`chunk_size` (default 64, documents per chunk) bounds memory: only one chunk's documents and messages
-(decoded image included, about 2 MB per 512x512 sample) are alive at a time, whatever the number of
-samples. Raise it for servers that batch many requests (vllm, a large `num_concurrent`), lower it for
-large images. Each document row is fetched once per chain and reused across its rounds, so its image is
-decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
-private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
-fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
-the inner model; single-round requests pass straight through.
-
-`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk, so a
-killed run, rerun with the same command, pays again only for what was unanswered (request_cache.py: the rule
-for runs, `reuse=`, `run=`). Client backends (`openai`, `async_openai`, `litellm`) are cached at their client's
-call; for every other backend the wrapper answers stored requests and sends the rest `chunk_size` at a time. A
-run ends finished when the model phase completed (every call returned, nothing raised), failed replies or not.
-
-An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
-start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
-ranks together; when every request failed, lmms-eval's command line exits 1 with one line after it wrote the results
-files (plugin.end_after_results).
-
-Cache on or off, the served model's identity (the request cache's model identity, and the cache's identity folder
-and run when it is on) is written into the results file as `configs.<task>.metadata.hvcu_model_identity` of each
-HVCU task the wrapper served (plugin.py's dump_config hook).
+The round driver is rounds.py; the request cache (`cache=`, `reuse=`, `run=`) is request_cache.py. Every argument
+but those and `chunk_size` goes to the inner model. docs/evaluation.md, "The context setting", says what chunks
+cost, which lines a run prints (the endpoint, failed requests) and how a run whose every request failed ends.
 """
 
 from __future__ import annotations
