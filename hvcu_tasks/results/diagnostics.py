@@ -25,7 +25,6 @@ TASK = re.compile(
 )
 """Every HVCU-Bench family task: base, context, blind, circular, gold context, hub or sample data."""
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
-LOG_SAMPLES_HINT = "rerun the evaluation with --log_samples to get them"
 
 
 class SamplesFileError(ValueError):
