@@ -1,10 +1,8 @@
 """`hvcu export-task DIR`: an lmms-eval task folder generated from this package, needing nothing but lmms-eval.
 
-The package's task YAMLs, the smoke sample (`data/`), a README, `utils.py` (lmms/export_utils.py) and `hvcu_lib/`:
-the SHIPPED modules and the core files they import (used_core), copied as they are but for their imports of the
-package, made relative (the one rewrite; any other import of the package is an ExportError naming file and line).
-The folder's `.hvcu-export` lists what it wrote: `--force` replaces only an empty folder or such an earlier export,
-never the working folder or one holding it. See docs/lmms-eval.md, "A task folder for lmms-eval itself".
+The SHIPPED modules and the core files they import are copied with their package imports made relative (any other
+import is an ExportError naming file and line); `.hvcu-export` lists what was written, so `--force` replaces only
+an earlier export. See docs/lmms-eval.md, "A task folder for lmms-eval itself".
 """
 
 from __future__ import annotations

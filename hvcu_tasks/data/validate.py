@@ -1,11 +1,8 @@
 """The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
 
-Loading (loaders.py) refuses bad records and empty files; `check_samples` adds duplicate ids and images that do not
-decode (truncated files, decompression bombs), decoded on several threads and once per process (keyed by the file's
-identity or the bytes' hash). "Decodes" verdicts are also remembered on disk (`cache_folder`): one empty marker
-`<digest[:2]>/<digest>.ok` per content, named by the SHA-256 of the bytes decoded, under a folder named by the
-checker's rules, Pillow's version and the pixel limit, so it only ever speaks for those bytes under those rules.
-Failures are never remembered; an unwritable cache costs the decode (one warning); `HVCU_CACHE_DIR=off` turns it off.
+`check_samples` adds duplicate ids and undecodable images to what loaders.py refuses; each image is decoded once
+per process, and a "decodes" verdict is remembered on disk by the SHA-256 of the bytes under a folder named by the
+checker's rules, Pillow's version and the pixel limit (`cache_folder`; failures never; `HVCU_CACHE_DIR=off`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What an exported task folder hands the shared hooks (hooks.py) in place of the toolkit's `lmms/documents.py`.
 
-`hvcu export-task` ships this file as `hvcu_lib/documents.py`: the two functions the hooks ask of it, `task_data`
-(a task's checked samples and data identity) and `document_image`. It reads the authors' layouts only (their JSON
-+ image folders, locally or from the hub through huggingface_hub; a local parquet copy with their columns), checks
-records and ids but decodes no image before the first request, and hands out plain RGB images (the installed
-toolkit's carry their source, so its plugin sends API backends the file's own bytes). Everything else is the hooks'.
+`hvcu export-task` ships it as `hvcu_lib/documents.py`: `task_data` and `document_image` over the authors' layouts
+only (JSON + image folders, local or from the hub; a local parquet copy with their columns), plain RGB images.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The base setting's hooks (one document per level) and what every setting's hooks share: tables, identity, scoring.
 
-One implementation for both task folders: the installed one (`tasks/utils.py`) and `hvcu export-task`, which copies
-this file, context.py, analysis_tasks.py and hook_table.py as they are (their package imports made relative). They
-import only the core, settings and `documents`, the one module each side brings itself: where a task's
-samples come from and how a document's image is handed out (`lmms/documents.py` installed,
-`lmms/export_documents.py` exported).
+`hvcu export-task` copies this file, context.py, analysis_tasks.py and hook_table.py as they are; each side brings
+its own `documents` (samples and images): `lmms/documents.py` installed, `lmms/export_documents.py` exported.
 """
 
 from __future__ import annotations

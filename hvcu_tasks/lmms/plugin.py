@@ -1,11 +1,7 @@
 """lmms-eval entry point (`manifests`): this package's models, and small adapters over lmms-eval's own methods.
 
-Each adapter wraps one lmms-eval class once, after checking that the wrapped methods still take the parameters it
-was written for (else an error naming the supported releases, and that adapter is left out): the task folder
-indexed without --include_path (HVCU_NO_AUTO_TASKS=1 opts out), HVCU images sent to API backends as their own
-bytes, whole rounds for the chat backends (models/routing.py; HVCU_NO_ROUND_ROUTING=1 opts out), the data identity
-in each HVCU task's config, and exit status 1 after the results files of an hvcu_context run whose every request
-failed. See docs/lmms-eval.md and docs/evaluation.md.
+Each adapter wraps one lmms-eval class once, after checking the wrapped methods' parameters (else an error naming
+the supported releases, and that adapter is left out). What each does: docs/lmms-eval.md and docs/evaluation.md.
 """
 
 from __future__ import annotations

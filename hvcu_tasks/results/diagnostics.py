@@ -1,10 +1,7 @@
 """The diagnostics a family task does not report to lmms-eval, computed from the run's `--log_samples` files.
 
-A family task reports only `metrics.TABLE_METRICS` (the rows lmms-eval prints). Every other metric (per aspect
-full_<aspect>, errors_at_*/error_share_*, invalid_*, pred_share_*/gold_share_*/position_bias, wrong_*_after_*,
-and the circular tasks' plain_acc_*) is computed here (results.scores, over the core's scores), from
-the outcome records lmms-eval logged per document (each line's acc_full entry). A results file written before
-the tasks stopped reporting them keeps its own values: only names missing from the file are computed.
+Per aspect, error attribution, invalid replies, answer positions, propagation and plain_acc_* come from each
+line's acc_full outcome records (results.scores); a results file's own values of them are kept.
 """
 
 from __future__ import annotations
