@@ -32,14 +32,6 @@ def toolkit_version() -> str:
         return "unknown"
 
 
-def lmms_eval_release() -> str:
-    """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
-    try:
-        return version("lmms_eval")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def data_identity(
     family: str, samples: Sequence[Sample], source: str, image_sha256: Callable[[Sample], str], hub_read: Any = None
 ) -> dict[str, Any]:

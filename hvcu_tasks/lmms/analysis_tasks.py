@@ -16,14 +16,6 @@ from hvcu_tasks.lmms import context, hooks
 # --- blind ---------------------------------------------------------------------------------------------------
 
 
-def blind_messages(text: str) -> list[dict[str, Any]]:
-    """Return the blind chat: the authors' system prompt, then the base setting's user text with no image."""
-    return [
-        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
-        {"role": "user", "content": [{"type": "text", "text": text}]},
-    ]
-
-
 def blind_doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
     """Return no visual: the blind setting never sends the image."""
     return []
@@ -33,7 +25,10 @@ def blind_doc_to_messages(
     doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Return a level document's blind chat (base-setting system prompt and text, no image part)."""
-    return blind_messages(hooks.doc_to_text(doc))
+    return [
+        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
+        {"role": "user", "content": [{"type": "text", "text": hooks.doc_to_text(doc)}]},
+    ]
 
 
 # --- circular ------------------------------------------------------------------------------------------------

@@ -39,11 +39,6 @@ def process_docs(stub: Any) -> Any:
     return loaded_table(stub, "chains", sample_rows)
 
 
-def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
-    """Return the chat for the next unanswered level given the replies so far (image decoded once per chain)."""
-    return context_messages(level_texts(doc), earlier_answers(doc, replies), doc_image(doc))
-
-
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
     """Raise a clear error unless the running model can drive multi-round chats."""
     kwargs = lmms_eval_specific_kwargs or {}
@@ -120,9 +115,11 @@ def doc_to_messages(
     previous_round_info: Any = None,
 ) -> Any:
     """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
-    return next_round(
-        doc, round_idx, previous_output, previous_round_info, lambda replies: messages_for_round(doc, replies)
-    )
+
+    def messages(replies: list[str]) -> list[dict]:
+        return context_messages(level_texts(doc), earlier_answers(doc, replies), doc_image(doc))
+
+    return next_round(doc, round_idx, previous_output, previous_round_info, messages)
 
 
 def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:

@@ -208,7 +208,7 @@ def install_identity_hook() -> None:
                 metadata = dict(config.get("metadata") or {})
                 metadata[p.CONFIG_KEY] = identity
                 metadata[p.VERSION_KEY] = p.toolkit_version()
-                metadata[p.LMMS_EVAL_KEY] = p.lmms_eval_release()
+                metadata[p.LMMS_EVAL_KEY] = installed_lmms_eval()
                 model = served_identity(str(getattr(self.config, "task", "")), dataset)
                 config["metadata"] = metadata if model is None else {**metadata, p.MODEL_KEY: model}
             return config
@@ -349,15 +349,6 @@ def ensure_image_hook() -> None:
         _logged(install_image_hook)
 
 
-def token_line(task: str, dataset: str) -> str:
-    """Return the one line that refuses a task whose hub dataset asks for a token when none is configured."""
-    return (
-        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face token (its YAML sets "
-        "dataset_kwargs: token: True) and none is configured: run `hf auth login` or set HF_TOKEN, then rerun "
-        "(nothing was asked of the model)"
-    )
-
-
 def install_token_hook() -> None:
     """Make a task whose hub dataset asks for a token none is configured for end the run in one line (exit 1).
 
@@ -374,7 +365,12 @@ def install_token_hook() -> None:
             except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's
                 last = getattr(exc, "last_attempt", None)
                 if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
-                    raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
+                    task, dataset = self.config.task, self.config.dataset_path
+                    raise SystemExit(
+                        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face "
+                        "token (its YAML sets dataset_kwargs: token: True) and none is configured: run `hf auth "
+                        "login` or set HF_TOKEN, then rerun (nothing was asked of the model)"
+                    ) from None
                 raise
 
         return download

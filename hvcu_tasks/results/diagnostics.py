@@ -135,15 +135,3 @@ def with_diagnostics(
         return dict(metrics), missing
     logged = logged_metrics(task, path, outcomes)
     return {**metrics, **{n: logged[n] for n in missing}}, []
-
-
-def run_metrics(results_file: Path) -> dict[str, dict[str, Any]]:
-    """Return every HVCU-Bench family task's metrics of a results file, diagnostics included (from its samples)."""
-    results = jsonio.read_json(Path(results_file))["results"]
-    out = {}
-    for task, values in results.items():
-        if family_of(task) is None or not isinstance(values, dict):
-            continue
-        metrics = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
-        out[task] = with_diagnostics(task, metrics, Path(results_file))[0]
-    return out

@@ -93,11 +93,6 @@ def endpoint_line(backend: str, model: Any, endpoint: str, base_url_given: bool)
     return f"hvcu_context: inner {backend}, model {named}, endpoint {where}"
 
 
-def failure_line(failed: int, total: int, where: str, first_error: str | None) -> str:
-    """Return the end-of-run summary of the requests that got no reply."""
-    return f"hvcu_context: {failed} of {total} requests failed ({where}); first error: {first_error}"
-
-
 def all_failed_line(
     total: int, endpoint: str | None, inner: str, first_error: str | None, results_written: bool = True
 ) -> str:
@@ -124,14 +119,6 @@ def across_ranks(value: Any) -> list[Any]:
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, value)
     return gathered
-
-
-def async_openai_client(model: Any) -> Any:
-    """Return the `openai.AsyncOpenAI` client a backend sends its requests through (its pool is one loop's), or None."""
-    import openai
-
-    client = getattr(model, "client", None)
-    return client if isinstance(client, openai.AsyncOpenAI) else None
 
 
 def chunk_size_of(value: Any) -> int:
@@ -369,7 +356,7 @@ class ContextWrapper(lmms):
             end_after_results(None)
             return
         where = f"endpoint {self.endpoint}" if self.endpoint else f"inner model {self.inner_name}"
-        self._say(failure_line(failed, total, where, first))
+        self._say(f"hvcu_context: {failed} of {total} requests failed ({where}); first error: {first}")
         if failed < total or not is_lmms_eval(sys.argv[0] if sys.argv else ""):
             end_after_results(None)
             return
@@ -476,10 +463,10 @@ class ContextWrapper(lmms):
         keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
         fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
         """
-        client = async_openai_client(self.inner)
-        if self._inner_calls and client is not None and hasattr(client, "copy"):
-            import openai
+        import openai
 
+        client = getattr(self.inner, "client", None)
+        if self._inner_calls and isinstance(client, openai.AsyncOpenAI) and hasattr(client, "copy"):
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
             self.inner.client = fresh
             if self._client_cached:
