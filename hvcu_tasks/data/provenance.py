@@ -11,7 +11,8 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.loaders import family_counts, hub_spec
+from hvcu_tasks.data.loaders import family_counts
+from hvcu_tasks.settings import hub_spec
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""

@@ -26,8 +26,9 @@ from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
-from hvcu_tasks.data.loaders import LoadResult, family_counts, hub_spec, load_path, load_source, pinned_source
+from hvcu_tasks.data.loaders import LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.data.public import name_key
+from hvcu_tasks.settings import hub_spec, pinned_source
 
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""
