@@ -164,11 +164,7 @@ class ContextWrapper(lmms):
         run: Any = None,
         **inner_args: Any,
     ) -> None:
-        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run.
-
-        A bad argument of the wrapper's own is a ValueError; under lmms-eval's command line (which prints any
-        exception's traceback and exits 0) it is one `hvcu_context: error:` line on stderr and exit status 2.
-        """
+        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run."""
         super().__init__()
         with _usage_errors():
             if not inner:
@@ -195,13 +191,7 @@ class ContextWrapper(lmms):
         reuse: Any = None,
         run: Any = None,
     ) -> ContextWrapper:
-        """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
-
-        `model_args` (what the model was built with) enter the request cache's model identity, with the model's
-        own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
-        it is, the cache stays off (default) or `cache=on` is an error. `run` names the series of runs it resumes
-        from; `reuse` takes earlier runs' replies (request_cache.py).
-        """
+        """Wrap an already-built lmms-eval chat model; `model_args` (what it was built with) enter its identity."""
         size = chunk_size_of(chunk_size)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
@@ -239,11 +229,9 @@ class ContextWrapper(lmms):
         serve(self)
 
     def _open_cache(self, cache: Any, model_args: Mapping[str, Any], reuse: Any = None, run: Any = None) -> None:
-        """Note the served model's identity (the results file records it, with the cache's run), name the endpoint,
-        open the request cache's run and hook the inner model's client.
+        """Note the served model's identity, name the endpoint, open the request cache's run and hook the client.
 
-        With the default setting, a model nothing identifies or a folder that cannot be used leaves the cache off
-        with one line; asked for explicitly, either is an error.
+        By default a model nothing identifies or an unusable folder leaves the cache off; asked for, it is an error.
         """
         setting, reuse, run = cache_setting(cache), reuse_setting(reuse), run_name(run)
         client, attrs = chat_client(self.inner), resolved_attributes(self.inner)
@@ -322,10 +310,7 @@ class ContextWrapper(lmms):
         self.inner.set_cache_hook(cache_hook)
 
     def clean(self) -> None:
-        """Free the inner model's memory; lmms-eval calls this once every rank's requests are done, so judge the run.
-
-        The judgement (_judge): how many requests of the run got no reply, all ranks together.
-        """
+        """Free the inner model's memory; lmms-eval calls this once every rank's requests are done, so judge the run."""
         self.inner.clean()
         self._judge()
 
@@ -340,11 +325,8 @@ class ContextWrapper(lmms):
                     self._first_error = why
 
     def _judge(self) -> None:
-        """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero.
-
-        Under lmms-eval's command line such a run ends with exit status 1 and one line once lmms-eval has written
-        its results files (plugin.end_after_results); called from code, nothing is raised.
-        """
+        """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero
+        under lmms-eval's command line, after its results files are written (plugin.end_after_results)."""
         mine = (self._failed, self._asked, self._first_error)
         self._failed = self._asked = 0
         self._first_error = None
@@ -413,10 +395,7 @@ class ContextWrapper(lmms):
         return replies
 
     def _generate(self, requests: list[Instance], sample: int = 0) -> list[Any]:
-        """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
-
-        A client backend's cache sits in its client, so its requests go to the inner model in one call.
-        """
+        """Answer requests from the cache and the inner model (a client backend's cache sits in its client)."""
         cache = self.request_cache
         if cache is not None and not self._client_cached:
             replies = self._generate_cached(cache, requests, sample)
@@ -432,10 +411,7 @@ class ContextWrapper(lmms):
         return replies
 
     def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
-        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply.
-
-        Equal requests within the call are sent once; each gets that reply.
-        """
+        """Answer stored requests from the cache, send the rest (equal ones once) `chunk_size` at a time, store each."""
         keys = [cache.key(self._request_content(r), sample) for r in requests]
         replies: list[Any] = [getattr(cache.get(key), "text", None) for key in keys]
         first: dict[Any, int] = {}  # each request to send (by key; uncached ones by position) -> its first position
