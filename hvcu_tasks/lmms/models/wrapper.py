@@ -191,7 +191,11 @@ class ContextWrapper(lmms):
         reuse: Any = None,
         run: Any = None,
     ) -> ContextWrapper:
-        """Wrap an already-built lmms-eval chat model; `model_args` (what it was built with) enter its identity."""
+        """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
+
+        `model_args` (what it was built with) and its IDENTITY_ATTRS identify it to the request cache; when neither
+        says which model it is, `cache=on` is an error. `run` and `reuse`: request_cache.py.
+        """
         size = chunk_size_of(chunk_size)
         cls._check_chat(type(inner), name or type(inner).__name__)
         wrapper = cls.__new__(cls)
