@@ -187,10 +187,7 @@ def dataset_identity(docs: Any) -> dict[str, Any]:
 
 
 def install_identity_hook() -> None:
-    """Make an HVCU task's dumped config record the data it read, the versions and the served model (idempotent).
-
-    They go under `configs.<task>.metadata` of the results file (docs/evaluation.md), never into lmms-eval's table.
-    """
+    """Make an HVCU task's dumped config (`configs.<task>.metadata`) record its data, the versions and the model."""
     from lmms_eval.api.task import ConfigurableTask
 
     from hvcu_tasks.data import provenance as p
@@ -261,10 +258,7 @@ def _end_now() -> None:
 
 
 def install_results_hook() -> None:
-    """Make a pending end line (end_after_results) end the command after the last file lmms-eval writes (idempotent).
-
-    The files: the results file, then with --log_samples one samples file per task, then with a hub push the card.
-    """
+    """Make a pending end line end the command after the last file lmms-eval writes (results, samples, hub card)."""
     from lmms_eval.loggers.evaluation_tracker import EvaluationTracker
 
     def written(tracker: Any) -> None:
@@ -352,8 +346,7 @@ def ensure_image_hook() -> None:
 def install_token_hook() -> None:
     """Make a task whose hub dataset asks for a token none is configured for end the run in one line (exit 1).
 
-    Left alone, lmms-eval logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result;
-    a dataset already in the cache still loads without a token, as before (idempotent).
+    Left alone, lmms-eval logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result.
     """
     from huggingface_hub.errors import LocalTokenNotFoundError
     from lmms_eval.api.task import ConfigurableTask
