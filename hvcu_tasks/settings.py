@@ -1,7 +1,6 @@
 """The toolkit's settings from the environment: every HVCU_* variable is read here and nowhere else.
 
-`current()` reads os.environ on every call (tests and users may change a variable between two runs of a
-hook), so nothing is cached; a bad value is reported by the setting that needs it, naming the variable.
+`current()` reads os.environ on every call (nothing cached); a bad value is reported by the setting that needs it.
 """
 
 from __future__ import annotations
