@@ -366,11 +366,6 @@ def command_entry_points() -> list[EntryPoint]:
     return list(entry_points(group=COMMANDS_ENTRY_POINTS))
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as `Type: message` on one line."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
 def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str | None:
     """Add an entry point's commands to `sub`; return why it failed (its commands taken back), None when it loaded."""
     choices, actions = dict(sub.choices), len(sub._choices_actions)
@@ -384,7 +379,8 @@ def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str |
         sub.choices.update(choices)
         del sub._choices_actions[actions:]
         where = f"entry point {entry_point.name} = {entry_point.value}"
-        return f"command group '{entry_point.name}' ({where}) did not load: {_one_line(exc)}"
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"command group '{entry_point.name}' ({where}) did not load: {why}"
     return None
 
 
