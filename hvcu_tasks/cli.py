@@ -45,13 +45,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> list[dict]:
-    """Score authors' result files and folders: one JSON-ready entry per (model, setting), with its Overall Score."""
-    from hvcu_tasks.results.rescore import score_runs
-
-    return score_runs(paths, family, reparse)
-
-
 def _number(value: float, spec: str) -> str:
     """Format a score, 'n/a' when it is not available (NaN)."""
     return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
@@ -106,8 +99,9 @@ def _print_table(summary: list[dict]) -> None:
 def _cmd_score(args: argparse.Namespace) -> int:
     """Re-score authors' result files: one table (or JSON entry) per model and setting."""
     from hvcu_tasks.data.jsonio import json_safe
+    from hvcu_tasks.results.rescore import score_runs
 
-    summary = score_files(args.files, args.family, args.reparse)
+    summary = score_runs(args.files, args.family, args.reparse)
     if args.format == "json":
         print(json.dumps(json_safe(summary), indent=2, allow_nan=False))
     else:
@@ -372,11 +366,6 @@ def command_entry_points() -> list[EntryPoint]:
     return list(entry_points(group=COMMANDS_ENTRY_POINTS))
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as `Type: message` on one line."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
 def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str | None:
     """Add an entry point's commands to `sub`; return why it failed (its commands taken back), None when it loaded."""
     choices, actions = dict(sub.choices), len(sub._choices_actions)
@@ -390,7 +379,8 @@ def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str |
         sub.choices.update(choices)
         del sub._choices_actions[actions:]
         where = f"entry point {entry_point.name} = {entry_point.value}"
-        return f"command group '{entry_point.name}' ({where}) did not load: {_one_line(exc)}"
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"command group '{entry_point.name}' ({where}) did not load: {why}"
     return None
 
 

@@ -16,7 +16,7 @@ from conftest import item, run_lmms_eval, smoke_predictions
 from hvcu_tasks import settings
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.data import loaders, validate
+from hvcu_tasks.data import validate
 from hvcu_tasks.lmms import hooks, plugin
 from hvcu_tasks.results.runs import ReportError, read_runs
 
@@ -141,13 +141,13 @@ def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(
 
 def test_the_revision_env_pins_only_hub_sources_that_name_none() -> None:
     env = {"HVCU_BENCH_REVISION": "v1.0"}
-    assert loaders.resolve_source("hub", settings.current(env)) == "hub:Chime316/HVCU-Bench@v1.0"
+    assert settings.resolve_source("hub", settings.current(env)) == "hub:Chime316/HVCU-Bench@v1.0"
     assert (
-        loaders.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}))
+        settings.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}))
         == "hub:me/copy@abc"
     )
-    assert loaders.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "/data"})) == "/data"
-    assert loaders.resolve_source("smoke", settings.current(env)) == "smoke"
+    assert settings.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "/data"})) == "/data"
+    assert settings.resolve_source("smoke", settings.current(env)) == "smoke"
 
 
 @pytest.mark.parametrize(

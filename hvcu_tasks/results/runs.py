@@ -11,13 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS
-from hvcu_tasks.core.metrics import (
-    ACCURACY_METRICS,
-    FULL_METRIC,
-    OFFICIAL_FULL_METRIC,
-    Outcome,
-    overall_score,
-)
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, FULL_METRIC, OFFICIAL_FULL_METRIC, Outcome, overall_score
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
 from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
