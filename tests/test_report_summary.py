@@ -17,9 +17,12 @@ THIRD_PAPER = ("4", "Gemma3 (12B)", "44.23", "55.56")
 
 
 def table_rows(out: str) -> list[list[str]]:
-    """Return the body rows of the one Markdown table in out, cells stripped (the header and rule left out)."""
-    lines = [line for line in out.splitlines() if line.startswith("|")]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    """Return the body rows of the first table in out, cells stripped (the header lines and the rule left out)."""
+    lines = out.split("\n|-", 1)[1].splitlines()[1:]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in lines[: next(i for i, x in enumerate(lines) if x[:1] != "|")]
+    ]
 
 
 def summary(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -54,24 +57,27 @@ def wald(*acc: float) -> str:
     return f"[{100 * (mean - below):.2f}, {100 * (mean + above):.2f}]"
 
 
-def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:
+def test_the_summary_is_one_table_of_the_run_then_the_best_paper_rows_human_and_chance(capsys, x_runs) -> None:
     out = summary(capsys, *x_runs)
     rows = table_rows(out)
     ranges = [r.pop(1) for r in rows]
-    assert rows == [
-        ["–", "Human", "87.18", wald(86.0, 88.86, 86.67), "–", "–", "–", "human"],
-        [BEST_PAPER[0][0], *BEST_PAPER[0][1:3], wald(53.25, 53.14, 50.33), "–", BEST_PAPER[0][3], "–", "[paper]"],
-        [BEST_PAPER[1][0], *BEST_PAPER[1][1:3], wald(50.75, 44.0, 48.0), "–", BEST_PAPER[1][3], "–", "[paper]"],
-        ["3", "Qwen/X", "45.00", wald(45.0, 45.0, 45.0), "–", "50.50", "46.00", "run"],
-        [*THIRD_PAPER[:3], wald(47.5, 38.86, 46.33), "–", THIRD_PAPER[3], "–", "[paper]"],
-        ["–", "Random guess (chance)", "1.56", "–", "–", "1.56", "1.56", "chance"],
-    ]
-    assert ranges[0] == ranges[-1] == "–"  # references have no rank
-    for (rank, *_rest), shown in zip(rows[1:5], ranges[1:5], strict=True):
+    assert (
+        rows
+        == [  # your run first, with its rank among the paper's rows
+            ["3", "Qwen/X", "45.00", wald(45.0, 45.0, 45.0), "–", "50.50", "46.00", "run"],
+            ["–", "Human", "87.18", wald(86.0, 88.86, 86.67), "–", "–", "–", "human"],
+            [BEST_PAPER[0][0], *BEST_PAPER[0][1:3], wald(53.25, 53.14, 50.33), "–", BEST_PAPER[0][3], "–", "[paper]"],
+            [BEST_PAPER[1][0], *BEST_PAPER[1][1:3], wald(50.75, 44.0, 48.0), "–", BEST_PAPER[1][3], "–", "[paper]"],
+            [*THIRD_PAPER[:3], wald(47.5, 38.86, 46.33), "–", THIRD_PAPER[3], "–", "[paper]"],
+            ["–", "Random guess (chance)", "1.56", "–", "–", "1.56", "1.56", "chance"],
+        ]
+    )
+    assert ranges[1] == ranges[-1] == "–"  # references have no rank
+    for (rank, *_rest), shown in zip(rows[:1] + rows[2:5], ranges[:1] + ranges[2:5], strict=True):
         low, _, high = shown.partition("–")
         assert int(low) <= int(rank) <= int(high or low)  # each range holds the row's rank
-    header = next(line for line in out.splitlines() if line.startswith("|"))
-    assert [c.strip() for c in header.strip("|").split("|")] == [
+    header = [line.strip("|").split("|") for line in out.split("\n|-")[0].splitlines() if line.startswith("|")]
+    assert [" ".join(w.strip() for w in words if w.strip()) for words in zip(*header, strict=True)] == [
         "Rank",
         "Rank range",
         "Model",
@@ -81,14 +87,15 @@ def test_the_summary_is_one_table_of_the_run_among_the_best_paper_rows_human_and
         "Context (official)",
         "Score",
         "Source",
-    ]
+    ]  # headers wrapped at words
     assert "10 more [paper] rows" in out  # 13 paper rows in Table 2, 3 shown
-    assert "truly differ by 6.16 points" in out  # the detectable difference at 400/350/300 samples
+    assert "truly differ by 6.16 points" in " ".join(out.split())  # the detectable difference at 400/350/300 samples
 
 
 def test_the_summary_names_the_command_that_prints_every_table(capsys, x_runs) -> None:
     out = summary(capsys, *x_runs)
-    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
+    assert f"the same runs: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
+    assert "  --format md                every table in full (or csv, latex, json)\n" in out
     assert len(out.splitlines()) < 30
 
 
@@ -99,7 +106,7 @@ def test_with_a_site_the_summary_says_where_the_page_is_and_writes_the_site_as_u
     out = summary(capsys, *x_runs, "--format", "html", "--out", str(site))
     assert (site / "index.html").is_file() and (site / "leaderboard.json").is_file()
     assert f"the leaderboard page: {site / 'index.html'}\n" in out
-    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
+    assert f"the same runs: hvcu report {x_runs[0]} {x_runs[1]}\n" in out
     assert re.search(rf"wrote \d+ file\(s\) and \d+ figure file\(s\) to {re.escape(str(site))}\n", out)
     assert "### " not in out.split("HVCU-Bench leaderboard", 1)[1].split("\n", 1)[1]  # only the one table
 
@@ -114,16 +121,16 @@ def test_a_smoke_sample_run_is_listed_unranked_and_said_to_be_no_score(capsys, t
 
 def test_the_full_command_keeps_the_options_that_change_the_tables(capsys, x_runs) -> None:
     out = summary(capsys, *x_runs, "--no-reference")
-    assert f"every table: hvcu report {x_runs[0]} {x_runs[1]} --no-reference\n" in out
+    assert f"the same runs: hvcu report {x_runs[0]} {x_runs[1]} --no-reference\n" in out
     assert [r[2] for r in table_rows(out)] == ["Qwen/X"]
 
 
 def test_a_path_with_a_space_is_quoted_in_the_printed_command(capsys, tmp_path: Path) -> None:
     run = write_results(tmp_path / "my runs", families("hvcu_bench", acc_full_official=45.0))
     out = summary(capsys, str(run))
-    assert f"every table: hvcu report '{run}'\n" in out
+    assert f"the same runs: hvcu report '{run}'\n" in out
 
 
 def test_summary_without_out_prints_markdown_only(capsys, x_runs) -> None:
     assert main(["report", *x_runs, "--summary", "--format", "json"]) == 2
-    assert "--summary prints a Markdown table" in capsys.readouterr().err
+    assert "--summary prints a table; --format json needs --out DIR" in capsys.readouterr().err

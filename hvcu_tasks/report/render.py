@@ -177,7 +177,7 @@ def _blocks(widths: list[int], keys: int, width: int) -> list[list[int]]:
     """Split the columns after the `keys` leading ones into blocks that fit `width` with the key columns repeated."""
     blocks: list[list[int]] = []
     for i in range(keys, len(widths)):
-        if not blocks or sum(widths[j] + 3 for j in [*range(keys), *blocks[-1], i]) + 1 > width:
+        if not blocks or sum(widths[j] + 3 for j in [*range(keys), *blocks[-1], i]) - 1 > width:
             blocks.append([])
         blocks[-1].append(i)
     return blocks or [[]]
