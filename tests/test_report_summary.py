@@ -134,3 +134,55 @@ def test_a_path_with_a_space_is_quoted_in_the_printed_command(capsys, tmp_path: 
 def test_summary_without_out_prints_markdown_only(capsys, x_runs) -> None:
     assert main(["report", *x_runs, "--summary", "--format", "json"]) == 2
     assert "--summary prints a table; --format json needs --out DIR" in capsys.readouterr().err
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> list[str]:
+    """org/strong (Score 60, official 58: the parsers disagree, ‡) and org/weak (30, official 29), both settings."""
+    runs = []
+    for name, acc, official in (("strong", 60.0, 58.0), ("weak", 30.0, 29.0)):
+        for setting, prefix, gain in (("b", "hvcu_bench", 0), ("c", "hvcu_bench_context", 5)):
+            tasks = families(prefix, acc_full=acc + gain, acc_full_official=official + gain)
+            runs.append(str(write_results(tmp_path / f"{name}_{setting}", tasks, f"model=org/{name}")))
+    return runs
+
+
+def test_the_summary_explains_every_mark_and_says_which_runs_differ_significantly(capsys, two_runs) -> None:
+    out = summary(capsys, *two_runs)
+    text = " ".join(out.split())
+    assert [r[2] for r in table_rows(out)[:2]] == ["org/strong‡", "org/weak"]  # the runs first
+    assert "‡: the two parsers' base Scores (Score and Score (official)) differ by more than 1 point" in text
+    # 58 vs 29 on 400/350/300 samples, unpaired (results files only): far beyond the 4.31 points needed alone
+    assert "org/strong‡ − org/weak: Δ 28.95 [" in text and "p (Holm) < 0.0001: significant." in text
+
+
+def test_runs_a_point_apart_are_said_not_to_differ(capsys, tmp_path: Path) -> None:
+    a = write_results(tmp_path / "a", families("hvcu_bench", acc_full=45.0, acc_full_official=45.0), "model=org/a")
+    b = write_results(tmp_path / "b", families("hvcu_bench", acc_full=44.0, acc_full_official=44.0), "model=org/b")
+    text = " ".join(summary(capsys, str(a), str(b)).split())
+    assert "org/a − org/b: Δ 1.05 [" in text and "p (Holm) 1: not significant." in text  # 1 point: noise here
+
+
+def test_the_terminal_report_fits_120_columns_with_your_runs_first_in_every_table(capsys, two_runs) -> None:
+    assert main(["report", *two_runs]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines() if not line.startswith("the same runs: ")) <= 120
+    sections = out.split("\n\n")
+    tables = [s for s in sections if "\n|-" in s]
+    assert len(tables) >= 8  # leaderboard, pairs, versus, tables 2, 8, 3, aspects, errors
+    for section in tables:
+        first = section.split("\n|-", 1)[1].splitlines()[1]
+        assert "org/strong" in first or "org/weak" in first, section[:200]
+    # notes wrapped at words: the leaderboard's first note reads whole once the lines are joined
+    assert (
+        "- Ranked by Score (official): the Overall Score of the base setting (mean of the three families' Acc_full) "
+        "under the authors' answer parser, the number the paper reports, so [paper] rows and runs rank on one scale."
+    ) in " ".join(out.split())
+    assert "more rows: every table in full is named at the end" in out
+    assert "  --format md                every table in full (or csv, latex, json)\n" in out
+
+
+def test_format_md_still_prints_every_row_of_every_table(capsys, two_runs) -> None:
+    assert main(["report", *two_runs, "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert "| LLaVA-1.6 (7B) [paper] |" in out and "### HVCU-Bench, base setting" in out
