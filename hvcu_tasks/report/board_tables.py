@@ -23,21 +23,8 @@ from hvcu_tasks.results.general import HEADLINES, MMSTAR_CATEGORIES, TABLE_ORDER
 from hvcu_tasks.results.runs import SMOKE
 
 RANK_COLUMN = "Score (official)"
-LEADERBOARD_COLUMNS = [
-    "Rank",
-    "Model",
-    RANK_COLUMN,
-    "95% CI",
-    "Rank range",
-    "Group",
-    "Failed",
-    "Context (official)",
-    "Δ",
-    "Δ 95% CI",
-    "Score",
-    *[f"{FAMILY_LABEL[f]} full" for f in FAMILIES],
-    "Source",
-]
+LEADERBOARD_COLUMNS = ["Rank", "Model", RANK_COLUMN, "95% CI", "Rank range", "Group", "Failed", "Context (official)"]
+LEADERBOARD_COLUMNS += ["Δ", "Δ 95% CI", "Score", *[f"{FAMILY_LABEL[f]} full" for f in FAMILIES], "Source"]
 LEADERBOARD_NOTES = [
     f"Ranked by {RANK_COLUMN}: the Overall Score of the base setting (mean of the three families' Acc_full) under "
     "the authors' answer parser, the number the paper reports, so [paper] rows and runs rank on one scale.",
@@ -247,17 +234,8 @@ def pairs_table(board: Board) -> Table:
     return table
 
 
-SUMMARY_COLUMNS = [
-    "Rank",
-    "Rank range",
-    "Model",
-    RANK_COLUMN,
-    "95% CI",
-    "Failed",
-    "Context (official)",
-    "Score",
-    "Source",
-]
+SUMMARY_COLUMNS = ["Rank", "Rank range", "Model", RANK_COLUMN, "95% CI", "Failed", "Context (official)", "Score"]
+SUMMARY_COLUMNS.append("Source")
 SUMMARY_PAPER_ROWS = 3
 
 

@@ -95,25 +95,9 @@ def to_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
-_LATEX_ESCAPES = {
-    "&": r"\&",
-    "%": r"\%",
-    "_": r"\_",
-    "#": r"\#",
-    "$": r"\$",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "\\": r"\textbackslash{}",
-    "Δ": r"$\Delta$",
-    "–": "--",
-    "†": r"\dag{}",
-    "‡": r"\ddag{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
-}
+_LATEX_ESCAPES = {c: "\\" + c for c in "&%_#${}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_ESCAPES |= {"\\": r"\textbackslash{}", "Δ": r"$\Delta$", "–": "--", "†": r"\dag{}", "‡": r"\ddag{}"}
+_LATEX_ESCAPES |= {"<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
 
 
 def latex_text(text: str) -> str:
@@ -193,30 +177,29 @@ def to_terminal(table: Table, width: int = WIDTH, shown: set[str] | None = None,
 
     shown_rows, left_out = terminal_rows(table, refs)
     rows = [[cell_text(c) for c in row] for row in shown_rows]
-    head = [[*map(len, h.split()), *(len(r[i]) for r in rows)] for i, h in enumerate(table.columns)]
-    widths = [max(w, default=1) for w in head]
+    widths = [max([*map(len, h.split()), *(len(r[i]) for r in rows)], default=1) for i, h in enumerate(table.columns)]
     keys = next((i for i, c in enumerate(table.columns) if c not in KEY_COLUMNS), 1) or 1
     console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, emoji=False)
     console.print(Text(table.title))
-    for block in _blocks(widths, keys, width):
+    if not any(c != MISSING for r in rows for c in r[keys:]):  # nothing measured: no grid of dashes
+        rows, left_out = [], 0
+        console.print(Text(f"({'no values: see the notes' if table.rows else 'no rows'})"))
+    for block in _blocks(widths, keys, width) if rows else []:
         grid = Grid(box=box.MARKDOWN, pad_edge=False, padding=(0, 1))
         for i in [*range(keys), *block]:
-            left = i == 0 or table.columns[i] in TEXT_COLUMNS
-            grid.add_column(
-                Text(table.columns[i]), justify="left" if left else "right", min_width=widths[i], max_width=widths[i]
-            )
+            left = "left" if i == 0 or table.columns[i] in TEXT_COLUMNS else "right"
+            grid.add_column(Text(table.columns[i]), justify=left, min_width=widths[i], max_width=widths[i])
         for row in rows:
             grid.add_row(*(Text(row[i]) for i in [*range(keys), *block]))
         console.print(grid)
     if left_out:
         console.print(Text(f"… {left_out} more rows: every table in full is named at the end"))
     shown = set() if shown is None else shown
-    for note in table.notes:
-        if note not in shown:
-            console.print(
-                Text(textwrap.fill(note, width, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False))
-            )
-            shown.add(note)
+    for note in (n for n in table.notes if n not in shown):
+        console.print(
+            Text(textwrap.fill(note, width, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False))
+        )
+        shown.add(note)
     lines = (line.rstrip() for line in console.file.getvalue().splitlines())  # type: ignore[attr-defined]
     return "\n".join(line for line in lines if line) + "\n"
 
