@@ -171,12 +171,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         pair = (models[0], models[1])
         tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
         tables += [compare_general_table(*pair)] if any(m.general for m in pair) else []
-    for model in models:
-        for setting, notes in model.notes.items():
-            for note in notes:
-                print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
-    customs = [make_board(board_entries(group, reference=False)) for group in custom_groups(models).values()]
-    summary = summary_table(board, customs)
+    for line in (f"warning: {m.model} ({s}): {n}" for m in models for s, notes in m.notes.items() for n in notes):
+        print(line, file=sys.stderr)
+    summary = summary_table(
+        board, [make_board(board_entries(g, reference=False)) for g in custom_groups(models).values()]
+    )
     shown: set[str] = set()
     render = RENDERERS["md"] if args.format == "md" else lambda t: to_terminal(t, shown=shown, refs=len(t.rows))
     if args.out is None:
@@ -210,11 +209,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         pages = write_site(
             args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, folders.logs
         )
-    if args.summary:
-        print(render(summary))
+    print(render(summary) if args.summary else "", end="")
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
-    if args.summary:
-        print(_report_next(args), end="")
+    print(_report_next(args) if args.summary else "", end="")
     return 0
 
 
@@ -225,16 +222,12 @@ def _report_next(args: argparse.Namespace) -> str:
     same = [str(p) for p in args.runs] + ["--no-reference"] * args.no_reference + ["--compare"] * args.compare
     same += ["--base", str(args.base)] if args.base is not None else []
     command = shlex.join(["hvcu", "report", *same])
-    lines = (
-        [f"the leaderboard page: {args.out / 'index.html'}"] if args.out is not None and args.format == "html" else []
-    )
-    lines += [f"the tables: {args.out}"] if args.out is not None and args.format != "html" else []
-    lines.append(f"the same runs: {command}")
+    page = f"the leaderboard page: {args.out / 'index.html'}" if args.format == "html" else f"the tables: {args.out}"
+    lines = [page] * (args.out is not None) + [f"the same runs: {command}"]
     lines += ["  (no option)                every table, 120 columns wide"] * args.summary
     lines.append("  --format md                every table in full (or csv, latex, json)")
-    lines += ["  --out DIR                  one file per table", "  --format html --out site   a leaderboard site"] * (
-        args.out is None
-    )
+    rest = "  --out DIR                  one file per table\n  --format html --out site   a leaderboard site"
+    lines += [rest] * (args.out is None)
     return "\n".join(lines) + "\n"
 
 

@@ -245,14 +245,12 @@ def summary_table(whole: Board, custom: list[Board] | None = None, paper_rows: i
     board = ranked(whole.entries)  # ranks of the whole board, not of the rows shown
     papers = [e for _rank, e in board if e.source == "paper"]
     refs = [(r, e) for r, e in board if e.source != "run" and (e.source != "paper" or e in papers[:paper_rows])]
-    others = [(None, e) for b in custom or [] for e in b.entries]
-    shown = len(papers[:paper_rows])
-    title = f"HVCU-Bench leaderboard: your runs and the best {shown} [paper] rows"
+    others = [replace(e, rank_range=None) for b in custom or [] for e in b.entries]  # unranked beside the benchmark
+    title = f"HVCU-Bench leaderboard: your runs and the best {len(papers[:paper_rows])} [paper] rows"
     table = Table("leaderboard_summary", title, list(SUMMARY_COLUMNS))
-    for rank, e in [(r, e) for r, e in board if e.source == "run"] + others + refs:
-        cells = [e.label, e.score_base, interval_text(e.interval_base), failed_text(e), e.score_context]
-        where = _range_text(e.rank_range) if (rank, e) not in others else None
-        table.rows.append(["–" if rank is None else rank, where, *cells, e.score_base_hvcu, _source_text(e)])
+    for rank, e in [(r, e) for r, e in board if e.source == "run"] + [(None, e) for e in others] + refs:
+        cells = [_range_text(e.rank_range), e.label, e.score_base, interval_text(e.interval_base), failed_text(e)]
+        table.rows.append(["–" if rank is None else rank, *cells, e.score_context, e.score_base_hvcu, _source_text(e)])
     table.notes += _unranked_notes(whole)
     table.notes.append(
         f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
@@ -265,9 +263,7 @@ def summary_table(whole: Board, custom: list[Board] | None = None, paper_rows: i
         table.notes.append(f"{len(papers) - paper_rows} more [paper] rows on the full leaderboard.")
     labels = "".join(str(row[2]) for row in table.rows)
     table.notes += [note for mark, note in SUMMARY_MARKS.items() if mark in labels]
-    table.notes += [
-        f"{d}: not the published HVCU-Bench, never ranked with it." for d in {e.data: 0 for _r, e in others}
-    ]
+    table.notes += [f"{d}: not the published HVCU-Bench, never ranked with it." for d in {e.data: 0 for e in others}]
     table.notes += _differences([whole, *(custom or [])])
     return table
 
@@ -287,8 +283,7 @@ def _differences(boards: list[Board]) -> list[str]:
         for board in boards
         for a, b, _sa, _sb, delta, ci, _p, p, yes in _comparison_rows(board, run_pairs(board))
     ]
-    runs = sum(e.source == "run" for board in boards for e in board.entries)
-    if runs < 2:
+    if sum(e.source == "run" for board in boards for e in board.entries) < 2:
         return lines
     head = "Your runs compared (base Score (official), paired when logged on the same samples, Holm-adjusted)"
     return [f"{head}: none (runs on different data are not compared)." if not lines else f"{head}:", *lines]

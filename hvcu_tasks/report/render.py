@@ -20,23 +20,11 @@ from hvcu_tasks.report.board_tables import (
     versus_table,
 )
 from hvcu_tasks.report.crossbench import cross_table
-from hvcu_tasks.report.tables import CHANCE_NAME, NA_TEXT, PAPER_MARK, Cell, Table, all_tables
+from hvcu_tasks.report.tables import CHANCE_NAME, MISSING, NA_TEXT, PAPER_MARK, Cell, Table, all_tables, cell_text
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
-MISSING = "–"
 TEXT_COLUMNS = ("Model", "Source", "Method", "Rank moves most (HVCU-Bench → benchmark)")
 """Columns of words, left-aligned wherever they stand (the first column always is)."""
-
-
-def cell_text(value: Cell) -> str:
-    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
-    if value is None:
-        return MISSING
-    if is_nan(value):
-        return NA_TEXT
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
 
 
 LINE_BREAKS = frozenset(("\r\n", "\r", "\n", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"))
@@ -76,13 +64,9 @@ CSV_DECIMALS = 2
 
 def csv_value(value: Cell) -> str:
     """Format one CSV cell: missing empty, n/a as n/a, a float rounded to 2 decimals, never a formula."""
-    if value is None:
-        return ""
-    if is_nan(value):
-        return NA_TEXT
-    if isinstance(value, float):
-        return csv_cell(round(value, CSV_DECIMALS))
-    return csv_cell(value)
+    if value is None or is_nan(value):
+        return "" if value is None else NA_TEXT
+    return csv_cell(round(value, CSV_DECIMALS) if isinstance(value, float) else value)
 
 
 def to_csv(table: Table) -> str:
@@ -204,18 +188,13 @@ def to_terminal(table: Table, width: int = WIDTH, shown: set[str] | None = None,
     return "\n".join(line for line in lines if line) + "\n"
 
 
-def report_tables(
-    models: list[ModelResult],
-    reference: bool = True,
-    board: Board | None = None,
-) -> list[Table]:
+def report_tables(models: list[ModelResult], reference: bool = True, board: Board | None = None) -> list[Table]:
     """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
     per custom data.
 
-    `board` replaces the leaderboard (a published board merged with new runs, `--base`); the paired comparisons
-    of its runs follow it when there are any. A run on data
-    that is not the published benchmark never shares a table, and so never an Overall Score ranking, with it: its
-    tables are named `custom<N>_<table>` and titled with the data they ran on.
+    `board` replaces the leaderboard (a published board merged with new runs, `--base`); the paired comparisons of
+    its runs follow it when there are any. A run on data that is not the published benchmark never shares a table,
+    and so never an Overall Score ranking, with it: its tables are named `custom<N>_<table>`, titled with its data.
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if board is None:
@@ -228,9 +207,8 @@ def report_tables(
         head += [per_model_table(rows)] + [t for t in [cross_table(rows)] if t.rows]
     tables = head + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
-    for table in tables:
-        if unrecorded:
-            table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
+    for table in tables if unrecorded else []:
+        table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
     for n, (label, group) in enumerate(custom_groups(models).items(), start=1):
         custom = make_board(board_entries(group, reference=False))
         head = [leaderboard_table(custom)] + ([pairs_table(custom)] if run_pairs(custom) else [])
