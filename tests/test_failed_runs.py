@@ -127,7 +127,9 @@ def test_a_real_run_whose_every_reply_is_empty_shows_its_failures_on_the_board(t
     )
     assert main(["report", str(tmp_path / "runs"), "--summary"]) == 0
     out = capsys.readouterr().out
-    (row,) = [[c.strip() for c in line.split("|")] for line in out.splitlines() if "| dead†" in line]
+    (row,) = [
+        [c.strip() for c in line.split("|")] for line in out.splitlines() if line.startswith("|") and "dead†" in line
+    ]
     assert row[1:4] == ["–", "–", "dead†"] and "45 (100%)" in row
     # 0 of 5, 4 and 6 chains right: not a zero-width interval; the upper bound is sqrt of the families' squared
     # Clopper–Pearson upper bounds (1 - 0.025^(1/n)) summed, over 3

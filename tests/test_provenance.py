@@ -317,7 +317,7 @@ def test_the_summary_shows_a_run_on_a_local_copy_unranked_with_a_note(write_data
     run = results_file(tmp_path / "run", "Qwen/X", identities_of(str(root)))
     assert main(["report", str(run), "--summary"]) == 0
     out = capsys.readouterr().out
-    (row,) = [[c.strip() for c in line.split("|")] for line in out.splitlines() if "| Qwen/X " in line]
+    (row,) = [[c.strip() for c in line.split("|")] for line in out.splitlines() if "|Qwen/X " in line]
     assert row[1:4] == ["–", "–", "Qwen/X"]  # a row, first, and no rank among the paper's
     text = " ".join(out.split())
     assert f"custom data: {root.resolve()}, 4 samples: not the published HVCU-Bench, never ranked with it." in text

@@ -145,7 +145,7 @@ def _blocks(widths: list[int], keys: int, width: int) -> list[list[int]]:
     """Split the columns after the `keys` leading ones into blocks that fit `width` with the key columns repeated."""
     blocks: list[list[int]] = []
     for i in range(keys, len(widths)):
-        if not blocks or sum(widths[j] + 3 for j in [*range(keys), *blocks[-1], i]) - 1 > width:
+        if not blocks or sum(widths[j] + 2 for j in [*range(keys), *blocks[-1], i]) > width:
             blocks.append([])
         blocks[-1].append(i)
     return blocks or [[]]
@@ -169,7 +169,7 @@ def to_terminal(table: Table, width: int = WIDTH, shown: set[str] | None = None,
         rows, left_out = [], 0
         console.print(Text(f"({'no values: see the notes' if table.rows else 'no rows'})"))
     for block in _blocks(widths, keys, width) if rows else []:
-        grid = Grid(box=box.MARKDOWN, pad_edge=False, padding=(0, 1))
+        grid = Grid(box=box.MARKDOWN, pad_edge=False, padding=(0, 1, 0, 0))
         for i in [*range(keys), *block]:
             left = "left" if i == 0 or table.columns[i] in TEXT_COLUMNS else "right"
             grid.add_column(Text(table.columns[i]), justify=left, min_width=widths[i], max_width=widths[i])
