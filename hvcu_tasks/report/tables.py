@@ -128,15 +128,13 @@ def _partial_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list
 
 
 def diagnostic_notes(models: list[ModelResult], setting: str, what: str) -> list[str]:
-    """Return one line per set of families whose diagnostics (`what`) runs lack in a setting, naming the runs."""
-    missing: dict[str, list[str]] = {}
-    for m in (m for m in models if m.no_diagnostics.get(setting) and setting in m.settings):
-        missing.setdefault(", ".join(f for f in FAMILIES if f in m.no_diagnostics[setting]), []).append(m.model)
+    """Return one line per model whose diagnostics (`what`) are unknown in a setting, saying how to get them."""
     return [
-        f"{', '.join(names)} ({setting}): {what} of {families} not available: the results file does not hold them "
-        "(lmms-eval reports only the accuracies and counts) and no sample log lies beside it; rerun the evaluation "
-        "with --log_samples to get them."
-        for families, names in missing.items()
+        f"{m.model} ({setting}): {what} of {', '.join(f for f in FAMILIES if f in m.no_diagnostics[setting])} not "
+        "available: its results file does not hold them (lmms-eval reports only the accuracies and counts) and no "
+        "sample log lies beside it; rerun the evaluation with --log_samples to get them."
+        for m in models
+        if m.no_diagnostics.get(setting) and setting in m.settings
     ]
 
 
