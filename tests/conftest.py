@@ -452,11 +452,14 @@ def report_metrics(out: Path) -> dict[str, dict]:
     not reported to lmms-eval; `hvcu report` computes them from the --log_samples file (results/diagnostics.py).
     Keys as lmms-eval writes them: 'name,none'.
     """
-    from hvcu_tasks.results.diagnostics import run_metrics
+    from hvcu_tasks.results.diagnostics import family_of, with_diagnostics
 
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
     assert found, f"no results file under {out}"
     results = json.loads(Path(found[0]).read_text())["results"]
-    for task, metrics in run_metrics(Path(found[0])).items():
-        results[task] = {**results[task], **{f"{k},none": v for k, v in metrics.items()}}
+    for task, values in results.items():
+        if family_of(task) is not None and isinstance(values, dict):
+            reported = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+            metrics = with_diagnostics(task, reported, Path(found[0]))[0]
+            results[task] = {**values, **{f"{k},none": v for k, v in metrics.items()}}
     return results

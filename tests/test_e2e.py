@@ -19,10 +19,10 @@ from conftest import (
 )
 from test_harness_scores import EXPECTED, EXPECTED_DIAGNOSTICS, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
-from hvcu_tasks.cli import score_files
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import TABLE_METRICS
 from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.results.rescore import score_runs
 
 pytestmark = pytest.mark.slow
 TASK_OF = {family: f"hvcu_bench_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}
@@ -109,7 +109,7 @@ def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: P
     assert chains["graphics_001"]["parsed"] == ["B", "A", "A"] and chains["graphics_001"]["gold"] == ["B", "C", "D"]
     assert chains["graphics_001"]["chain_correct"] is False and chains["color_001"]["chain_correct"] is True
     assert chains["color_001"]["questions"][0].startswith("Which colours make up the gradient?")
-    (summary,) = score_files(sorted(authors_results.iterdir()))
+    (summary,) = score_runs(sorted(authors_results.iterdir()))
     assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE == summary["overall_score_official"]
     reported = report_metrics(tmp_path / "out")  # the diagnostics: from the sample logs, as `hvcu report` reads them
     for family, task in TASK_OF.items():

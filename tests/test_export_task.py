@@ -639,9 +639,8 @@ def test_a_missing_image_and_a_duplicate_id_are_each_one_line(exported: Path, wr
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> None:
-    from hvcu_tasks.core import aggregate
     from hvcu_tasks.lmms import analysis_tasks as analysis
-    from hvcu_tasks.lmms import hooks
+    from hvcu_tasks.lmms import hook_table, hooks
 
     plain = load_plain_tool().plain
     utils = load_utils(exported)
@@ -666,7 +665,7 @@ def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> 
     ours = [utils.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(rotated)]
     theirs = [analysis.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(package_rotated)]
     names = [n.removeprefix("agg_circular_") for n in dir(utils) if n.startswith("agg_circular_")]
-    assert sorted(names) == sorted(aggregate.CIRCULAR_AGGREGATIONS)
+    assert sorted(names) == sorted(hook_table.CIRCULAR_AGGREGATIONS)
     for name in names:
-        mine, package = getattr(utils, f"agg_circular_{name}")(ours), aggregate.CIRCULAR_AGGREGATIONS[name](theirs)
+        mine, package = getattr(utils, f"agg_circular_{name}")(ours), hook_table.CIRCULAR_AGGREGATIONS[name](theirs)
         assert mine == package or (mine != mine and package != package), name  # NaN (NA) equals NaN here

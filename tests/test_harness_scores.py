@@ -18,7 +18,7 @@ from hvcu_tasks.core import aggregate
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.payloads import flatten
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.scores import family_metrics
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
@@ -153,7 +153,7 @@ DIAGNOSTIC_CASES = [(s, f, m, v) for s in ITEMS for f in FAMILIES for m, v in EX
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), CASES)
 def test_every_metric_is_the_hand_computed_number(setting: str, family: str, metric: str, value: float) -> None:
-    assert aggregate.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
+    assert hook_table.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
 
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), DIAGNOSTIC_CASES)
@@ -166,11 +166,11 @@ def test_every_diagnostic_of_the_logged_outcomes_is_the_hand_computed_number(
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [aggregate.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
+    fulls = [hook_table.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
     assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL
 
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_under_the_authors_rule_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [aggregate.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
+    fulls = [hook_table.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
     assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL_OFFICIAL

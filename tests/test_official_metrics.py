@@ -20,7 +20,7 @@ from hvcu_tasks.core import aggregate, payloads
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome, overall_score
 from hvcu_tasks.core.prompts import NO_ANSWER
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.scores import family_metrics
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
@@ -106,8 +106,8 @@ def context_items(family: str) -> list[dict]:
 
 def metric_of(items: list[dict], metric: str, family: str) -> float:
     """A reported metric by its aggregation; a diagnostic (invalid_*) as `hvcu report` scores the logged outcomes."""
-    if metric in aggregate.AGGREGATIONS:
-        return aggregate.AGGREGATIONS[metric](items)
+    if metric in hook_table.AGGREGATIONS:
+        return hook_table.AGGREGATIONS[metric](items)
     return family_metrics([Outcome.from_dict(r) for r in payloads.flatten(items)], ASPECTS[family])[metric]
 
 
@@ -159,8 +159,8 @@ REPORTED = [
 
 
 def test_one_aggregation_per_reported_metric_and_none_for_a_diagnostic() -> None:
-    assert list(aggregate.AGGREGATIONS) == REPORTED
-    assert list(aggregate.CIRCULAR_AGGREGATIONS) == REPORTED
+    assert list(hook_table.AGGREGATIONS) == REPORTED
+    assert list(hook_table.CIRCULAR_AGGREGATIONS) == REPORTED
     doc = hooks.process_docs(stub("aesthetic"))[0]
     assert sorted(hooks.process_results(doc, ["D"])) == sorted(REPORTED)
 
@@ -216,9 +216,9 @@ def test_the_context_history_keeps_our_parse() -> None:
 
 def test_an_empty_denominator_is_not_available_under_the_authors_rule() -> None:
     items = base_items("aesthetic")[:2]  # color_001 L1 and L2 only: no complete chain
-    assert math.isnan(aggregate.AGGREGATIONS["acc_full_official"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["acc_l3_conn_official"](items))
-    assert aggregate.AGGREGATIONS["acc_l1_perc_official"](items) == 100.0
+    assert math.isnan(hook_table.AGGREGATIONS["acc_full_official"](items))
+    assert math.isnan(hook_table.AGGREGATIONS["acc_l3_conn_official"](items))
+    assert hook_table.AGGREGATIONS["acc_l1_perc_official"](items) == 100.0
     assert math.isnan(aggregate.overall_score_group([math.nan, 75.0, 80.0], [1, 12, 18]))
 
 

@@ -10,16 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvcu_tasks.core import metrics as core_metrics
 from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
-from hvcu_tasks.core.metrics import (
-    ACCURACY_METRICS,
-    FULL_METRIC,
-    OFFICIAL_FULL_METRIC,
-    OFFICIAL_SUFFIX,
-    Outcome,
-    acc_metric,
-    overall_score,
-)
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, FULL_METRIC, OFFICIAL_FULL_METRIC, Outcome, overall_score
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
 from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
@@ -240,9 +233,9 @@ def number_text(value: Any) -> str:
 
 
 RENAMED = {
-    f"{plain}acc_{n}{rule}": f"{plain}{acc_metric(n)}{rule}"
+    f"{plain}acc_{n}{rule}": f"{plain}{core_metrics.acc_metric(n)}{rule}"
     for n in LEVEL_NAMES.values()
-    for plain, rule in (("", ""), ("", OFFICIAL_SUFFIX), ("plain_", ""))
+    for plain, rule in (("", ""), ("", core_metrics.OFFICIAL_SUFFIX), ("plain_", ""))
 }
 """The levels' accuracies as results files written before they were numbered name them (acc_perc: acc_l1_perc)."""
 
