@@ -125,7 +125,7 @@ def test_report_refuses_a_negative_count(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("missing", [float("nan"), None], ids=["NaN", "null"])
 def test_report_shows_n_a_for_an_unavailable_metric_and_score_in_markdown(tmp_path: Path, capsys, missing) -> None:
     write_run(tmp_path / "run", tasks(aesth={"acc_full": missing, "acc_l1_perc": missing}))
-    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", "--format", "md", capsys=capsys)
     assert code == 0
     row = md_row(out, "Qwen/X", "Table 2")
     assert row["Aesth. Acc_full"] == "n/a" and row["Aesth. Acc_perc"] == "n/a"
@@ -160,10 +160,13 @@ def test_report_n_a_in_the_error_table_is_not_nan_percent(tmp_path: Path, capsys
     no_failure = {"errors_at_perc": 0, "errors_at_bridge": 0, "errors_at_conn": 0}
     shares = {"error_share_perc": nan, "error_share_bridge": nan, "error_share_conn": nan}
     write_run(tmp_path / "run", tasks(aesth={**no_failure, **shares, "acc_full": 100.0}))
-    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", "--format", "md", capsys=capsys)
     assert code == 0
     assert "| Qwen/X | Aesth. | 0 | 0 (n/a) | 0 (n/a) | 0 (n/a) |" in out
     assert "nan" not in out.lower().replace("n/a", "")
+    code, terminal, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    assert code == 0 and "0 (n/a)" in terminal
+    assert "nan" not in terminal.lower().replace("n/a", "")
 
 
 def test_report_html_and_figures_survive_n_a_values_in_both_settings(tmp_path: Path, capsys) -> None:
@@ -371,7 +374,9 @@ def test_report_compare_with_an_n_a_value_shows_n_a_deltas(tmp_path: Path, capsy
     write_run(tmp_path / "a", tasks(impl=official, aesth=official, affect=official), model="A")
     nan = {"acc_full_official": float("nan")}
     write_run(tmp_path / "b", tasks(impl=nan, aesth=official, affect=official), model="B")
-    code, out, err = run("report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", capsys=capsys)
+    code, out, err = run(
+        "report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", "--format", "md", capsys=capsys
+    )
     assert code == 0, err
     row = md_row(out, "Impl.", "(B) vs")
     assert row["Acc_full A"] == "60.00" and row["Acc_full B"] == "n/a" and row["Acc_full Δ"] == "n/a"
