@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 # The main job, offline: the real lmms-eval CLI on the bundled smoke sample with a tiny random model,
 # both settings in one run (hvcu_context passes base requests straight to qwen2_5_vl, batches context rounds),
 # then `hvcu report --summary` on that run: the leaderboard site in DEMO/site, and on the terminal one short table
-# (the run beside the best [paper] rows), where the page is and the command that prints every table.
+# (the run first, then the best [paper] rows), where the page is and the commands that print every table.
 demo: setup
 	rm -rf $(DEMO)/runs $(DEMO)/site
 	$(BIN)/hvcu tiny-model $(DEMO)/tiny-qwen2_5_vl

@@ -45,13 +45,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_files(paths: Sequence[Path], family: str | None = None, reparse: bool = False) -> list[dict]:
-    """Score authors' result files and folders: one JSON-ready entry per (model, setting), with its Overall Score."""
-    from hvcu_tasks.results.rescore import score_runs
-
-    return score_runs(paths, family, reparse)
-
-
 def _number(value: float, spec: str) -> str:
     """Format a score, 'n/a' when it is not available (NaN)."""
     return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
@@ -106,8 +99,9 @@ def _print_table(summary: list[dict]) -> None:
 def _cmd_score(args: argparse.Namespace) -> int:
     """Re-score authors' result files: one table (or JSON entry) per model and setting."""
     from hvcu_tasks.data.jsonio import json_safe
+    from hvcu_tasks.results.rescore import score_runs
 
-    summary = score_files(args.files, args.family, args.reparse)
+    summary = score_runs(args.files, args.family, args.reparse)
     if args.format == "json":
         print(json.dumps(json_safe(summary), indent=2, allow_nan=False))
     else:
@@ -145,14 +139,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from hvcu_tasks.report.board_file import leaderboard_json, read_leaderboard
     from hvcu_tasks.report.board_tables import summary_table
     from hvcu_tasks.report.crossbench import compare_general_table
-    from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, report_tables, to_json
+    from hvcu_tasks.report.render import EXTENSIONS, RENDERERS, custom_groups, report_tables, to_json, to_terminal
     from hvcu_tasks.report.tables import compare_table
     from hvcu_tasks.results.runs import CUSTOM, ReportError, read_folders
 
     if args.format == "html" and args.out is None:
         raise ReportError("--format html writes a site (index.html, models/, figures/): give --out DIR")
-    if args.summary and args.out is None and args.format != "md":
-        raise ReportError(f"--summary prints a Markdown table; --format {args.format} needs --out DIR (or drop it)")
+    if args.summary and args.out is None and args.format not in (None, "md"):
+        raise ReportError(f"--summary prints a table; --format {args.format} needs --out DIR (or drop it)")
     published = read_leaderboard(args.base) if args.base is not None else None
     folders = read_folders(args.runs)
     models = folders.models
@@ -171,17 +165,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
         pair = (models[0], models[1])
         tables += [compare_table(*pair, s) for s in ("base", "context") if all(s in m.settings for m in pair)]
         tables += [compare_general_table(*pair)] if any(m.general for m in pair) else []
-    for model in models:
-        for setting, notes in model.notes.items():
-            for note in notes:
-                print(f"warning: {model.model} ({setting}): {note}", file=sys.stderr)
+    for line in (f"warning: {m.model} ({s}): {n}" for m in models for s, notes in m.notes.items() for n in notes):
+        print(line, file=sys.stderr)
+    summary = summary_table(
+        board, [make_board(board_entries(g, reference=False)) for g in custom_groups(models).values()]
+    )
+    shown: set[str] = set()
+    render = RENDERERS["md"] if args.format == "md" else lambda t: to_terminal(t, shown=shown, refs=len(t.rows))
     if args.out is None:
         if args.summary:
-            print(RENDERERS["md"](summary_table(board)) + "\n" + _report_next(args), end="")
-            return 0
-        print(
-            to_json(tables) if args.format == "json" else "\n".join(RENDERERS[args.format](t) for t in tables), end=""
-        )
+            print(render(summary) + "\n" + _report_next(args), end="")
+        elif args.format is None:
+            print("\n".join(to_terminal(t, shown=shown) for t in tables) + "\n" + _report_next(args), end="")
+        else:
+            print(to_json(tables) if args.format == "json" else "\n".join(map(RENDERERS[args.format], tables)), end="")
         return 0
     from hvcu_tasks.data.files import write_atomic
     from hvcu_tasks.report.figures import all_figures
@@ -194,7 +191,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.format == "json":
         texts["report.json"] = to_json(tables)
     elif args.format != "html":
-        texts |= {f"{t.name}.{EXTENSIONS[args.format]}": RENDERERS[args.format](t) for t in tables}
+        fmt = args.format or "md"
+        texts |= {f"{t.name}.{EXTENSIONS[fmt]}": RENDERERS[fmt](t) for t in tables}
     for name, text in texts.items():
         write_atomic(args.out / name, text)
     pages = []
@@ -205,29 +203,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
         pages = write_site(
             args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, folders.logs
         )
-    if args.summary:
-        print(RENDERERS["md"](summary_table(board)))
+    print(render(summary) if args.summary else "", end="")
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
-    if args.summary:
-        print(_report_next(args), end="")
+    print(_report_next(args) if args.summary else "", end="")
     return 0
 
 
 def _report_next(args: argparse.Namespace) -> str:
-    """Return the lines after a report summary: where the page is, and the command that prints every table."""
+    """Return the lines after the terminal's tables: where the page is, the commands that print and write them all."""
     import shlex
 
     same = [str(p) for p in args.runs] + ["--no-reference"] * args.no_reference + ["--compare"] * args.compare
     same += ["--base", str(args.base)] if args.base is not None else []
     command = shlex.join(["hvcu", "report", *same])
-    lines = []
-    if args.out is not None and args.format == "html":
-        lines.append(f"the leaderboard page: {args.out / 'index.html'}")
-    elif args.out is not None:
-        lines.append(f"the tables: {args.out}")
-    else:
-        lines.append(f"a leaderboard site: {command} --format html --out site")
-    lines.append(f"every table: {command}")
+    page = f"the leaderboard page: {args.out / 'index.html'}" if args.format == "html" else f"the tables: {args.out}"
+    lines = [page] * (args.out is not None) + [f"the same runs: {command}"]
+    lines += ["  (no option)                every table, 120 columns wide"] * args.summary
+    lines.append("  --format md                every table in full (or csv, latex, json)")
+    rest = "  --out DIR                  one file per table\n  --format html --out site   a leaderboard site"
+    lines += [rest] * (args.out is None)
     return "\n".join(lines) + "\n"
 
 
@@ -372,11 +366,6 @@ def command_entry_points() -> list[EntryPoint]:
     return list(entry_points(group=COMMANDS_ENTRY_POINTS))
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as `Type: message` on one line."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
 def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str | None:
     """Add an entry point's commands to `sub`; return why it failed (its commands taken back), None when it loaded."""
     choices, actions = dict(sub.choices), len(sub._choices_actions)
@@ -390,7 +379,8 @@ def _register(entry_point: EntryPoint, sub: argparse._SubParsersAction) -> str |
         sub.choices.update(choices)
         del sub._choices_actions[actions:]
         where = f"entry point {entry_point.name} = {entry_point.value}"
-        return f"command group '{entry_point.name}' ({where}) did not load: {_one_line(exc)}"
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"command group '{entry_point.name}' ({where}) did not load: {why}"
     return None
 
 
@@ -486,8 +476,8 @@ def build_parser() -> Parser:
     report.add_argument(
         "--format",
         choices=["md", "csv", "latex", "json", "html"],
-        default="md",
-        help="md, csv, latex or json print to stdout without --out; html needs --out DIR (a static site: "
+        help="md, csv, latex or json print every table in full to stdout without --out (without --format: the "
+        "tables fitted to 120 columns, your runs first; with --out: md); html needs --out DIR (a static site: "
         "index.html, models/, figures/, the chain browser)",
     )
     report.add_argument(
@@ -518,8 +508,9 @@ def build_parser() -> Parser:
     report.add_argument(
         "--summary",
         action="store_true",
-        help="print only a short leaderboard (the runs beside the best [paper] rows, human, chance), where the files "
-        "are and the command that prints every table; with --out the files are written as usual",
+        help="print only a short leaderboard (your runs, then the best [paper] rows, human, chance) with which runs "
+        "differ significantly, where the files are and the commands that print every table; with --out the files "
+        "are written as usual",
     )
     report.set_defaults(func=_cmd_report)
 

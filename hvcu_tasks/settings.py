@@ -1,7 +1,6 @@
 """The toolkit's settings from the environment: every HVCU_* variable is read here and nowhere else.
 
-`current()` reads os.environ on every call (tests and users may change a variable between two runs of a
-hook), so nothing is cached; a bad value is reported by the setting that needs it, naming the variable.
+`current()` reads os.environ on every call (nothing cached); a bad value is reported by the setting that needs it.
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ NO_AUTO_TASKS_ENV = "HVCU_NO_AUTO_TASKS"
 NO_ROUND_ROUTING_ENV = "HVCU_NO_ROUND_ROUTING"
 """Set (1, true, yes) to get lmms-eval's own model classes back (no whole-round routing)."""
 
+HUB_DATASET = "Chime316/HVCU-Bench"
+"""The hub dataset a `hub` source reads when it names no repository."""
 DEFAULT_IMAGE_CACHE_MB = 256.0
 YES = frozenset({"1", "true", "yes"})
 """The values (any case) that turn an opt-out variable on."""
@@ -64,3 +65,26 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         no_auto_tasks=env.get(NO_AUTO_TASKS_ENV, "").strip().lower() in YES,
         no_round_routing=env.get(NO_ROUND_ROUTING_ENV, "").strip().lower() in YES,
     )
+
+
+def hub_spec(source: str) -> tuple[str, str | None] | None:
+    """Return (repo, requested revision or None) of a 'hub' / 'hub:REPO[@REV]' source; None for any other source."""
+    if source != "hub" and not source.startswith("hub:"):
+        return None
+    repo, _, revision = (source[4:] or HUB_DATASET).partition("@")
+    return repo, revision or None
+
+
+def pinned_source(source: str, revision: str) -> str:
+    """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
+    spec = hub_spec(source)
+    return f"hub:{spec[0]}@{revision}" if spec and revision and spec[1] is None else source
+
+
+def resolve_source(declared: str, config: Settings | None = None) -> str:
+    """Return the source a task reads: HVCU_BENCH_DATA's for hub tasks, else as declared.
+
+    A hub source that names no revision is pinned to `HVCU_BENCH_REVISION` (`hub:REPO@REV` wins).
+    """
+    config = config or current()
+    return pinned_source(config.data if declared == "hub" and config.data else declared, config.revision)

@@ -144,9 +144,9 @@ SMOKE_REPLIES: dict[tuple[str, str], tuple[str | None, str | None, str | None]] 
 # The metrics those replies must give, computed by hand.
 SMOKE_EXPECTED = {
     "implication": {
-        "acc_perc": 80.0,
-        "acc_bridge": 80.0,
-        "acc_conn": 60.0,
+        "acc_l1_perc": 80.0,
+        "acc_l2_bridge": 80.0,
+        "acc_l3_conn": 60.0,
         "acc_full": 20.0,
         "invalid_conn": 20.0,
         "errors_at_perc": 1,
@@ -157,9 +157,9 @@ SMOKE_EXPECTED = {
         "full_symbolism": 0.0,
     },
     "aesthetic": {
-        "acc_perc": 75.0,
-        "acc_bridge": 75.0,
-        "acc_conn": 75.0,
+        "acc_l1_perc": 75.0,
+        "acc_l2_bridge": 75.0,
+        "acc_l3_conn": 75.0,
         "acc_full": 50.0,
         "errors_at_perc": 1,
         "errors_at_bridge": 1,
@@ -167,9 +167,9 @@ SMOKE_EXPECTED = {
         "full_color": 100.0,
     },
     "affective": {
-        "acc_perc": 500 / 6,
-        "acc_bridge": 100.0,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 500 / 6,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 100.0,
         "acc_full": 500 / 6,
         "invalid_perc": 100 / 6,
         "errors_at_perc": 1,
@@ -452,11 +452,14 @@ def report_metrics(out: Path) -> dict[str, dict]:
     not reported to lmms-eval; `hvcu report` computes them from the --log_samples file (results/diagnostics.py).
     Keys as lmms-eval writes them: 'name,none'.
     """
-    from hvcu_tasks.results.diagnostics import run_metrics
+    from hvcu_tasks.results.diagnostics import family_of, with_diagnostics
 
     found = sorted(glob.glob(str(out / "**" / "*_results.json"), recursive=True))
     assert found, f"no results file under {out}"
     results = json.loads(Path(found[0]).read_text())["results"]
-    for task, metrics in run_metrics(Path(found[0])).items():
-        results[task] = {**results[task], **{f"{k},none": v for k, v in metrics.items()}}
+    for task, values in results.items():
+        if family_of(task) is not None and isinstance(values, dict):
+            reported = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
+            metrics = with_diagnostics(task, reported, Path(found[0]))[0]
+            results[task] = {**values, **{f"{k},none": v for k, v in metrics.items()}}
     return results

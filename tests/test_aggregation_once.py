@@ -42,13 +42,13 @@ CHAINS: dict[str, tuple[str, tuple[Any, ...]]] = {
 # By hand. L1 asked 5 times, right m1 s1 s3; L2 and L3 asked 4 times, 3 right each. Complete chains: m1 m2 s1 s2,
 # only m1 all right. First wrong levels: m2 L1, s1 L2, s2 L1 -> 2, 1, 0 of 3 failed chains.
 EXPECTED: dict[str, float] = {
-    "acc_perc": 60.0,
-    "acc_bridge": 75.0,
-    "acc_conn": 75.0,
+    "acc_l1_perc": 60.0,
+    "acc_l2_bridge": 75.0,
+    "acc_l3_conn": 75.0,
     "acc_full": 25.0,
-    "acc_perc_official": 60.0,
-    "acc_bridge_official": 75.0,
-    "acc_conn_official": 50.0,  # m1's "(A)" is no answer under the authors' rule
+    "acc_l1_perc_official": 60.0,
+    "acc_l2_bridge_official": 75.0,
+    "acc_l3_conn_official": 50.0,  # m1's "(A)" is no answer under the authors' rule
     "acc_full_official": 0.0,
     "invalid_perc": 20.0,
     "invalid_bridge": 0.0,
@@ -204,7 +204,7 @@ def test_the_chains_reader_reads_the_deduplicated_log(tmp_path: Path) -> None:
 
 def test_an_aggregation_fed_a_logged_pointer_says_where_the_outcomes_are() -> None:
     with pytest.raises(ValueError, match=r"item 0 .*acc_full"):
-        hook_table.AGGREGATIONS["acc_perc"]([SEE_FULL])
+        hook_table.AGGREGATIONS["acc_l1_perc"]([SEE_FULL])
 
 
 # ---------------------------------------------------------------- the numbers
@@ -219,8 +219,14 @@ def test_the_context_setting_gives_the_same_numbers_for_the_same_replies() -> No
     results = [context.process_results(doc, [replies]) for doc, replies in docs]
     expected = {**EXPECTED, "n_incomplete": 0, "n_chains": 5, "n_failed_requests": 3}
     # s3's two missing rounds count as failed requests scored wrong, so s3 is a complete chain failed at L2
-    expected |= {"acc_bridge": 60.0, "acc_conn": 60.0, "acc_full": 20.0, "invalid_bridge": 20.0, "invalid_conn": 20.0}
-    expected |= {"acc_bridge_official": 60.0, "acc_conn_official": 40.0, "acc_full_official": 0.0}
+    expected |= {
+        "acc_l2_bridge": 60.0,
+        "acc_l3_conn": 60.0,
+        "acc_full": 20.0,
+        "invalid_bridge": 20.0,
+        "invalid_conn": 20.0,
+    }
+    expected |= {"acc_l2_bridge_official": 60.0, "acc_l3_conn_official": 40.0, "acc_full_official": 0.0}
     expected |= {"errors_at_bridge": 2, "error_share_perc": 50.0, "error_share_bridge": 50.0, "full_symbolism": 0.0}
     assert_expected(aggregate(by_metric(results)), expected)
 
@@ -252,7 +258,7 @@ def test_two_families_aggregated_in_turn_do_not_mix() -> None:
             for n, reply in enumerate(replies, start=1)
         ]
     )
-    aesth_expected = {"acc_full": 50.0, "acc_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
+    aesth_expected = {"acc_full": 50.0, "acc_l2_bridge": 50.0, "n_chains": 2, "errors_at_bridge": 1}
     for name, value in aesth_expected.items():  # one family, then the other, metric by metric
         assert metric_of(impl, name) == EXPECTED[name], name
         assert metric_of(aesth, name) == value, name
@@ -265,7 +271,7 @@ def test_the_same_family_in_both_settings_does_not_mix() -> None:
         context.process_results(context_doc("both-" + sid, a), [["A", "A", "A"]]) for sid, (a, _) in CHAINS.items()
     ]
     chain = by_metric(all_right)  # the same samples, every level right
-    chain_expected = {"acc_full": 100.0, "acc_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
+    chain_expected = {"acc_full": 100.0, "acc_l1_perc": 100.0, "n_chains": 5, "n_incomplete": 0, "errors_at_perc": 0}
     for name, value in chain_expected.items():
         assert metric_of(base, name) == EXPECTED[name], name
         assert metric_of(chain, name) == value, name

@@ -52,11 +52,11 @@ CIRC_MIX: dict[tuple[str, str], str] = {
 #   Affect L1: all but anger = 5/6; L2: all but wonder, sadness = 4/6; L3: 6/6; chains: joy, affection, fear = 3/6.
 # Every rotation on its own (T 4, A 1, L 1, W 0 of 4): Impl L1 4+4+1+4+0 = 13/20; L2 4+1+4+4+1 = 14/20; L3 16/20.
 CIRCULAR = {
-    "implication": {"acc_perc": 60.0, "acc_bridge": 60.0, "acc_conn": 80.0, "acc_full": 20.0},
-    "aesthetic": {"acc_perc": 50.0, "acc_bridge": 75.0, "acc_conn": 50.0, "acc_full": 25.0},
-    "affective": {"acc_perc": 500 / 6, "acc_bridge": 400 / 6, "acc_conn": 100.0, "acc_full": 50.0},
+    "implication": {"acc_l1_perc": 60.0, "acc_l2_bridge": 60.0, "acc_l3_conn": 80.0, "acc_full": 20.0},
+    "aesthetic": {"acc_l1_perc": 50.0, "acc_l2_bridge": 75.0, "acc_l3_conn": 50.0, "acc_full": 25.0},
+    "affective": {"acc_l1_perc": 500 / 6, "acc_l2_bridge": 400 / 6, "acc_l3_conn": 100.0, "acc_full": 50.0},
 }
-CIRCULAR_PLAIN_IMPL = {"plain_acc_perc": 65.0, "plain_acc_bridge": 70.0, "plain_acc_conn": 80.0}
+CIRCULAR_PLAIN_IMPL = {"plain_acc_l1_perc": 65.0, "plain_acc_l2_bridge": 70.0, "plain_acc_l3_conn": 80.0}
 CIRCULAR_SCORE = round((20 + 25 + 50) / 3, 2)  # 31.67
 # Circular position, impl (60 requests): T and W levels (12) put one reply on each letter (A B C D +12 each);
 #   symbolism L2 "A" +4 A; contrast L1 and dislocation L2 answer "C" +8 C -> A 16, B 12, C 20, D 12 of 60.
@@ -84,9 +84,9 @@ CIRCULAR_POSITION_IMPL = {
 #   Affect: L1 wrong {anger}: 0/1; L1 right (5): sadness 1/5; L2 wrong {sadness}: 0/1; L2 right (5): 0/5.
 ORDINARY = {
     "implication": {
-        "acc_perc": 80.0,
-        "acc_bridge": 80.0,
-        "acc_conn": 80.0,
+        "acc_l1_perc": 80.0,
+        "acc_l2_bridge": 80.0,
+        "acc_l3_conn": 80.0,
         "acc_full": 40.0,
         "wrong_bridge_after_wrong": 0.0,
         "wrong_bridge_after_right": 25.0,
@@ -94,9 +94,9 @@ ORDINARY = {
         "wrong_conn_after_right": 25.0,
     },
     "aesthetic": {
-        "acc_perc": 50.0,
-        "acc_bridge": 75.0,
-        "acc_conn": 75.0,
+        "acc_l1_perc": 50.0,
+        "acc_l2_bridge": 75.0,
+        "acc_l3_conn": 75.0,
         "acc_full": 50.0,
         "wrong_bridge_after_wrong": 50.0,
         "wrong_bridge_after_right": 0.0,
@@ -104,9 +104,9 @@ ORDINARY = {
         "wrong_conn_after_right": 0.0,
     },
     "affective": {
-        "acc_perc": 500 / 6,
-        "acc_bridge": 500 / 6,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 500 / 6,
+        "acc_l2_bridge": 500 / 6,
+        "acc_l3_conn": 100.0,
         "acc_full": 400 / 6,
         "wrong_bridge_after_wrong": 0.0,
         "wrong_bridge_after_right": 20.0,
@@ -262,8 +262,8 @@ def test_a_model_that_always_answers_a_scores_zero_circular(tmp_path: Path) -> N
     assert results["hvcu_bench_circular_sample"]["acc_full,none"] == 0.0
     for short in SHORT.values():
         got = results[f"hvcu_bench_circular_sample_{short}"]
-        assert got["acc_perc,none"] == got["acc_bridge,none"] == got["acc_conn,none"] == 0.0
-        assert got["plain_acc_perc,none"] == 25.0  # every gold text sits at A in exactly one rotation
+        assert got["acc_l1_perc,none"] == got["acc_l2_bridge,none"] == got["acc_l3_conn,none"] == 0.0
+        assert got["plain_acc_l1_perc,none"] == 25.0  # every gold text sits at A in exactly one rotation
         assert got["pred_share_A,none"] == 100.0 and got["position_bias,none"] == 75.0
 
 

@@ -105,7 +105,7 @@ def test_error_propagation_leaves_out_incomplete_chains() -> None:
 def test_the_new_metrics_leave_the_existing_values_unchanged() -> None:
     outcomes = [*_chain("c1", "ABC", "ABC"), *_chain("c2", "ABC", "ABD")]
     got = scores.score_task(outcomes).as_metrics(["color"])
-    assert got["acc_perc"] == 100.0 and got["acc_conn"] == 50.0 and got["acc_full"] == 50.0
+    assert got["acc_l1_perc"] == 100.0 and got["acc_l3_conn"] == 50.0 and got["acc_full"] == 50.0
     assert got["errors_at_conn"] == 1 and got["n_chains"] == 2 and got["full_color"] == 50.0
 
 
@@ -149,8 +149,8 @@ def test_the_gold_key_follows_its_text() -> None:
 def test_a_model_that_always_answers_a_scores_zero_circular() -> None:
     rotated = [x for sid in ("s1", "s2") for lv in (1, 2, 3) for x in _rotated_level(sid, lv, "blue", lambda _o: "A")]
     got = scores.circular_metrics(rotated)
-    assert got["acc_perc"] == got["acc_bridge"] == got["acc_conn"] == got["acc_full"] == 0.0
-    assert got["plain_acc_perc"] == 25.0  # right in the one rotation that puts the gold at A
+    assert got["acc_l1_perc"] == got["acc_l2_bridge"] == got["acc_l3_conn"] == got["acc_full"] == 0.0
+    assert got["plain_acc_l1_perc"] == 25.0  # right in the one rotation that puts the gold at A
     assert got["pred_share_A"] == 100.0 and got["gold_share_A"] == 25.0 and got["position_bias"] == 75.0
 
 
@@ -166,10 +166,10 @@ def test_circular_levels_and_chains_on_a_hand_computed_mix() -> None:
         *_rotated_level("s2", 3, "red", _by_text("blue")),
     ]
     got = scores.circular_metrics(rotated)
-    assert got["acc_perc"] == 100.0 and got["acc_bridge"] == 50.0 and got["acc_conn"] == 50.0
+    assert got["acc_l1_perc"] == 100.0 and got["acc_l2_bridge"] == 50.0 and got["acc_l3_conn"] == 50.0
     assert got["acc_full"] == 50.0 and got["n_chains"] == 2 and got["n_incomplete"] == 0
     # every rotation on its own: L2 4 + 1 of 8, L3 4 + 0 of 8
-    assert got["plain_acc_bridge"] == 62.5 and got["plain_acc_conn"] == 50.0
+    assert got["plain_acc_l2_bridge"] == 62.5 and got["plain_acc_l3_conn"] == 50.0
 
 
 def test_a_level_missing_a_rotation_is_left_out_and_its_sample_counted_incomplete() -> None:
@@ -179,7 +179,7 @@ def test_a_level_missing_a_rotation_is_left_out_and_its_sample_counted_incomplet
         *_rotated_level("s1", 3, "red", _by_text("red"))[:3],
     ]
     got = metrics.score_circular(rotated)
-    assert got["acc_perc"] == 100.0 and math.isnan(got["acc_conn"]) and math.isnan(got["acc_full"])
+    assert got["acc_l1_perc"] == 100.0 and math.isnan(got["acc_l3_conn"]) and math.isnan(got["acc_full"])
     assert got["n_chains"] == 0 and got["n_incomplete"] == 1
 
 
@@ -198,7 +198,7 @@ def test_circular_official_rule_reads_the_reply_the_authors_way() -> None:
         for gold in [rotated_answer(original, "A", r)]
     ]
     got = scores.circular_metrics(rotated)
-    assert got["acc_perc"] == 0.0 and got["acc_perc_official"] == 100.0 and got["invalid_perc"] == 100.0
+    assert got["acc_l1_perc"] == 0.0 and got["acc_l1_perc_official"] == 100.0 and got["invalid_perc"] == 100.0
 
 
 # --- chance --------------------------------------------------------------------------------------------------
@@ -234,8 +234,12 @@ def test_circular_full_chain_counts_each_rule_apart_and_failed_requests() -> Non
     assert got["n_chains"] == 3 and got["n_incomplete"] == 0 and got["n_failed_requests"] == 1
     assert got["acc_full"] == pytest.approx(200 / 3)  # s1, s2 (ours); s3 lost a rotation of L1
     assert got["acc_full_official"] == pytest.approx(100 / 3)  # s1 only
-    assert got["acc_perc"] == pytest.approx(200 / 3) and got["acc_bridge"] == 100.0 and got["acc_conn"] == 100.0
-    assert got["acc_bridge_official"] == pytest.approx(200 / 3) and got["acc_perc_official"] == pytest.approx(200 / 3)
+    assert (
+        got["acc_l1_perc"] == pytest.approx(200 / 3) and got["acc_l2_bridge"] == 100.0 and got["acc_l3_conn"] == 100.0
+    )
+    assert got["acc_l2_bridge_official"] == pytest.approx(200 / 3) and got["acc_l1_perc_official"] == pytest.approx(
+        200 / 3
+    )
 
 
 def test_circular_rows_rotate_each_levels_texts_and_carry_the_identity() -> None:

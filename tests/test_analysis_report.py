@@ -17,7 +17,7 @@ SHORTS = ("impl", "aesth", "affect")
 
 
 def family_values(perc: float, bridge: float, conn: float, full: float, **extra: float) -> dict[str, float]:
-    values = {"acc_perc": perc, "acc_bridge": bridge, "acc_conn": conn, "acc_full": full, "n_incomplete": 0}
+    values = {"acc_l1_perc": perc, "acc_l2_bridge": bridge, "acc_l3_conn": conn, "acc_full": full, "n_incomplete": 0}
     return {f"{k},none": v for k, v in {**values, **extra}.items()}
 
 
@@ -170,7 +170,7 @@ def test_a_smoke_sample_run_is_marked(tmp_path: Path) -> None:
 
 def test_a_percentage_out_of_range_names_the_file_task_and_metric(tmp_path: Path) -> None:
     path = write_run(tmp_path, "m1", {"hvcu_bench_circular_impl": family_values(120, 50, 50, 30)})
-    with pytest.raises(ReportError, match=f"{path}: hvcu_bench_circular_impl: acc_perc: 120 is outside 0-100"):
+    with pytest.raises(ReportError, match=f"{path}: hvcu_bench_circular_impl: acc_l1_perc: 120 is outside 0-100"):
         analysis_tables(read_folders([tmp_path]).analysis)
 
 

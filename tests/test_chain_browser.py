@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import item, run_lmms_eval
 from PIL import Image
-from test_report_page import CHROMIUM_FLAGS
+from test_report_page import CHROMIUM_FLAGS, SIZES, layout
 
 from hvcu_tasks.report import browser
 from hvcu_tasks.report.browser import embed_json, first_wrong_level, split_question
@@ -760,3 +760,28 @@ def test_the_card_list_keeps_our_rule_and_says_what_a_dash_means(tmp_path: Path)
     assert shown(dom) == [("m1", "s1")]
     assert re.findall(r'<span class="badge[^"]*">([^<]*)</span>', dom) == ["base: all right", "context: not run"]
     assert '<span class="ok">✓ </span>A (authors\' —)<span class="note"> (—: no letter read)</span>' in dom
+
+
+VIEWS = {"cards": "", "two-model list": "#pair=b-holds-L1"}
+"""The page as it opens (the two-model summary, the filters, the first cards) and a list of the two models' cards
+side by side."""
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("size", SIZES)
+def test_the_page_never_scrolls_sideways_each_table_scrolls_in_its_box(site, tmp_path, view, size) -> None:
+    seen = layout(site / "chains.html", size, tmp_path, VIEWS[view])
+    assert seen["width"] == size[0] and seen["scroll"] <= seen["width"]
+    assert seen["unboxed"] == []
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("size", SIZES)
+def test_questions_and_replies_wrap_at_words_never_a_word_per_line(site, tmp_path, view, size) -> None:
+    assert layout(site / "chains.html", size, tmp_path, VIEWS[view])["wrapped"] == []
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("size", SIZES)
+def test_no_header_overlaps_another(site, tmp_path, view, size) -> None:
+    assert layout(site / "chains.html", size, tmp_path, VIEWS[view])["overlap"] == []

@@ -116,7 +116,7 @@ def test_chain_results_are_scored_and_logged(docs) -> None:
     assert [o["correct"] for o in entry["outcomes"]] == [True, True, True]
     assert entry["parsed"] == ["B", "A", "C"] and entry["chain_correct"] is True
     assert entry["replies"][2] == "The answer is C." and entry["questions"][0].startswith("What object")
-    assert set(result) >= {"acc_perc", "acc_full", "n_incomplete"}
+    assert set(result) >= {"acc_l1_perc", "acc_full", "n_incomplete"}
 
 
 def test_a_chain_with_a_wrong_level_is_not_correct(docs) -> None:

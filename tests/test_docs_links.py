@@ -1,6 +1,15 @@
-"""Every relative link of README.md and the docs/ pages leads somewhere: the file exists, and a `#anchor` names a
-heading of that file under GitHub's slug rule (lower-case, spaces -> '-', punctuation dropped except '-' and '_';
-a repeated heading gets -1, -2, ...)."""
+"""README.md and the docs/ pages: every relative link leads somewhere, and the pages are scannable.
+
+Links: the file exists, and a `#anchor` names a heading of that file under GitHub's slug rule (lower-case,
+spaces -> '-', punctuation dropped except '-' and '_'; a repeated heading gets -1, -2, ...).
+
+Scannable (issue 37): every line of a fenced code block fits 100 characters (a terminal or a GitHub code box
+shows it without a scroll bar); no prose paragraph or list item is over 120 words (at the pages' ~110-character
+lines that is about 7 lines, what a reader takes in before losing the thread; the walls the issue found ran
+300-700 words; table rows are reference lines, not paragraphs, and are not counted); README states how many
+requests a full run makes, and README and docs/evaluation.md state what tokens it costs and where lmms-eval's
+run flags are listed (`lmms-eval --help` shows only subcommands).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +26,10 @@ CODE_SPAN = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[(?:[^\]\n]|\][^(\n])*?\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # https:, mailto:, ...
+FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+CODE_WIDTH = 100  # characters per code line
+PARAGRAPH_WORDS = 120  # words per prose paragraph or list item (see the module docstring)
 
 
 def prose(text: str) -> str:
@@ -82,3 +95,79 @@ def test_every_relative_link_resolves(page: Path) -> None:
         elif anchor and file.suffix == ".md" and unquote(anchor) not in anchors(file):
             broken.append(f"{target}: no heading of {file.name} has the anchor #{anchor}")
     assert broken == [], f"{page.relative_to(REPO)}: " + "; ".join(broken)
+
+
+def code_lines(text: str) -> list[tuple[int, str]]:
+    """Return (line number, line) of every line inside a fenced code block."""
+    out, inside = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE_LINE.match(line):
+            inside = not inside
+        elif inside:
+            out.append((number, line))
+    return out
+
+
+def paragraphs(text: str) -> list[tuple[int, str]]:
+    """Return (first line, text) of every prose paragraph and list item outside code, tables and headings."""
+    out: list[tuple[int, str]] = []
+    current: list[str] = []
+    start, inside = 0, False
+
+    def close() -> None:
+        if current:
+            out.append((start, " ".join(current)))
+            current.clear()
+
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE_LINE.match(line):
+            close()
+            inside = not inside
+            continue
+        if inside or not line.strip() or line.lstrip().startswith(("|", "#")):
+            close()
+            continue
+        if ITEM.match(line):
+            close()
+        if not current:
+            start = number
+        current.append(line.strip())
+    close()
+    return out
+
+
+def test_the_page_readers_split_code_paragraphs_items_and_skip_tables() -> None:
+    text = "# T\n\none two\nthree\n\n- four\n- five\n  six\n\n| a | b |\n\n```bash\nseven\n```\n~~~\neight\n~~~\n"
+    assert paragraphs(text) == [(3, "one two three"), (6, "- four"), (7, "- five six")]
+    assert code_lines(text) == [(13, "seven"), (16, "eight")]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_code_line_fits_100_characters(page: Path) -> None:
+    lines = code_lines(page.read_text(encoding="utf-8"))
+    wide = [f"line {n} ({len(line)})" for n, line in lines if len(line) > CODE_WIDTH]
+    assert wide == [], f"{page.relative_to(REPO)}: code lines over {CODE_WIDTH} characters: {', '.join(wide)}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_paragraph_is_a_wall(page: Path) -> None:
+    walls = [
+        f"line {n} ({len(text.split())} words)"
+        for n, text in paragraphs(page.read_text(encoding="utf-8"))
+        if len(text.split()) > PARAGRAPH_WORDS
+    ]
+    assert walls == [], f"{page.relative_to(REPO)}: paragraphs over {PARAGRAPH_WORDS} words: {', '.join(walls)}"
+
+
+def test_the_readme_states_the_requests_of_a_full_run() -> None:
+    # The authors' protocol: 1,050 samples, 3 levels each; one request per (sample, level) in each setting.
+    text = " ".join(prose((REPO / "README.md").read_text(encoding="utf-8")).split())
+    assert "3,150 requests" in text and "1,050 samples × 3 levels" in text
+    assert "6,300" in text, "README: both settings together make 6,300 requests"
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/evaluation.md"])
+def test_the_cost_of_a_full_run_and_the_flag_list_are_stated(name: str) -> None:
+    text = " ".join(prose((REPO / name).read_text(encoding="utf-8")).split())
+    assert re.search(r"\d[\d.]* ?[–-] ?\d[\d.]* million input tokens", text), f"{name}: the tokens of a full run"
+    assert "`lmms-eval eval --help`" in text, f"{name}: where the run flags are listed"

@@ -17,10 +17,10 @@ from conftest import (
 )
 from test_harness_scores import EXPECTED, EXPECTED_DIAGNOSTICS, MIX, OVERALL, OVERALL_OFFICIAL, write_mix_predictions
 
-from hvcu_tasks.cli import score_files
 from hvcu_tasks.core.families import FAMILIES
 from hvcu_tasks.core.metrics import TABLE_METRICS
 from hvcu_tasks.dev.smoke import SMOKE_DIR
+from hvcu_tasks.results.rescore import score_runs
 
 pytestmark = pytest.mark.slow
 TASK_OF = {family: f"hvcu_bench_sample_{short}" for family, (_s, _j, short) in FAMILIES.items()}
@@ -65,10 +65,13 @@ def test_tiny_qwen3_vl_through_the_cli(tmp_path: Path) -> None:
     assert all(f"{m},none" in got for m in TABLE_METRICS)
 
 
+LEVEL = {"perc": 1, "bridge": 2, "conn": 3}
+
+
 def _flat_expected_from_hvcu_score(summary: dict, family: str) -> dict[str, float]:
     fam = summary["families_official"][family]
     return {
-        **{f"acc_{k}": v for k, v in fam["acc"].items()},
+        **{f"acc_l{LEVEL[k]}_{k}": v for k, v in fam["acc"].items()},  # the reported names
         "acc_full": fam["acc_full"],
         **{f"invalid_{k}": v for k, v in fam["invalid"].items()},
         **{f"errors_at_{k}": v for k, v in fam["error_counts"].items()},
@@ -107,7 +110,7 @@ def test_replay_model_gives_exact_metrics_equal_to_hvcu_score(authors_results: P
     assert chains["graphics_001"]["parsed"] == ["B", "A", "A"] and chains["graphics_001"]["gold"] == ["B", "C", "D"]
     assert chains["graphics_001"]["chain_correct"] is False and chains["color_001"]["chain_correct"] is True
     assert chains["color_001"]["questions"][0].startswith("Which colours make up the gradient?")
-    (summary,) = score_files(sorted(authors_results.iterdir()))
+    (summary,) = score_runs(sorted(authors_results.iterdir()))
     assert results["results"]["hvcu_bench_sample"]["acc_full,none"] == SMOKE_SCORE == summary["overall_score_official"]
     reported = report_metrics(tmp_path / "out")  # the diagnostics: from the sample logs, as `hvcu report` reads them
     for family, task in TASK_OF.items():
@@ -168,7 +171,7 @@ def test_limit_cuts_a_chain_and_says_so(authors_results: Path, tmp_path: Path) -
     )
     got = results["results"]["hvcu_bench_sample_aesth"]
     assert got["n_chains,none"] == 1 and got["n_incomplete,none"] == 1
-    assert got["acc_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
+    assert got["acc_l1_perc,none"] == 100.0 and got["acc_full,none"] == 100.0
 
 
 def test_a_local_copy_with_a_missing_image_stops_the_run(tmp_path: Path, authors_results: Path) -> None:

@@ -101,7 +101,8 @@ def test_a_yaml_naming_a_diagnostics_aggregation_gets_an_error_saying_what_a_tas
     utils = load_utils(exported)  # lmms-eval resolves `!function utils.<name>` with getattr on this module
     with pytest.raises(AttributeError) as err:
         utils.agg_position_bias  # noqa: B018
-    reported = "acc_perc, acc_bridge, acc_conn, acc_full, acc_perc_official, acc_bridge_official, acc_conn_official"
+    reported = "acc_l1_perc, acc_l2_bridge, acc_l3_conn, acc_full, "
+    reported += "acc_l1_perc_official, acc_l2_bridge_official, acc_l3_conn_official"
     assert str(err.value).startswith(f"utils.agg_position_bias: an HVCU-Bench task reports only {reported}, ")
     assert str(err.value).endswith("`hvcu report` computes them from a --log_samples run")
     assert not hasattr(utils, "no_such_hook") and callable(utils.agg_acc_full)
@@ -221,7 +222,7 @@ def test_two_exports_and_the_installed_package_do_not_clash(exported: Path, tmp_
     assert Path(package_metrics.__file__) == REPO / "hvcu_tasks" / "core" / "metrics.py"
     assert not [name for name in sys.modules if name.split(".")[0] in {"hvcu_lib", "hooks", "core", "utils"}]
     doc = one.process_docs(stub("aesthetic"))[0]
-    assert two.agg_acc_perc([one.process_results(doc, [doc["answer"]])["acc_perc"]]) == 100.0
+    assert two.agg_acc_l1_perc([one.process_results(doc, [doc["answer"]])["acc_l1_perc"]]) == 100.0
 
 
 def test_folder_holds_the_yamls_the_smoke_sample_and_the_code(exported: Path) -> None:
@@ -380,7 +381,7 @@ def test_payloads_pickle_across_processes(exported: Path) -> None:
     utils = load_utils(exported)
     doc = utils.process_docs(stub("aesthetic"))[0]
     payload = utils.process_results(doc, ["D"])
-    shared = payload["acc_perc"]  # what lmms-eval gathers from every process in a data-parallel run
+    shared = payload["acc_l1_perc"]  # what lmms-eval gathers from every process in a data-parallel run
     back = pickle.loads(pickle.dumps(shared))
     assert type(back) is type(shared) and back["outcomes"] == payload["acc_full"]["outcomes"]
 
@@ -397,7 +398,7 @@ print(type(value).__module__.split(".")[-1], type(value).__name__, value["outcom
 def test_payloads_unpickle_in_another_process_that_loaded_the_same_folder(exported: Path) -> None:
     utils = load_utils(exported)
     doc = utils.process_docs(stub("aesthetic"))[0]
-    blob = pickle.dumps(utils.process_results(doc, ["D"])["acc_perc"])  # what another rank gets in a gather
+    blob = pickle.dumps(utils.process_results(doc, ["D"])["acc_l1_perc"])  # what another rank gets in a gather
     cmd = [sys.executable, "-c", UNPICKLE, str(exported / "utils.py")]
     done = subprocess.run(cmd, input=blob, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
@@ -638,9 +639,8 @@ def test_a_missing_image_and_a_duplicate_id_are_each_one_line(exported: Path, wr
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> None:
-    from hvcu_tasks.core import aggregate
     from hvcu_tasks.lmms import analysis_tasks as analysis
-    from hvcu_tasks.lmms import hooks
+    from hvcu_tasks.lmms import hook_table, hooks
 
     plain = load_plain_tool().plain
     utils = load_utils(exported)
@@ -665,7 +665,7 @@ def test_the_analysis_settings_are_the_packages(exported: Path, family: str) -> 
     ours = [utils.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(rotated)]
     theirs = [analysis.circular_process_results(d, [replies[i % 5]])["acc_full"] for i, d in enumerate(package_rotated)]
     names = [n.removeprefix("agg_circular_") for n in dir(utils) if n.startswith("agg_circular_")]
-    assert sorted(names) == sorted(aggregate.CIRCULAR_AGGREGATIONS)
+    assert sorted(names) == sorted(hook_table.CIRCULAR_AGGREGATIONS)
     for name in names:
-        mine, package = getattr(utils, f"agg_circular_{name}")(ours), aggregate.CIRCULAR_AGGREGATIONS[name](theirs)
+        mine, package = getattr(utils, f"agg_circular_{name}")(ours), hook_table.CIRCULAR_AGGREGATIONS[name](theirs)
         assert mine == package or (mine != mine and package != package), name  # NaN (NA) equals NaN here

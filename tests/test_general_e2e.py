@@ -219,7 +219,7 @@ def test_the_per_model_view_holds_both_settings_and_every_general_benchmark_in_e
     assert any(n.startswith(f"{mmstar} columns, as the paper computes Table 7's, is 75.00") for n in notes)
     assert "general_benchmarks" not in tables  # the per-model view replaces the separate Table 7 layout
     # Markdown: the same row; HTML: the index and the model's own page
-    assert main(["report", *runs]) == 0
+    assert main(["report", *runs, "--format", "md"]) == 0
     markdown = capsys.readouterr().out
     low, high = mover([(2, 2), (2, 2), (1, 2), (1, 2)])
     assert "| model-a† | 100.00 | [" in markdown and f"| 75.00 | [{low:.2f}, {high:.2f}] |" in markdown

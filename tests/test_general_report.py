@@ -22,7 +22,13 @@ MMSTAR = {  # a subset: CP from two l2 categories (50), the other five from one 
     "average": 5 / 7,
 }
 HVCU = {
-    f"hvcu_bench_{s}": {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+    f"hvcu_bench_{s}": {
+        "acc_l1_perc": 90.0,
+        "acc_l2_bridge": 80.0,
+        "acc_l3_conn": 70.0,
+        "acc_full": 60.0,
+        "n_incomplete": 0,
+    }
     | {"acc_full_official": 60.0, "n_chains": 10}
     for s in ("impl", "aesth", "affect")
 }

@@ -17,8 +17,7 @@ from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import TABLE_METRICS, Outcome
 from hvcu_tasks.core.prompts import SYSTEM_PROMPT
 from hvcu_tasks.core.schema import TaskLoadError
-from hvcu_tasks.data import loaders
-from hvcu_tasks.lmms import documents, hooks
+from hvcu_tasks.lmms import documents, hook_table, hooks
 from hvcu_tasks.results.scores import family_metrics
 
 
@@ -48,7 +47,7 @@ def test_env_variable_points_hub_tasks_at_a_local_copy(write_dataset, monkeypatc
 
 def test_env_variable_does_not_redirect_the_smoke_tasks(monkeypatch) -> None:
     monkeypatch.setenv(settings.DATA_ENV, "/nowhere")
-    assert loaders.resolve_source("smoke", settings.current({settings.DATA_ENV: "/nowhere"})) == "smoke"
+    assert settings.resolve_source("smoke", settings.current({settings.DATA_ENV: "/nowhere"})) == "smoke"
     assert len(hooks.process_docs(stub("affective", "smoke"))) == 18
 
 
@@ -105,7 +104,7 @@ def test_process_results_payload_names_sample_level_and_parsed_letter() -> None:
     identity = result["acc_full"]["data_identity"]
     assert identity["kind"] == "smoke"  # every sample-log line names the data it read
     assert identity["fingerprint"].startswith("sha256:")
-    assert result["acc_perc"]["outcomes"] == [
+    assert result["acc_l1_perc"]["outcomes"] == [
         {
             "sample_id": "metaphor_001",
             "family": "implication",
@@ -127,14 +126,14 @@ def test_failed_api_requests_are_counted() -> None:
     doc = hooks.process_docs(stub("implication", "smoke"))[0]
     payload = hooks.process_results(doc, ["[LMMS_EVAL_REQUEST_FAILED after 5 retries] 503"])["n_failed_requests"]
     assert payload["outcomes"][0]["failed"] and payload["outcomes"][0]["pred"] is None
-    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+    assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 1
 
 
 def test_aggregations_and_the_missing_aspect() -> None:
     docs = hooks.process_docs(stub("aesthetic", "smoke"))
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in docs if d["sample_id"] != "font_001"]
-    assert aggregate.AGGREGATIONS["acc_full"](items) == 100.0
-    assert aggregate.AGGREGATIONS["n_chains"](items) == 3
+    assert hook_table.AGGREGATIONS["acc_full"](items) == 100.0
+    assert hook_table.AGGREGATIONS["n_chains"](items) == 3
     outcomes = [Outcome.from_dict(r) for r in payloads.flatten(items)]  # the report's diagnostics, as logged
     assert math.isnan(family_metrics(outcomes, ASPECTS["aesthetic"])["full_font"])  # not available, never a made-up 0
 
@@ -142,8 +141,8 @@ def test_aggregations_and_the_missing_aspect() -> None:
 def test_cut_chains_are_reported(caplog) -> None:
     docs = hooks.process_docs(stub("aesthetic", "smoke"))
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:4]]
-    assert aggregate.AGGREGATIONS["n_incomplete"](items) == 1
-    assert aggregate.AGGREGATIONS["acc_full"](items) == 100.0
+    assert hook_table.AGGREGATIONS["n_incomplete"](items) == 1
+    assert hook_table.AGGREGATIONS["acc_full"](items) == 100.0
     assert "lack one of their three levels" in caplog.text
 
 

@@ -18,7 +18,7 @@ from hvcu_tasks.core import aggregate
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome
 from hvcu_tasks.core.payloads import flatten
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.scores import family_metrics
 
 # (family, sample id) -> replies to L1, L2, L3. Gold keys of the smoke sample in the comments.
@@ -51,30 +51,30 @@ MIX: dict[tuple[str, str], tuple[str, str, str]] = {
 # What each family task reports to lmms-eval (its aggregations).
 EXPECTED: dict[str, dict[str, float]] = {
     "implication": {
-        "acc_perc": 80.0,
-        "acc_bridge": 80.0,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 80.0,
+        "acc_l2_bridge": 80.0,
+        "acc_l3_conn": 100.0,
         "acc_full": 60.0,
-        "acc_perc_official": 60.0,
-        "acc_bridge_official": 80.0,
-        "acc_conn_official": 80.0,
+        "acc_l1_perc_official": 60.0,
+        "acc_l2_bridge_official": 80.0,
+        "acc_l3_conn_official": 80.0,
         "acc_full_official": 20.0,
         "n_chains": 5,
         "n_failed_requests": 1,
     },
     "aesthetic": {
-        "acc_perc": 75.0,
-        "acc_bridge": 100.0,
-        "acc_conn": 75.0,
+        "acc_l1_perc": 75.0,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 75.0,
         "acc_full": 50.0,
         "acc_full_official": 50.0,
         "n_chains": 4,
         "n_failed_requests": 0,
     },
     "affective": {
-        "acc_perc": 500 / 6,
-        "acc_bridge": 500 / 6,
-        "acc_conn": 500 / 6,
+        "acc_l1_perc": 500 / 6,
+        "acc_l2_bridge": 500 / 6,
+        "acc_l3_conn": 500 / 6,
         "acc_full": 400 / 6,
         "acc_full_official": 400 / 6,
         "n_chains": 6,
@@ -153,7 +153,7 @@ DIAGNOSTIC_CASES = [(s, f, m, v) for s in ITEMS for f in FAMILIES for m, v in EX
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), CASES)
 def test_every_metric_is_the_hand_computed_number(setting: str, family: str, metric: str, value: float) -> None:
-    assert aggregate.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
+    assert hook_table.AGGREGATIONS[metric](ITEMS[setting](family)) == pytest.approx(value)
 
 
 @pytest.mark.parametrize(("setting", "family", "metric", "value"), DIAGNOSTIC_CASES)
@@ -166,11 +166,11 @@ def test_every_diagnostic_of_the_logged_outcomes_is_the_hand_computed_number(
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [aggregate.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
+    fulls = [hook_table.AGGREGATIONS["acc_full"](ITEMS[setting](f)) for f in FAMILIES]
     assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL
 
 
 @pytest.mark.parametrize("setting", list(ITEMS))
 def test_overall_score_under_the_authors_rule_is_the_hand_computed_mean(setting: str) -> None:
-    fulls = [aggregate.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
+    fulls = [hook_table.AGGREGATIONS["acc_full_official"](ITEMS[setting](f)) for f in FAMILIES]
     assert aggregate.overall_score_group(fulls, [15, 12, 18]) == OVERALL_OFFICIAL

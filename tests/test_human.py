@@ -322,9 +322,9 @@ def test_lower_case_letters_and_blanks_are_read(hand_sheets: Path, hand_answers:
 THIRD = 100 / 3
 EXPECTED = {  # computed by hand from MARKS (see the docstring of generation.human.score)
     "implication": {
-        "acc_perc": 200 / 3,  # p0 100, p1 50, p2 50
-        "acc_bridge": 500 / 6,  # b0 100, b1 100, b2 50
-        "acc_conn": 500 / 6,  # c0 50, c1 100, c2 100
+        "acc_l1_perc": 200 / 3,  # p0 100, p1 50, p2 50
+        "acc_l2_bridge": 500 / 6,  # b0 100, b1 100, b2 50
+        "acc_l3_conn": 500 / 6,  # c0 50, c1 100, c2 100
         "acc_full": THIRD,  # virtual 0: 50, 1: 50, 2: 0
         "invalid_perc": 50 / 3,
         "errors_at_perc": 2,
@@ -334,8 +334,8 @@ EXPECTED = {  # computed by hand from MARKS (see the docstring of generation.hum
         "full_metaphor": THIRD,
         "n_chains": 2,
     },
-    "aesthetic": {"acc_perc": 100.0, "acc_bridge": 100.0, "acc_conn": 200 / 3, "acc_full": 200 / 3},
-    "affective": {"acc_perc": 100.0, "acc_bridge": 100.0, "acc_conn": 100.0, "acc_full": 100.0},
+    "aesthetic": {"acc_l1_perc": 100.0, "acc_l2_bridge": 100.0, "acc_l3_conn": 200 / 3, "acc_full": 200 / 3},
+    "affective": {"acc_l1_perc": 100.0, "acc_l2_bridge": 100.0, "acc_l3_conn": 100.0, "acc_full": 100.0},
 }
 OVERALL = 66.67  # (33.33 + 66.67 + 100) / 3
 
@@ -371,7 +371,9 @@ def test_the_report_shows_a_human_row_with_those_numbers(hand_sheets: Path, hand
     assert model.model == "Human" and model.score("base") == OVERALL
     tables = {t.name: t for t in all_tables([model])}
     row = tables["table2_base"].rows[-1]
-    expected_cells = [EXPECTED[f][m] for f in EXPECTED for m in ("acc_perc", "acc_bridge", "acc_conn", "acc_full")]
+    expected_cells = [
+        EXPECTED[f][m] for f in EXPECTED for m in ("acc_l1_perc", "acc_l2_bridge", "acc_l3_conn", "acc_full")
+    ]
     assert row[0] == "Human*"  # 2 + 1 + 1 samples: a subset of the benchmark, flagged
     assert row[1:-2] == pytest.approx(expected_cells) and row[-2] == OVERALL  # Score, then Score (official)
     assert tables["table2_base"].rows[0][0] == "Human [paper]"

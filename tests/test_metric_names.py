@@ -19,13 +19,13 @@ from hvcu_tasks.results.runs import COUNT_PREFIXES, PERCENT_PREFIXES
 LEVELS = ("perc", "bridge", "conn")
 # Written from the README's metric table, not read from the code.
 EXPECTED_AESTHETIC = [
-    "acc_perc",
-    "acc_bridge",
-    "acc_conn",
+    "acc_l1_perc",
+    "acc_l2_bridge",
+    "acc_l3_conn",
     "acc_full",
-    "acc_perc_official",
-    "acc_bridge_official",
-    "acc_conn_official",
+    "acc_l1_perc_official",
+    "acc_l2_bridge_official",
+    "acc_l3_conn_official",
     "acc_full_official",
     "invalid_perc",
     "invalid_bridge",
@@ -61,13 +61,13 @@ EXPECTED_AESTHETIC = [
 # Written from the README: what a family task (any setting, circular too) reports to lmms-eval, in table order;
 # every other metric above is a diagnostic `hvcu report` computes from the sample logs.
 EXPECTED_PRINTED = [
-    "acc_perc",
-    "acc_bridge",
-    "acc_conn",
+    "acc_l1_perc",
+    "acc_l2_bridge",
+    "acc_l3_conn",
     "acc_full",
-    "acc_perc_official",
-    "acc_bridge_official",
-    "acc_conn_official",
+    "acc_l1_perc_official",
+    "acc_l2_bridge_official",
+    "acc_l3_conn_official",
     "acc_full_official",
     "n_chains",
     "n_incomplete",
@@ -75,17 +75,17 @@ EXPECTED_PRINTED = [
 ]
 # Written from the README's circular-evaluation metric table.
 EXPECTED_CIRCULAR = [
-    "acc_perc",
-    "acc_bridge",
-    "acc_conn",
+    "acc_l1_perc",
+    "acc_l2_bridge",
+    "acc_l3_conn",
     "acc_full",
-    "acc_perc_official",
-    "acc_bridge_official",
-    "acc_conn_official",
+    "acc_l1_perc_official",
+    "acc_l2_bridge_official",
+    "acc_l3_conn_official",
     "acc_full_official",
-    "plain_acc_perc",
-    "plain_acc_bridge",
-    "plain_acc_conn",
+    "plain_acc_l1_perc",
+    "plain_acc_l2_bridge",
+    "plain_acc_l3_conn",
     "invalid_perc",
     "invalid_bridge",
     "invalid_conn",
@@ -141,7 +141,7 @@ def test_the_scores_object_gives_both_rules_and_the_failed_requests() -> None:
         *_chain("c3", "font", "AAA")[1:],
     ]
     got = scores.score_task(outcomes).as_metrics(ASPECTS["aesthetic"])
-    assert got["acc_perc"] == pytest.approx(200 / 3) and got["acc_perc_official"] == 100.0
+    assert got["acc_l1_perc"] == pytest.approx(200 / 3) and got["acc_l1_perc_official"] == 100.0
     assert got["acc_full"] == pytest.approx(100 / 3) and got["acc_full_official"] == pytest.approx(200 / 3)
     assert got["n_failed_requests"] == 1 and got["n_chains"] == 3 and got["n_incomplete"] == 0
     assert got["errors_at_perc"] == 1 and got["errors_at_bridge"] == 1 and got["error_share_bridge"] == 50.0
@@ -156,9 +156,13 @@ def test_what_a_task_reports_is_both_rules_and_the_counts_by_hand() -> None:
         *_chain("c3", "font", "AAA")[1:],
     ]
     assert metrics.score_table(outcomes) == {
-        **{"acc_perc": pytest.approx(200 / 3), "acc_bridge": pytest.approx(200 / 3), "acc_conn": 100.0},
+        **{"acc_l1_perc": pytest.approx(200 / 3), "acc_l2_bridge": pytest.approx(200 / 3), "acc_l3_conn": 100.0},
         "acc_full": pytest.approx(100 / 3),  # c1
-        **{"acc_perc_official": 100.0, "acc_bridge_official": pytest.approx(200 / 3), "acc_conn_official": 100.0},
+        **{
+            "acc_l1_perc_official": 100.0,
+            "acc_l2_bridge_official": pytest.approx(200 / 3),
+            "acc_l3_conn_official": 100.0,
+        },
         "acc_full_official": pytest.approx(200 / 3),  # c1, c3
         **{"n_chains": 3, "n_incomplete": 0, "n_failed_requests": 1},
     }
@@ -299,8 +303,9 @@ def test_every_metric_is_a_percentage_or_a_count_and_says_which_way_is_better() 
     assert percent | counts == set(names) and not percent & counts
     expected_counts = {"errors_at_perc", "errors_at_bridge", "errors_at_conn"}
     assert counts == expected_counts | {"n_chains", "n_incomplete", "n_failed_requests"}
-    # what a task YAML declares for each metric it lists: the accuracies up, the counts down
-    assert {n: higher_is_better(n) for n in EXPECTED_PRINTED} == {n: n.startswith("acc_") for n in EXPECTED_PRINTED}
+    # what a task YAML declares for each metric it lists: the accuracies up, the counts neither (no arrow printed)
+    expected = {n: True if n.startswith("acc_") else None for n in EXPECTED_PRINTED}
+    assert {n: higher_is_better(n) for n in EXPECTED_PRINTED} == expected
 
 
 def test_every_circular_metric_is_a_percentage_or_a_count() -> None:

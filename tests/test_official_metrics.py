@@ -20,7 +20,7 @@ from hvcu_tasks.core import aggregate, payloads
 from hvcu_tasks.core.families import ASPECTS
 from hvcu_tasks.core.metrics import Outcome, overall_score
 from hvcu_tasks.core.prompts import NO_ANSWER
-from hvcu_tasks.lmms import context, hooks
+from hvcu_tasks.lmms import context, hook_table, hooks
 from hvcu_tasks.results.scores import family_metrics
 
 ECHO_SYMBOLISM_L1 = "A. A green branch\nB. A letter\nC. A fish\nD. Nothing"
@@ -52,36 +52,36 @@ REPLIES: dict[tuple[str, str], tuple[str, str, str]] = {
 # Affective: ours gets everything; the authors' misses sadness L1.
 EXPECTED = {
     "implication": {
-        "acc_perc": 80.0,
-        "acc_bridge": 100.0,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 80.0,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 100.0,
         "acc_full": 80.0,
         "invalid_perc": 20.0,
-        "acc_perc_official": 80.0,
-        "acc_bridge_official": 80.0,
-        "acc_conn_official": 80.0,
+        "acc_l1_perc_official": 80.0,
+        "acc_l2_bridge_official": 80.0,
+        "acc_l3_conn_official": 80.0,
         "acc_full_official": 40.0,
     },
     "aesthetic": {
-        "acc_perc": 75.0,
-        "acc_bridge": 100.0,
-        "acc_conn": 75.0,
+        "acc_l1_perc": 75.0,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 75.0,
         "acc_full": 50.0,
         "invalid_perc": 25.0,
         "invalid_conn": 25.0,
-        "acc_perc_official": 75.0,
-        "acc_bridge_official": 100.0,
-        "acc_conn_official": 100.0,
+        "acc_l1_perc_official": 75.0,
+        "acc_l2_bridge_official": 100.0,
+        "acc_l3_conn_official": 100.0,
         "acc_full_official": 75.0,
     },
     "affective": {
-        "acc_perc": 100.0,
-        "acc_bridge": 100.0,
-        "acc_conn": 100.0,
+        "acc_l1_perc": 100.0,
+        "acc_l2_bridge": 100.0,
+        "acc_l3_conn": 100.0,
         "acc_full": 100.0,
-        "acc_perc_official": 500 / 6,
-        "acc_bridge_official": 100.0,
-        "acc_conn_official": 100.0,
+        "acc_l1_perc_official": 500 / 6,
+        "acc_l2_bridge_official": 100.0,
+        "acc_l3_conn_official": 100.0,
         "acc_full_official": 500 / 6,
     },
 }
@@ -106,8 +106,8 @@ def context_items(family: str) -> list[dict]:
 
 def metric_of(items: list[dict], metric: str, family: str) -> float:
     """A reported metric by its aggregation; a diagnostic (invalid_*) as `hvcu report` scores the logged outcomes."""
-    if metric in aggregate.AGGREGATIONS:
-        return aggregate.AGGREGATIONS[metric](items)
+    if metric in hook_table.AGGREGATIONS:
+        return hook_table.AGGREGATIONS[metric](items)
     return family_metrics([Outcome.from_dict(r) for r in payloads.flatten(items)], ASPECTS[family])[metric]
 
 
@@ -133,7 +133,7 @@ def test_the_overall_scores_by_hand() -> None:
 def test_every_family_task_names_the_four_official_metrics() -> None:
     doc = hooks.process_docs(stub("aesthetic"))[0]
     names = set(hooks.process_results(doc, ["D"]))
-    assert {"acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"} <= names
+    assert {"acc_l1_perc_official", "acc_l2_bridge_official", "acc_l3_conn_official", "acc_full_official"} <= names
 
 
 @pytest.mark.parametrize(
@@ -151,16 +151,16 @@ def test_every_group_reports_the_overall_score_under_both_rules(group: str) -> N
 
 
 REPORTED = [
-    *("acc_perc", "acc_bridge", "acc_conn", "acc_full"),
-    *("acc_perc_official", "acc_bridge_official", "acc_conn_official", "acc_full_official"),
+    *("acc_l1_perc", "acc_l2_bridge", "acc_l3_conn", "acc_full"),
+    *("acc_l1_perc_official", "acc_l2_bridge_official", "acc_l3_conn_official", "acc_full_official"),
     *("n_chains", "n_incomplete", "n_failed_requests"),
 ]
 """What a family task (any setting) reports to lmms-eval, from the README's metric table."""
 
 
 def test_one_aggregation_per_reported_metric_and_none_for_a_diagnostic() -> None:
-    assert list(aggregate.AGGREGATIONS) == REPORTED
-    assert list(aggregate.CIRCULAR_AGGREGATIONS) == REPORTED
+    assert list(hook_table.AGGREGATIONS) == REPORTED
+    assert list(hook_table.CIRCULAR_AGGREGATIONS) == REPORTED
     doc = hooks.process_docs(stub("aesthetic"))[0]
     assert sorted(hooks.process_results(doc, ["D"])) == sorted(REPORTED)
 
@@ -216,9 +216,9 @@ def test_the_context_history_keeps_our_parse() -> None:
 
 def test_an_empty_denominator_is_not_available_under_the_authors_rule() -> None:
     items = base_items("aesthetic")[:2]  # color_001 L1 and L2 only: no complete chain
-    assert math.isnan(aggregate.AGGREGATIONS["acc_full_official"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["acc_conn_official"](items))
-    assert aggregate.AGGREGATIONS["acc_perc_official"](items) == 100.0
+    assert math.isnan(hook_table.AGGREGATIONS["acc_full_official"](items))
+    assert math.isnan(hook_table.AGGREGATIONS["acc_l3_conn_official"](items))
+    assert hook_table.AGGREGATIONS["acc_l1_perc_official"](items) == 100.0
     assert math.isnan(aggregate.overall_score_group([math.nan, 75.0, 80.0], [1, 12, 18]))
 
 

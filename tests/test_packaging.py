@@ -47,6 +47,7 @@ def test_wheel_contains_task_yamls_smoke_sample_and_reference_rows(tmp_path: Pat
     }
     assert wanted - names == set()
     assert "hvcu_tasks/lmms/plugin.py" in names
+    assert "hvcu_tasks/lmms/export_README.md" in names  # the template `hvcu export-task` writes as README.md
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[lmms_eval.models]" in text and "hvcu_tasks.lmms.plugin:manifests" in text

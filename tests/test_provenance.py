@@ -16,7 +16,7 @@ from conftest import item, run_lmms_eval, smoke_predictions
 from hvcu_tasks import settings
 from hvcu_tasks.cli import main
 from hvcu_tasks.core.families import FAMILIES
-from hvcu_tasks.data import loaders, validate
+from hvcu_tasks.data import validate
 from hvcu_tasks.lmms import hooks, plugin
 from hvcu_tasks.results.runs import ReportError, read_runs
 
@@ -28,7 +28,7 @@ FULL_ITEMS = {
     "aesthetic": [item("color_001", "CCA")],
     "affective": [item("joy_001", "ABD")],
 }
-METRICS = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+METRICS = {"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 
 
 def stub(family: str, source: str = "hub") -> datasets.Dataset:
@@ -141,13 +141,13 @@ def test_a_hub_load_records_the_pinned_revision_and_the_same_fingerprint(
 
 def test_the_revision_env_pins_only_hub_sources_that_name_none() -> None:
     env = {"HVCU_BENCH_REVISION": "v1.0"}
-    assert loaders.resolve_source("hub", settings.current(env)) == "hub:Chime316/HVCU-Bench@v1.0"
+    assert settings.resolve_source("hub", settings.current(env)) == "hub:Chime316/HVCU-Bench@v1.0"
     assert (
-        loaders.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}))
+        settings.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "hub:me/copy@abc"}))
         == "hub:me/copy@abc"
     )
-    assert loaders.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "/data"})) == "/data"
-    assert loaders.resolve_source("smoke", settings.current(env)) == "smoke"
+    assert settings.resolve_source("hub", settings.current(env | {"HVCU_BENCH_DATA": "/data"})) == "/data"
+    assert settings.resolve_source("smoke", settings.current(env)) == "smoke"
 
 
 @pytest.mark.parametrize(
@@ -310,3 +310,14 @@ def test_the_identity_lands_in_the_results_and_samples_files(tmp_path: Path) -> 
         lines = [json.loads(line) for line in samples.read_text().splitlines()]
         assert lines and all(line["acc_full"]["data_identity"] == got for line in lines)
     assert main(["report", str(tmp_path / "run"), "--format", "md"]) == 0
+
+
+def test_the_summary_shows_a_run_on_a_local_copy_unranked_with_a_note(write_dataset, tmp_path, fake_card, capsys):
+    root = write_dataset({**FULL_ITEMS, "implication": FULL_ITEMS["implication"][:2]})
+    run = results_file(tmp_path / "run", "Qwen/X", identities_of(str(root)))
+    assert main(["report", str(run), "--summary"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [[c.strip() for c in line.split("|")] for line in out.splitlines() if "|Qwen/X " in line]
+    assert row[1:4] == ["–", "–", "Qwen/X"]  # a row, first, and no rank among the paper's
+    text = " ".join(out.split())
+    assert f"custom data: {root.resolve()}, 4 samples: not the published HVCU-Bench, never ranked with it." in text

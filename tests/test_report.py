@@ -12,7 +12,7 @@ from hvcu_tasks.report.reference import rows_for
 from hvcu_tasks.report.tables import all_tables, base_vs_context_table, setting_table
 from hvcu_tasks.results.runs import ReportError, read_runs
 
-FULL = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+FULL = {"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 
 
 def write_results(folder: Path, tasks: dict[str, dict], model_args: str = "model=Qwen/X", limit=None) -> Path:
@@ -33,7 +33,7 @@ def test_reference_rows_are_the_papers_tables() -> None:
     base, context = rows_for("base"), rows_for("context")
     assert [r.model for r in base][:2] == ["Human", "GPT-4o"] and len(base) == 14 and len(context) == 13
     gpt = base[1]
-    assert gpt.families["implication"]["acc_conn"] == 62.75 and gpt.score == 52.24
+    assert gpt.families["implication"]["acc_l3_conn"] == 62.75 and gpt.score == 52.24
     assert all("Table 2" in r.source for r in base) and all("Table 8" in r.source for r in context)
 
 
@@ -44,6 +44,19 @@ def test_base_and_context_runs_of_one_model_merge_into_one_row(tmp_path: Path) -
     assert model.model == "Qwen/X" and model.score("base") == 60.0 and model.score("context") == 70.0
     table = base_vs_context_table([model], reference=False)
     assert table.rows[3][:3] == ["Qwen/X", "context", "Impl."] and table.rows[3][-3] == 10.0  # Δ Score
+
+
+def test_a_results_file_with_the_level_accuracies_old_names_reads_as_today(tmp_path: Path) -> None:
+    """Runs made before the levels were numbered (and the authors' files) hold acc_perc, acc_bridge, acc_conn."""
+    old = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+    old |= {"acc_perc_official": 85.0, "acc_bridge_official": 75.0, "acc_conn_official": 65.0}
+    (model,) = read_runs([write_results(tmp_path, {f"hvcu_bench_{s}": old for s in ("impl", "aesth", "affect")})])
+    assert model.settings["base"]["implication"].metrics == {
+        **{"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0},
+        **{"acc_l1_perc_official": 85.0, "acc_l2_bridge_official": 75.0, "acc_l3_conn_official": 65.0},
+    }
+    row = setting_table([model], "base", reference=False).rows[0]
+    assert row[:5] == ["Qwen/X", 90.0, 80.0, 70.0, 60.0]  # Impl. Acc_perc, Acc_bridge, Acc_conn, Acc_full
 
 
 def test_table2_puts_paper_rows_first_and_marks_them(tmp_path: Path) -> None:

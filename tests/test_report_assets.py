@@ -7,8 +7,9 @@ diagnostics a results file without sample logs lacks, recorded from the same cod
 restored; chains.html: the two-model view; the model pages: "How this run was made"; index.html and the model
 pages: the leaderboard's intervals, rank ranges and groups; the model pages: the Model identity row; the model
 pages: the failed requests and the installed lmms-eval release, chains.html: paths from the runs folder; index.html
-and the model pages: exact intervals, letter groups and the Failed column). index.html
-inlines the figures' SVG, so a matplotlib release that draws differently changes its hash too.
+and the model pages: exact intervals, letter groups and the Failed column; every page: the layout at 390 px,
+tables in scroll boxes). index.html inlines the figures' SVG, so a matplotlib release that draws differently
+changes its hash too.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ def write_browser(runs, site, **options):
 
 
 PAGES = {
-    "site/index.html": "d007f8e662be1ff347e3cd100c26a31e02d5940543a6d39d9140872ae5e54fbc",
-    "site/models/Qwen-X.html": "86886f57b4540fbccf3a4f56bd79a8c720820551e3c7a69e49765e93b836d1ab",
-    "site/models/Strong-Y.html": "50e1591a835db21c15939a4d1dd6098aaf3b286ab8a49cfccfb8c9e3ebf5b839",
-    "site/models/Tiny-Z.html": "73b845b3e3b0852fde888bf7155952164f1d7a52d5adbcae29a405d1a0ff20c2",
-    "browser/chains.html": "468dd26239dc4d62cde49233a50c6381fc184929b39afe040f8cf1bdbc7432e9",
+    "site/index.html": "629ae8a1acba81f38b96dbd0020b640e20a9e17390ac51037aec9d0f1f6a5a53",
+    "site/models/Qwen-X.html": "ef9aa67bbcce04877fb6080b287587b97b562f18b4f7e15f81fa16b739fc202e",
+    "site/models/Strong-Y.html": "dd6ca40774cfa8c362acbf187446df97733d3350d66af5486e3bcc5fd73cb812",
+    "site/models/Tiny-Z.html": "03d712bd900805c596fbae238bc0d20a93f6dc05e24564d922dbd85dc70f01e0",
+    "browser/chains.html": "411211c383983ccd729aa751aa8bf6ff6d09101da711addf5a7703ba2f222b6a",
 }
 ASSETS = REPO / "hvcu_tasks" / "report" / "assets"
 

@@ -25,7 +25,7 @@ def write_browser(runs, site, **options):
     return browser.write_browser(sample_logs(runs), site, runs=runs, **options)
 
 
-FULL = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
+FULL = {"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": 60.0, "n_incomplete": 0}
 INJECTED = "evil\n| GPT-9 [paper] | 99.99 |"
 MARKUP = r"a|b *c* <i>x</i> m$x^$ 5% _u_ [l](http://e) \q"
 """A model name holding what each format reads as markup (Markdown, LaTeX, HTML, mathtext)."""

@@ -30,7 +30,7 @@ def tasks(prefix: str, full: float, official: float | None, stderr: bool = True)
     for short in SHORTS:
         metrics: dict = {}
         if official is not None:
-            metrics |= {"acc_full_official": official, "acc_perc_official": 90.0, "acc_conn_official": 70.0}
+            metrics |= {"acc_full_official": official, "acc_l1_perc_official": 90.0, "acc_l3_conn_official": 70.0}
         metrics |= {**FULL, "acc_full": full}
         if stderr:
             metrics |= {"acc_full_stderr": "N/A", "acc_full_official_stderr": "N/A"}

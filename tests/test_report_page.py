@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from test_general_report import HVCU, write_run
 from test_report import families, write_results
 
 from hvcu_tasks.cli import main
@@ -66,14 +68,67 @@ def chromium(*args: str, tmp: Path) -> str:
     return proc.stdout
 
 
-def probed(page: Path, script: str, tmp: Path) -> dict:
-    """Open a copy of `page` with `script` appended (it sets document.title to JSON) and return that JSON."""
-    copy = page.with_name(f"probe-{page.name}")
+DESKTOP, PHONE = (1280, 800), (390, 844)
+SIZES = [pytest.param(DESKTOP, id="1280x800"), pytest.param(PHONE, id="390x844")]
+
+
+def probed(page: Path, script: str, tmp: Path, size: tuple[int, int] = DESKTOP, fragment: str = "") -> dict:
+    """Open a copy of `page` (+ `fragment`) with `script` appended (it sets document.title to JSON) in a viewport of
+    `size` and return that JSON. The viewport is an iframe of exactly that size: headless Chromium keeps its window
+    at least 500 px wide."""
+    copy, frame = page.with_name(f"probe-{page.name}"), page.with_name("probe-frame.html")
     copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
-    dom = chromium(WINDOW, "--dump-dom", copy.as_uri(), tmp=tmp)
+    width, height = size
+    frame.write_text(
+        f"<!DOCTYPE html><title></title><body style='margin:0'><iframe src='{copy.name}{fragment}' width={width} "
+        f"height={height} style='border:0' onload='document.title = this.contentDocument.title'></iframe>"
+    )
+    window = f"--window-size={width + 40},{height + 40}"
+    dom = chromium(window, "--allow-file-access-from-files", "--dump-dom", frame.as_uri(), tmp=tmp)
     copy.unlink()
+    frame.unlink()
     title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)  # type: ignore[union-attr]
-    return json.loads(title.replace("&quot;", '"').replace("&amp;", "&"))
+    return json.loads(html.unescape(title))
+
+
+LAYOUT = r"""
+const seen = {width: innerWidth, scroll: document.documentElement.scrollWidth, unboxed: [], wrapped: [], overlap: []};
+const shown = e => e.getClientRects().length > 0;
+const box = e => e.getBoundingClientRect();
+const rects = node => { const r = document.createRange(); r.selectNodeContents(node);
+  return [...r.getClientRects()].filter(q => q.width > 0); };
+for (const table of [...document.querySelectorAll('table')].filter(shown)) {
+  const scroller = table.parentElement;  // the table's own box: it scrolls, inside the window
+  if (!scroller.classList.contains('scroll') || getComputedStyle(scroller).overflowX !== 'auto'
+      || box(scroller).right > innerWidth + 0.5) seen.unboxed.push(table.id || table.className || 'table');
+}
+const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+  const text = node.textContent.trim(), words = text.split(/\s+/).length;
+  const lines = new Set(rects(node).map(q => Math.round(q.bottom))).size, perLine = text.length / lines;
+  const wordALine = words > 2 ? lines >= words && perLine < 12 : perLine < 4;  // or a few characters a line
+  if (text && !node.parentElement.closest('script, style, svg') && lines > 1 && wordALine) {
+    seen.wrapped.push(`${text.slice(0, 50)}: ${lines} lines`);
+  }
+}
+const apart = (a, b) => a.right <= b.left + 0.5 || b.right <= a.left + 0.5 || a.bottom <= b.top + 0.5
+  || b.bottom <= a.top + 0.5;
+for (const th of [...document.querySelectorAll('th')].filter(shown)) {
+  const cell = box(th);  // a header's text stays inside its cell, so it never runs into its neighbours
+  if (rects(th).some(q => q.left < cell.left - 0.5 || q.right > cell.right + 0.5)) seen.overlap.push(th.textContent);
+}
+for (const heading of [...document.querySelectorAll('h1, h2, h3')].filter(shown)) {
+  const parts = [...heading.children].filter(shown).map(box);
+  const next = heading.nextElementSibling;
+  if (parts.some((a, i) => parts.slice(i + 1).some(b => !apart(a, b)))
+      || (next && shown(next) && !apart(box(heading), box(next)))) seen.overlap.push(heading.textContent);
+}
+document.title = JSON.stringify(seen);
+"""
+"""Measures a page as a reader sees it: the page's width and scroll width, the shown tables that are not in a box
+of their own that scrolls sideways inside the window, the texts wrapped one word (or a few characters) per line,
+and the headers that overlap: a table header whose text leaves its cell, a heading whose parts overlap each other
+or the element after it."""
 
 
 def table_rows(dom: str, table_id: str) -> list[list[str]]:
@@ -206,7 +261,7 @@ def test_a_model_page_shows_aspects_errors_and_invalid_rates(site: Path, tmp_pat
     dom = chromium(WINDOW, "--dump-dom", (site / "models" / "Qwen-X.html").as_uri(), tmp=tmp_path)
     for title in ("On the leaderboard", "Acc_full per aspect, base setting", "Error attribution, context setting"):
         assert title in dom
-    assert "invalid perc %" in dom and 'href="../index.html"' in dom
+    assert "invalid perc %" in re.sub(r"<[^>]+>", "", dom) and 'href="../index.html"' in dom  # the text as shown
     assert table_rows(dom, "leaderboard")[0][:3] == ["10", "Qwen/X", "33.00"]  # its rank on the whole board
 
 
@@ -226,3 +281,60 @@ def test_the_leaderboard_sorts_by_another_column_on_click(site: Path, tmp_path: 
     assert [r[1] for r in rows[:2]] == ["GPT-4o", "Qwen3-VL-Instruct (8B)"]  # context 68.18, 62.28
     context = [float(r[7]) for r in rows if r[7] != "–"]
     assert context == sorted(context, reverse=True) and rows[-1][7] == "–"
+
+
+MEASURED: dict[tuple[Path, tuple[int, int], str], dict] = {}
+
+
+def layout(page: Path, size: tuple[int, int], tmp: Path, fragment: str = "") -> dict:
+    """LAYOUT's measures of a page (+ `fragment`) in a window of `size`, taken once per test session."""
+    key = (page, size, fragment)
+    if key not in MEASURED:
+        MEASURED[key] = probed(page, LAYOUT, tmp, size, fragment)
+    return MEASURED[key]
+
+
+@pytest.fixture(scope="module")
+def compare_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`hvcu report A B --compare` of a base and a tuned model with HVCU-Bench and MMMU results: the Δ tables."""
+    root = tmp_path_factory.mktemp("compare")
+    counts = {"n-samples": {"mmmu_val": {"original": 900, "effective": 20}}}
+    a = write_run(root / "runs", {"mmmu_val": {"mmmu_acc": 0.45}} | HVCU, model="org/base", **counts)
+    b = write_run(root / "runs", {"mmmu_val": {"mmmu_acc": 0.6}} | HVCU, model="org/tuned", **counts)
+    assert main(["report", str(a), str(b), "--compare", "--format", "html", "--out", str(root / "site")]) == 0
+    return root / "site"
+
+
+PAGES = ["index", "model page", "compare index", "compare model page"]
+
+
+@pytest.fixture
+def pages(site: Path, compare_site: Path) -> dict[str, Path]:
+    """The index (the leaderboard and every table), the model page of the long checkpoint path, and the index and
+    the tuned model's page of a --compare report."""
+    return {
+        "index": site / "index.html",
+        "model page": next((site / "models").glob("home-*.html")),
+        "compare index": compare_site / "index.html",
+        "compare model page": compare_site / "models" / "org-tuned.html",
+    }
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("size", SIZES)
+def test_the_page_never_scrolls_sideways_each_table_scrolls_in_its_box(pages, tmp_path, page, size) -> None:
+    seen = layout(pages[page], size, tmp_path)
+    assert seen["width"] == size[0] and seen["scroll"] <= seen["width"]
+    assert seen["unboxed"] == []
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("size", SIZES)
+def test_text_wraps_at_words_never_a_word_per_line(pages, tmp_path, page, size) -> None:
+    assert layout(pages[page], size, tmp_path)["wrapped"] == []
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("size", SIZES)
+def test_no_header_overlaps_another(pages, tmp_path, page, size) -> None:
+    assert layout(pages[page], size, tmp_path)["overlap"] == []

@@ -32,7 +32,7 @@ def test_the_paired_difference_sees_a_consistent_gain() -> None:
 def _model(name: str, full: float, right: int, ours: float | None = None) -> ModelResult:
     """A run whose authors'-parser Acc_full is `full` (`right` of 20 chains); this toolkit's parser reads `ours`."""
     m = ModelResult(model=name, dataset={"HVCU-Bench"})
-    official = {"acc_perc": 90.0, "acc_bridge": 80.0, "acc_conn": 70.0, "acc_full": full}
+    official = {"acc_l1_perc": 90.0, "acc_l2_bridge": 80.0, "acc_l3_conn": 70.0, "acc_full": full}
     metrics = {**{k + "_official": v for k, v in official.items()}, **official, "acc_full": ours or full}
     m.settings["base"] = {f: FamilyResult(dict(metrics), f"hvcu_bench_{f}") for f in FAMS}
     m.chains_official["base"] = {f: {str(i): i < right for i in range(20)} for f in FAMS}

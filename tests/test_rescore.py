@@ -8,17 +8,19 @@ from pathlib import Path
 import pytest
 from conftest import SMOKE_EXPECTED, SMOKE_SCORE
 
-from hvcu_tasks.cli import main, score_files
-from hvcu_tasks.results.rescore import read_result_file
+from hvcu_tasks.cli import main
+from hvcu_tasks.results.rescore import read_result_file, score_runs
+
+LEVEL = {"perc": 1, "bridge": 2, "conn": 3}
 
 
 def test_scores_every_family_and_the_overall_score(authors_results: Path) -> None:
-    (summary,) = score_files(sorted(authors_results.iterdir()))  # no model name or setting: one unnamed run
+    (summary,) = score_runs(sorted(authors_results.iterdir()))  # no model name or setting: one unnamed run
     assert summary["overall_score_official"] == SMOKE_SCORE  # the stored keys are the authors' rule's output
     for family, expected in SMOKE_EXPECTED.items():
         fam = summary["families_official"][family]
         flat = {
-            **{f"acc_{k}": v for k, v in fam["acc"].items()},
+            **{f"acc_l{LEVEL[k]}_{k}": v for k, v in fam["acc"].items()},  # the reported names
             "acc_full": fam["acc_full"],
             **{f"invalid_{k}": v for k, v in fam["invalid"].items()},
             **{f"errors_at_{k}": v for k, v in fam["error_counts"].items()},
@@ -30,7 +32,7 @@ def test_scores_every_family_and_the_overall_score(authors_results: Path) -> Non
 
 
 def test_one_family_gives_no_overall_score(authors_results: Path) -> None:
-    (summary,) = score_files([authors_results / "results_Aesthetic-Appreciation.json"])
+    (summary,) = score_runs([authors_results / "results_Aesthetic-Appreciation.json"])
     assert summary["overall_score_official"] is None
     assert "missing: implication, affective" in summary["note"]
 
@@ -55,8 +57,8 @@ def test_reparse_applies_our_parser_to_raw_replies(tmp_path: Path) -> None:
     ]
     path = tmp_path / "Implication-Understanding_results.json"
     path.write_text(json.dumps({"predictions": [{"id": 1, "conversation_turns": turns}]}))
-    theirs = score_files([path])[0]["families_official"]["implication"]
-    ours = score_files([path], reparse=True)[0]["families"]["implication"]
+    theirs = score_runs([path])[0]["families_official"]["implication"]
+    ours = score_runs([path], reparse=True)[0]["families"]["implication"]
     assert theirs["acc_full"] == 0.0 and theirs["invalid"]["perc"] == 100.0
     assert ours["acc"] == {"perc": 100.0, "bridge": 100.0, "conn": 0.0}  # 'Red.' names no option C text here
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,20 +26,22 @@ from hvcu_tasks.data.loaders import load_source
 
 pytestmark = pytest.mark.slow
 
-# Written from the issue: what a family task prints (lmms-eval sorts a task's rows by name).
+# Written from the issue: what a family task prints (lmms-eval sorts a task's rows by name): the full chain first,
+# then the levels in chain order, then the counts.
 PRINTED_PER_FAMILY = [
-    "acc_bridge",
-    "acc_bridge_official",
-    "acc_conn",
-    "acc_conn_official",
     "acc_full",
     "acc_full_official",
-    "acc_perc",
-    "acc_perc_official",
+    "acc_l1_perc",
+    "acc_l1_perc_official",
+    "acc_l2_bridge",
+    "acc_l2_bridge_official",
+    "acc_l3_conn",
+    "acc_l3_conn_official",
     "n_chains",
     "n_failed_requests",
     "n_incomplete",
 ]
+DEMO_TASKS = "hvcu_bench_sample,hvcu_bench_context_sample"  # the Makefile's demo target
 UNPARSABLE = "I cannot tell from this picture."
 TASKS = "hvcu_bench_sample,hvcu_bench_context_sample,hvcu_analysis_sample"
 
@@ -126,6 +129,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory, old_package: Path) -> dict[st
     }
 
 
+@pytest.fixture(scope="module")
+def demo(runs: dict[str, tuple[str, Path]]) -> tuple[list[list[str]], list[list[str]]]:
+    """The results and groups tables lmms-eval printed for the demo's tasks, from the new-way run (the demo's wrapper
+    around the replay model): its hvcu_analysis_sample block prints first (by name), then the demo's two groups."""
+    results_rows, group_rows = printed_tables(runs["new"][0])
+    first = [i for i, r in enumerate(results_rows) if r[0].startswith(tuple(DEMO_TASKS.split(",")))][0]
+    return results_rows[first:], [r for r in group_rows if r[0].startswith(tuple(DEMO_TASKS.split(",")))]
+
+
 def test_hvcu_bench_sample_prints_at_most_40_rows_the_overall_score_first(tmp_path: Path) -> None:
     predictions = write_predictions(tmp_path / "replies.jsonl")
     args = ["--model", "hvcu_replay", "--model_args", f"predictions={predictions}", "--tasks", "hvcu_bench_sample"]
@@ -133,14 +145,52 @@ def test_hvcu_bench_sample_prints_at_most_40_rows_the_overall_score_first(tmp_pa
     results_rows, group_rows = printed_tables(stdout)
     assert len(results_rows) + len(group_rows) <= 40
     first = results_rows[0]
-    assert (first[0], first[3], float(first[5])) == ("hvcu_bench_sample", "acc_full", SMOKE_SCORE)
+    assert (first[0], first[3], float(first[5])) == ("hvcu_bench_sample: Overall Score", "acc_full", SMOKE_SCORE)
     assert [(r[0], r[3]) for r in group_rows] == [
-        ("hvcu_bench_sample", "acc_full"),
-        ("hvcu_bench_sample", "acc_full_official"),
+        ("hvcu_bench_sample: Overall Score", "acc_full"),
+        ("hvcu_bench_sample: Overall Score", "acc_full_official"),
     ]
     for short in ("impl", "aesth", "affect"):
         rows = [r[3] for r in results_rows if r[0] == f"- hvcu_bench_sample_{short}"]
         assert rows == PRINTED_PER_FAMILY, short
+
+
+def test_the_demo_prints_each_settings_block_first_with_its_overall_score_named(demo) -> None:
+    results_rows, group_rows = demo
+    # lmms-eval orders the groups by name: the context setting's block first (README, "Reading the results")
+    blocks = [(r[0], r[3], float(r[5])) for r in results_rows if not r[0].startswith("- ")]
+    assert blocks == [
+        ("hvcu_bench_context_sample: Overall Score", "acc_full", SMOKE_SCORE),  # the replay answers alike in both
+        ("hvcu_bench_context_sample: Overall Score", "acc_full_official", SMOKE_SCORE),
+        ("hvcu_bench_sample: Overall Score", "acc_full", SMOKE_SCORE),
+        ("hvcu_bench_sample: Overall Score", "acc_full_official", SMOKE_SCORE),
+    ]
+    assert [(r[0], r[3], float(r[5])) for r in group_rows] == blocks
+    assert results_rows[35][0] == "hvcu_bench_sample: Overall Score"  # its block: 2 rows and 3 families of 11
+
+
+def test_the_demo_prints_each_familys_levels_in_chain_order_after_the_full_chain(demo) -> None:
+    results_rows, _groups = demo
+    for group in ("hvcu_bench_sample", "hvcu_bench_context_sample"):
+        for short in ("impl", "aesth", "affect"):
+            rows = [r[3] for r in results_rows if r[0] == f"- {group}_{short}"]
+            assert rows == PRINTED_PER_FAMILY, (group, short)
+
+
+def test_the_demo_prints_an_arrow_on_every_accuracy_and_none_on_a_count(demo) -> None:
+    results_rows, group_rows = demo
+    rows = results_rows + group_rows
+    assert {r[4] for r in rows if r[3].startswith("acc_")} == {"↑"}
+    assert {r[3] for r in rows if r[3].startswith("n_")} == {"n_chains", "n_failed_requests", "n_incomplete"}
+    assert {r[4] for r in rows if r[3].startswith("n_")} == {""}  # a count has no better direction
+
+
+def test_the_readme_names_the_rows_the_demo_prints_as_the_overall_scores(demo) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Reading the results") :].split("\n## ")[0]
+    named = set(re.findall(r"`([a-z_]+_sample: Overall Score)`", section))
+    assert named == {"hvcu_bench_sample: Overall Score", "hvcu_bench_context_sample: Overall Score"}
+    assert named == {r[0] for r in demo[0] if not r[0].startswith("- ")}
 
 
 def test_the_old_way_printed_every_metric(runs: dict[str, tuple[str, Path]]) -> None:
@@ -169,13 +219,9 @@ def report_of(results_file: Path) -> dict[str, dict]:
     return {t.name: {"columns": t.columns, "rows": t.rows, "notes": t.notes} for t in tables}
 
 
-def test_hvcu_report_shows_the_same_numbers_as_before_cell_for_cell(runs: dict[str, tuple[str, Path]]) -> None:
-    old_results, new_results = runs["old"][1], runs["new"][1]
-    assert "errors_at_perc,none" in json.loads(old_results.read_text())["results"]["hvcu_bench_sample_impl"]
-    assert "errors_at_perc,none" not in json.loads(new_results.read_text())["results"]["hvcu_bench_sample_impl"]
-    old, new = report_of(old_results), report_of(new_results)
+def assert_same_report(old: dict[str, dict], new: dict[str, dict]) -> None:
+    """Every table of two reports has the same columns, notes and cells (NaN equal to NaN)."""
     assert sorted(old) == sorted(new)
-    assert {"aspects_base", "errors_base", "analysis_position", "analysis_propagation"} <= set(new)
     for name in old:
         assert new[name]["columns"] == old[name]["columns"], name
         assert new[name]["notes"] == old[name]["notes"], name
@@ -183,6 +229,33 @@ def test_hvcu_report_shows_the_same_numbers_as_before_cell_for_cell(runs: dict[s
         for i, (row_old, row_new) in enumerate(zip(old[name]["rows"], new[name]["rows"], strict=True)):
             for j, (a, b) in enumerate(zip(row_old, row_new, strict=True)):
                 assert _same(a, b), (name, i, old[name]["columns"][j], a, b)
+
+
+def test_hvcu_report_shows_the_same_numbers_as_before_cell_for_cell(runs: dict[str, tuple[str, Path]]) -> None:
+    old_results, new_results = runs["old"][1], runs["new"][1]
+    assert "errors_at_perc,none" in json.loads(old_results.read_text())["results"]["hvcu_bench_sample_impl"]
+    assert "errors_at_perc,none" not in json.loads(new_results.read_text())["results"]["hvcu_bench_sample_impl"]
+    old, new = report_of(old_results), report_of(new_results)
+    assert {"aspects_base", "errors_base", "analysis_position", "analysis_propagation"} <= set(new)
+    assert_same_report(old, new)
+
+
+def test_a_run_written_with_the_old_level_accuracy_names_reports_the_same(
+    runs: dict[str, tuple[str, Path]], tmp_path: Path
+) -> None:
+    """A run made before the levels' accuracies were numbered and the diagnostics left the results file: acc_perc,
+    acc_bridge, acc_conn (and plain_acc_*) in its results file and sample logs; `hvcu report` reads it as today's."""
+    results = runs["old"][1]
+    folder = shutil.copytree(results.parent, tmp_path / "old_names")
+    for path in folder.rglob("*.json*"):
+        text = path.read_text(encoding="utf-8")
+        for level, name in (1, "perc"), (2, "bridge"), (3, "conn"):
+            text = text.replace(f"acc_l{level}_{name}", f"acc_{name}")
+        path.write_text(text, encoding="utf-8")
+    old_text = (folder / results.name).read_text(encoding="utf-8")
+    assert '"acc_perc,none"' in old_text and '"acc_conn_official,none"' in old_text and "acc_l1" not in old_text
+    assert '"plain_acc_bridge,none"' in old_text  # a circular task's diagnostic, then a metric
+    assert_same_report(report_of(folder / results.name), report_of(runs["new"][1]))
 
 
 def _row(table: dict, *first: str) -> dict[str, object]:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hvcu_tasks.cli import main, score_files
+from hvcu_tasks.cli import main
 from hvcu_tasks.core.schema import DataError
+from hvcu_tasks.results.rescore import score_runs
 
 TREE = Path(__file__).resolve().parents[1] / "hvcu_tasks" / "examples" / "authors_result" / "Result"
 FAMILY_DIRS = ("Implication-Understanding", "Aesthetic-Appreciation", "Affective-Reasoning")
@@ -36,7 +37,7 @@ def _copy_tree(tmp_path: Path) -> Path:
 
 
 def test_whole_tree_gives_one_overall_score_per_model_and_setting() -> None:
-    runs = _runs(score_files([TREE]))
+    runs = _runs(score_runs([TREE]))
     assert set(runs) == set(EXPECTED)
     for key, (full, overall) in EXPECTED.items():
         run = runs[key]
@@ -47,7 +48,7 @@ def test_whole_tree_gives_one_overall_score_per_model_and_setting() -> None:
 
 
 def test_stored_keys_are_the_official_numbers_and_robust_needs_reparse() -> None:
-    run = _runs(score_files([TREE]))[("gpt_4o", "base")]
+    run = _runs(score_runs([TREE]))[("gpt_4o", "base")]
     assert run["families"] == {} and run["overall_score"] is None
     assert "--reparse" in run["note"]
     # gpt_4o Indep aesthetic: items 111, 111, 011, n11 (n = model_response_key null).
@@ -58,18 +59,18 @@ def test_stored_keys_are_the_official_numbers_and_robust_needs_reparse() -> None
 
 
 def test_model_name_from_the_file_content_is_kept() -> None:
-    run = _runs(score_files([TREE]))[("Qwen3_VL_8B_Instruct", "context")]
+    run = _runs(score_runs([TREE]))[("Qwen3_VL_8B_Instruct", "context")]
     assert run["model_name"] == "Qwen/Qwen3-VL-8B-Instruct"
     assert run["files"]["affective"].endswith("Affective-Reasoning/Context/Qwen3_VL_8B_Instruct.json")
 
 
 def test_whole_folder_equals_per_file_calls() -> None:
-    whole = _runs(score_files([TREE]))
+    whole = _runs(score_runs([TREE]))
     files = sorted(TREE.rglob("*.json"))
     assert len(files) == 12
-    assert _runs(score_files(files)) == whole
+    assert _runs(score_runs(files)) == whole
     for path in files:
-        (one,) = score_files([path])
+        (one,) = score_runs([path])
         family = next(iter(one["families_official"]))
         expected = whole[(one["model"], one["setting"])]["families_official"][family]
         assert one["families_official"][family] == expected
@@ -77,7 +78,7 @@ def test_whole_folder_equals_per_file_calls() -> None:
 
 def test_same_file_named_twice_counts_once() -> None:
     file = TREE / "Aesthetic-Appreciation" / "Indep" / "gpt_4o.json"
-    assert _runs(score_files([TREE, file])) == _runs(score_files([TREE]))
+    assert _runs(score_runs([TREE, file])) == _runs(score_runs([TREE]))
 
 
 def test_cli_json_has_one_entry_per_model_and_setting(capsys) -> None:
@@ -102,7 +103,7 @@ def test_duplicate_model_setting_family_is_refused_naming_both_files(tmp_path: P
     extra.mkdir(parents=True)
     shutil.copy(TREE / "Aesthetic-Appreciation" / "Indep" / "gpt_4o.json", extra / "gpt_4o.json")
     with pytest.raises(DataError, match=r"rerun/Result/Aesthetic-Appreciation/Indep/gpt_4o\.json") as err:
-        score_files([TREE, tmp_path / "rerun"])
+        score_runs([TREE, tmp_path / "rerun"])
     assert "Aesthetic-Appreciation/Indep/gpt_4o.json" in str(err.value).replace(str(extra), "")
 
 
@@ -124,7 +125,7 @@ def test_family_in_the_path_and_another_in_the_content_is_refused(tmp_path: Path
     data["task"] = "Aesthetic-Appreciation"
     path.write_text(json.dumps(data))
     with pytest.raises(DataError, match=r"Affective-Reasoning/Indep/gpt_4o\.json.*family") as err:
-        score_files([root])
+        score_runs([root])
     assert "affective" in str(err.value) and "aesthetic" in str(err.value)
 
 
@@ -136,7 +137,7 @@ def test_setting_in_the_path_and_another_in_the_content_is_refused(tmp_path: Pat
         root / "Implication-Understanding" / "Context" / "gpt_4o.json",
     )
     with pytest.raises(DataError, match=r"Implication-Understanding/Context/gpt_4o\.json.*evaluation_type"):
-        score_files([root])
+        score_runs([root])
 
 
 def test_a_model_name_that_names_another_family_is_read_by_its_folder(tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ def test_a_model_name_that_names_another_family_is_read_by_its_folder(tmp_path: 
     for family in FAMILY_DIRS:  # rename gpt_4o to a model whose name says "affective"
         folder = root / family / "Indep"
         (folder / "gpt_4o.json").rename(folder / "affective_llava.json")
-    run = _runs(score_files([root]))[("affective_llava", "base")]
+    run = _runs(score_runs([root]))[("affective_llava", "base")]
     assert run["overall_score_official"] == 58.33
     assert run["files"]["aesthetic"].endswith("Aesthetic-Appreciation/Indep/affective_llava.json")
 
@@ -172,7 +173,7 @@ def test_folder_without_result_files_is_refused(tmp_path: Path, capsys) -> None:
     (empty / "Aesthetic-Appreciation" / "Indep").mkdir(parents=True)
     (empty / "notes.txt").write_text("nothing here")
     with pytest.raises(DataError, match=r"Result.*no result files"):
-        score_files([empty])
+        score_runs([empty])
     assert main(["score", str(empty)]) == 2
     assert "no result files" in capsys.readouterr().err
 
@@ -180,7 +181,7 @@ def test_folder_without_result_files_is_refused(tmp_path: Path, capsys) -> None:
 def test_missing_family_gives_no_overall_score_and_names_it(tmp_path: Path, capsys) -> None:
     root = _copy_tree(tmp_path)
     (root / "Affective-Reasoning" / "Context" / "gpt_4o.json").unlink()
-    runs = _runs(score_files([root]))
+    runs = _runs(score_runs([root]))
     run = runs[("gpt_4o", "context")]
     assert run["overall_score_official"] is None and run["overall_score"] is None
     assert run["missing_families"] == ["affective"]
@@ -235,7 +236,7 @@ def _write_reparse_tree(tmp_path: Path, with_raw: bool = True) -> Path:
 
 
 def test_reparse_reports_both_rules_side_by_side(tmp_path: Path) -> None:
-    (run,) = score_files([_write_reparse_tree(tmp_path)], reparse=True)
+    (run,) = score_runs([_write_reparse_tree(tmp_path)], reparse=True)
     robust, official = run["families"], run["families_official"]
     # Ours: every implication and aesthetic chain right; affective fear_001 wrong at L3.
     assert [robust[f]["acc_full"] for f in ("implication", "aesthetic", "affective")] == [100.0, 100.0, 50.0]
@@ -249,7 +250,7 @@ def test_reparse_reports_both_rules_side_by_side(tmp_path: Path) -> None:
 
 
 def test_without_reparse_the_stored_keys_give_the_official_numbers(tmp_path: Path) -> None:
-    (run,) = score_files([_write_reparse_tree(tmp_path)])
+    (run,) = score_runs([_write_reparse_tree(tmp_path)])
     assert run["overall_score_official"] == 33.33 and run["overall_score"] is None
 
 
@@ -269,7 +270,7 @@ def test_reparse_without_raw_replies_is_an_error_naming_the_file(tmp_path: Path,
 
 
 def test_reparse_agrees_with_the_stored_keys_when_they_come_from_the_authors_rule(tmp_path: Path) -> None:
-    (run,) = score_files([_write_reparse_tree(tmp_path)], reparse=True)
+    (run,) = score_runs([_write_reparse_tree(tmp_path)], reparse=True)
     assert run["stored_key_disagreements"] == 0
 
 
@@ -279,7 +280,7 @@ def test_reparse_says_where_a_stored_key_differs_from_the_authors_rule(tmp_path:
     data = json.loads(path.read_text())
     data["predictions"][1]["conversation_turns"][2]["model_response_key"] = "D"  # raw reply "B"
     path.write_text(json.dumps(data))
-    (run,) = score_files([root], reparse=True)
+    (run,) = score_runs([root], reparse=True)
     assert run["stored_key_disagreements"] == 1
     assert "fear_001" in run["note"] and "level 3" in run["note"] and str(path) in run["note"]
     assert run["overall_score_official"] == 33.33  # the numbers come from the raw replies, not the edited key

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from tools import build_smoke as builder
+from tools.build_smoke import build
 
 from hvcu_tasks.dev.smoke import SMOKE_DIR
-from hvcu_tasks.dev.smoke import build as builder
-from hvcu_tasks.dev.smoke.build import build
 
 
 def test_committed_sample_equals_a_fresh_build(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_committed_sample_equals_a_fresh_build(tmp_path: Path) -> None:
             a = np.asarray(Image.open(SMOKE_DIR / rel).convert("RGB"))
             b = np.asarray(Image.open(tmp_path / rel).convert("RGB"))
             assert a.shape == b.shape == (96, 96, 3), rel
-            assert (a != b).any(axis=2).mean() < 0.02, f"{rel}: rerun python -m hvcu_tasks.dev.smoke.build"
+            assert (a != b).any(axis=2).mean() < 0.02, f"{rel}: rerun python tests/tools/build_smoke.py"
 
 
 def test_every_record_is_labelled_as_a_smoke_sample() -> None:

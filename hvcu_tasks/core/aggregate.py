@@ -100,9 +100,3 @@ def rotated_outcomes(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Ou
 def circular_task_metrics(items: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """Return what one circular task reports (TABLE_METRICS) from its payloads (all ranks' records)."""
     return score_circular(rotated_outcomes(flatten(items)))
-
-
-AGGREGATIONS: dict[str, Aggregation] = aggregations(task_metrics, INCOMPLETE_WARNING)
-"""One aggregation per reported metric of a family task, each scoring the task from its payloads."""
-CIRCULAR_AGGREGATIONS: dict[str, Aggregation] = aggregations(circular_task_metrics, CIRCULAR_INCOMPLETE_WARNING)
-"""One aggregation per reported metric of a circular task, each scoring the task from its payloads."""

@@ -1,9 +1,6 @@
-"""The documents lmms-eval is given, as plain rows: one per level, one per sample (the context setting), one per
-level and rotation (circular), one per sample and level (gold context). Pure: the document tables are built from these
-rows in hvcu_tasks.lmms and in an exported task folder alike.
-
-A row carries the image as a reference (`image_path`, or the encoded `image_bytes` of a parquet cell), never pixels,
-and the data identity (IDENTITY_KEY) of the load it came from.
+"""The documents lmms-eval is given, as plain rows (pure): one per level, per sample (context), per level and
+rotation (circular), per sample and level (gold context). A row carries the image as a reference (`image_path` or
+`image_bytes`), never pixels, and the data identity (IDENTITY_KEY) of its load.
 """
 
 from __future__ import annotations

@@ -37,16 +37,17 @@ OFFICIAL_FULL_METRIC = FULL_METRIC + OFFICIAL_SUFFIX
 
 
 def acc_metric(level_name: str) -> str:
-    """Return the name of a level's accuracy (acc_perc, acc_bridge, acc_conn)."""
-    return f"acc_{level_name}"
+    """Return the name of a level's accuracy, numbered so lmms-eval's sorted rows follow the chain (acc_l1_perc)."""
+    (level,) = [lv for lv, name in LEVEL_NAMES.items() if name == level_name]
+    return f"acc_l{level}_{level_name}"
 
 
 LEVEL_ACC_METRICS = tuple(acc_metric(n) for n in LEVEL_NAMES.values())
-"""acc_perc, acc_bridge, acc_conn."""
+"""acc_l1_perc, acc_l2_bridge, acc_l3_conn."""
 ACCURACY_METRICS = (*LEVEL_ACC_METRICS, FULL_METRIC)
 """The accuracies reported under both parsing rules."""
 OFFICIAL_METRICS = tuple(m + OFFICIAL_SUFFIX for m in ACCURACY_METRICS)
-"""acc_perc_official, acc_bridge_official, acc_conn_official, acc_full_official."""
+"""acc_l1_perc_official, acc_l2_bridge_official, acc_l3_conn_official, acc_full_official."""
 COUNT_METRICS = ("n_chains", "n_incomplete", "n_failed_requests")
 """Chains scored, chains missing a level (a partial run) and requests that got no usable reply."""
 TABLE_METRICS = (*ACCURACY_METRICS, *OFFICIAL_METRICS, *COUNT_METRICS)

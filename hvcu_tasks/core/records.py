@@ -1,9 +1,7 @@
 """One record of the authors' format -> a Sample and every problem it has (pure: the half of loading after the read).
 
-Each problem names the record and the field (`qa_levels[level=2].options[1].option_text`); a record with problems
-still yields what could be read, so every problem of a file is reported at once. JSON text held in a field (a
-`qa_levels` or `options` string) is parsed by the `decode` the caller passes (the toolkit's one JSON reader), which
-raises ValueError saying why a text is not JSON.
+Each problem names the record and the field (`qa_levels[level=2].options[1].option_text`); JSON text held in a
+field is parsed by the caller's `decode`, which raises ValueError saying why.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Safe files for every command: atomic writes, names inside their folder, CSV cells, checked images and folders.
-
-`write_atomic` replaces a file by rename or leaves it as it was (a failed command is simply rerun); `inside` keeps
-every writer's target inside its folder; `csv_cell` neutralises spreadsheet formulas (`csv_uncell` reads them back);
-`open_image` decodes an input image fully and refuses a decompression bomb (one ImageError naming the file);
-`make_folder` refuses an output folder that is a file or lies under one.
-"""
+"""Safe files for every command: atomic writes, names inside their folder, CSV cells, checked images and folders."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Read one family of HVCU-Bench from a Hugging Face Hub dataset repository, in a layout known for certain.
 
-Through huggingface_hub's public API and its cache only (docs/data.md): the revision is pinned to one commit per
-process (rank 0 pins it for every rank), `snapshot_download` at that commit lists its files and fetches only what
-is needed. The card's parquet split is read when every shard's footer holds the authors' fields with image bytes
-in every row; otherwise the family's JSON file and only the images its ids name. The layout read is said once per
-process and kept with the commit (`load_record`).
+Through huggingface_hub's public API and its cache only: one commit per process (rank 0 pins it for every rank),
+the parquet split only when every shard's footer holds the authors' fields, else the JSON file and the images its
+ids name (docs/data.md, "What the `hub` source reads").
 """
 
 from __future__ import annotations

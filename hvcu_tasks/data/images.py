@@ -1,11 +1,8 @@
 """Document images: decoded once for local models, sent as the file's own bytes to OpenAI-compatible APIs.
 
-A document names its image by `image_path` or `image_bytes`, never decoded pixels. `document_image(doc)` decodes it
-to RGB at most once per document dict and, through an LRU keyed by content (at most `HVCU_IMAGE_CACHE_MB` megabytes
-of pixels, default 256, 0 turns it off; at most MAX_CACHED_IMAGES images), once for the three levels of a sample.
-Each image handed out is a private copy that carries its `ImageSource` as `image.hvcu_source`, so `api_messages`
-can send `data:<media type>;base64,<the file's bytes>` (formats an OpenAI-compatible API does not take are converted
-to PNG, mode and alpha kept, with one warning per format).
+`document_image(doc)` decodes a document's `image_path` / `image_bytes` to RGB through an LRU keyed by content
+(`HVCU_IMAGE_CACHE_MB`); each image handed out is a private copy carrying its `ImageSource` (`image.hvcu_source`),
+which `api_messages` sends as `data:<media type>;base64,<the file's bytes>` (docs/lmms-eval.md, "Images").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The one way the toolkit reads JSON and JSONL: every decode failure becomes one `JsonReadError` line.
 
-Data, results, sample logs, boards, caches, manifests and model replies are all parsed here, with the same guards:
-nesting deeper than `MAX_DEPTH` (refused before the recursive decoder sees it), an integer longer than Python's
-digit limit, bytes that are not UTF-8, a key given twice (where asked) and syntax errors raise `JsonReadError`
-(`FILE:LINE: reason`). Model replies go through `loads_reply`, which never raises. Standard library only.
+Nesting deeper than MAX_DEPTH, an integer past Python's digit limit, bytes that are not UTF-8, a key given twice
+(where asked) and syntax errors raise `JsonReadError` (`FILE:LINE: reason`); `loads_reply` never raises.
 """
 
 from __future__ import annotations

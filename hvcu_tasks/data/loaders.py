@@ -8,14 +8,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks import settings
 from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS
 from hvcu_tasks.core.records import ASPECT_COLUMNS, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import jsonio
-
-HUB_DATASET = "Chime316/HVCU-Bench"
+from hvcu_tasks.settings import HUB_DATASET, hub_spec
 
 # Column names we accept for each field of a row of a user's local parquet file, most likely first; the authors'
 # own names come first, and the hub source reads only those (hvcu_tasks.data.hub checks the footer first).
@@ -50,29 +48,6 @@ class LoadResult:
         if self.problems:
             raise DataError(self.problems)
         return self.samples
-
-
-def hub_spec(source: str) -> tuple[str, str | None] | None:
-    """Return (repo, requested revision or None) of a 'hub' / 'hub:REPO[@REV]' source; None for any other source."""
-    if source != "hub" and not source.startswith("hub:"):
-        return None
-    repo, _, revision = (source[4:] or HUB_DATASET).partition("@")
-    return repo, revision or None
-
-
-def pinned_source(source: str, revision: str) -> str:
-    """Return a hub source with `revision` (HVCU_BENCH_REVISION's) added when it names none (others unchanged)."""
-    spec = hub_spec(source)
-    return f"hub:{spec[0]}@{revision}" if spec and revision and spec[1] is None else source
-
-
-def resolve_source(declared: str, config: settings.Settings | None = None) -> str:
-    """Return the source a task reads: HVCU_BENCH_DATA's for hub tasks, else as declared.
-
-    A hub source that names no revision is pinned to `HVCU_BENCH_REVISION` (`hub:REPO@REV` wins).
-    """
-    config = config or settings.current()
-    return pinned_source(config.data if declared == "hub" and config.data else declared, config.revision)
 
 
 def family_from_name(name: str) -> str | None:

@@ -11,7 +11,8 @@ from typing import Any
 from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.schema import Sample
 from hvcu_tasks.data import jsonio
-from hvcu_tasks.data.loaders import family_counts, hub_spec
+from hvcu_tasks.data.loaders import family_counts
+from hvcu_tasks.settings import hub_spec
 
 CONFIG_KEY = "hvcu_data_identity"
 """Where a results file keeps a task's data identity: `configs.<task>.metadata.hvcu_data_identity`."""
@@ -28,14 +29,6 @@ def toolkit_version() -> str:
     """Return the installed hvcu-toolkit version ("unknown" outside an installed package)."""
     try:
         return version("hvcu-toolkit")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def lmms_eval_release() -> str:
-    """Return the installed lmms-eval distribution's version ("unknown" when its package metadata is missing)."""
-    try:
-        return version("lmms_eval")
     except PackageNotFoundError:
         return "unknown"
 

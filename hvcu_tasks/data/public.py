@@ -1,7 +1,5 @@
-"""Text the toolkit shows or writes: one line of printable text, a file-name collision key, no credentials.
-
-Credential-named arguments and the user, password, query and fragment of a URL never reach a results file, a
-cache identity or a log line (is_secret_name, public_url, public_urls: the one rule for a URL shown anywhere).
+"""Text the toolkit shows or writes: one line of printable text, a file-name collision key, no credentials
+(credential-named arguments and a URL's user, password, query and fragment never reach a file or a log line).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The one dataset validator, behind both `hvcu data validate` and the lmms-eval task load.
 
-Loading (loaders.py) refuses bad records and empty files; `check_samples` adds duplicate ids and images that do not
-decode (truncated files, decompression bombs), decoded on several threads and once per process (keyed by the file's
-identity or the bytes' hash). "Decodes" verdicts are also remembered on disk (`cache_folder`): one empty marker
-`<digest[:2]>/<digest>.ok` per content, named by the SHA-256 of the bytes decoded, under a folder named by the
-checker's rules, Pillow's version and the pixel limit, so it only ever speaks for those bytes under those rules.
-Failures are never remembered; an unwritable cache costs the decode (one warning); `HVCU_CACHE_DIR=off` turns it off.
+`check_samples` adds duplicate ids and undecodable images to what loaders.py refuses; each image is decoded once
+per process, and a "decodes" verdict is remembered on disk by the SHA-256 of the bytes under a folder named by the
+checker's rules, Pillow's version and the pixel limit (`cache_folder`; failures never; `HVCU_CACHE_DIR=off`).
 """
 
 from __future__ import annotations
@@ -29,8 +26,9 @@ from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample
 from hvcu_tasks.data import files, provenance
 from hvcu_tasks.data.files import ImageError, check_image
 from hvcu_tasks.data.hub import LAYOUT_TEXT, load_record
-from hvcu_tasks.data.loaders import LoadResult, family_counts, hub_spec, load_path, load_source, pinned_source
+from hvcu_tasks.data.loaders import LoadResult, family_counts, load_path, load_source
 from hvcu_tasks.data.public import name_key
+from hvcu_tasks.settings import hub_spec, pinned_source
 
 DECODE_THREADS = min(8, os.cpu_count() or 1)
 """Threads that decode a family's images at once when checking them."""

@@ -1,15 +1,5 @@
-"""Beyond the paper: the blind, circular and gold-context settings (lmms-eval hooks and aggregations).
-
-- blind: every level asked exactly as in the base setting (same documents, system prompt and text) but
-  with no image, to measure how much of a score the text alone earns (MMStar's multi-modal gain).
-- circular: each level asked once per rotation of its option texts (keys A-D stay in place); a level counts
-  right only when every rotation is (MMBench's CircularEval). One document per (sample, level, rotation), so
-  the rotations are batched like base-setting requests and scored only in the aggregation, after lmms-eval
-  has gathered every rank's documents.
-- gold context: the context setting's chat with the GOLD letters in the assistant turns. The turns are
-  known in advance, so each (sample, level) is one single-round request (no round trips); it needs a
-  backend that takes multi-turn chats, like the context setting (vllm, or the hvcu_context wrapper, which
-  passes single-round requests straight to its inner model).
+"""Beyond the paper: the blind, circular and gold-context settings' hooks (docs/evaluation.md, "Analyses beyond the
+paper"). Circular verdicts are made in the aggregation, after lmms-eval has gathered every rank's documents.
 """
 
 from __future__ import annotations
@@ -26,14 +16,6 @@ from hvcu_tasks.lmms import context, hooks
 # --- blind ---------------------------------------------------------------------------------------------------
 
 
-def blind_messages(text: str) -> list[dict[str, Any]]:
-    """Return the blind chat: the authors' system prompt, then the base setting's user text with no image."""
-    return [
-        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
-        {"role": "user", "content": [{"type": "text", "text": text}]},
-    ]
-
-
 def blind_doc_to_visual(doc: Mapping[str, Any]) -> list[Any]:
     """Return no visual: the blind setting never sends the image."""
     return []
@@ -43,7 +25,10 @@ def blind_doc_to_messages(
     doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Return a level document's blind chat (base-setting system prompt and text, no image part)."""
-    return blind_messages(hooks.doc_to_text(doc))
+    return [
+        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
+        {"role": "user", "content": [{"type": "text", "text": hooks.doc_to_text(doc)}]},
+    ]
 
 
 # --- circular ------------------------------------------------------------------------------------------------

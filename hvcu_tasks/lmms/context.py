@@ -1,12 +1,6 @@
-"""The "context" setting: each level asked after the model's own earlier questions and answers.
-
-One document per sample; lmms-eval's `generate_until_multi_round` protocol drives three rounds. Round 0
-is the base-setting chat for L1; round r (1, 2) shows the earlier levels as real user/assistant turns
-whose assistant content is the model's own parsed letter (or its own words when no letter could be
-parsed), then asks level r+1 with the image; round 3 ends the chain.
-
-The history always shows OUR parse (`parsing.parse_choice`); the authors' rule (`official_parsing`) only
-decides correctness for the `*_official` metrics, so both metrics score the same conversation.
+"""The "context" setting: each level asked after the model's own earlier questions and answers (three rounds of
+lmms-eval's `generate_until_multi_round` per sample document). The history shows OUR parse (`parsing.parse_choice`,
+else the model's own words); the authors' rule only scores the `*_official` metrics of the same conversation.
 """
 
 from __future__ import annotations
@@ -43,11 +37,6 @@ class UnsupportedBackend(SystemExit):
 def process_docs(stub: Any) -> Any:
     """Replace a context task's stub with that family's sample documents."""
     return loaded_table(stub, "chains", sample_rows)
-
-
-def messages_for_round(doc: Mapping[str, Any], replies: Sequence[object]) -> list[dict]:
-    """Return the chat for the next unanswered level given the replies so far (image decoded once per chain)."""
-    return context_messages(level_texts(doc), earlier_answers(doc, replies), doc_image(doc))
 
 
 def require_native(lmms_eval_specific_kwargs: Mapping[str, Any] | None) -> None:
@@ -126,9 +115,11 @@ def doc_to_messages(
     previous_round_info: Any = None,
 ) -> Any:
     """Multi-round protocol: round 0 returns L1's messages; later rounds return (messages, done, outputs, info)."""
-    return next_round(
-        doc, round_idx, previous_output, previous_round_info, lambda replies: messages_for_round(doc, replies)
-    )
+
+    def messages(replies: list[str]) -> list[dict]:
+        return context_messages(level_texts(doc), earlier_answers(doc, replies), doc_image(doc))
+
+    return next_round(doc, round_idx, previous_output, previous_round_info, messages)
 
 
 def outcomes_of(doc: Mapping[str, Any], replies: Sequence[object]) -> list[Outcome]:

@@ -12,7 +12,6 @@ from typing import Any
 from hvcu_tasks import settings
 from hvcu_tasks.core.schema import DataError, Problem, Sample, TaskLoadError
 from hvcu_tasks.data import images, provenance
-from hvcu_tasks.data.loaders import resolve_source
 from hvcu_tasks.data.validate import data_identity, load_family
 from hvcu_tasks.lmms.plugin import ensure_image_hook
 
@@ -25,23 +24,18 @@ def document_image(doc: Mapping[str, Any]) -> Any:
     return images.document_image(doc)
 
 
-def samples_for_stub(stub: Any) -> list[Sample]:
-    """Load the samples a task's one-row stub ({family, source}) names through the one validator, or raise DataError."""
-    if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
-        raise ValueError(f"HVCU task stub must hold one row with 'family' and 'source', got {stub.column_names}")
-    family, declared = stub[0]["family"], stub[0]["source"]
-    source = resolve_source(declared)
-    if source != declared:
-        log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, settings.DATA_ENV, declared)
-    return load_family(source, family)
-
-
 def task_data(stub: Any) -> tuple[list[Sample], str]:
-    """Return a task's validated samples and their data identity (JSON text), or end the run (TaskLoadError)."""
+    """Return a task's samples, validated, and their data identity (JSON text), or end the run (TaskLoadError)."""
     row = stub[0] if len(stub) else {}
-    family, source = str(row.get("family", "?")), resolve_source(str(row.get("source", "?")))
+    family, declared = str(row.get("family", "?")), str(row.get("source", "?"))
+    source = settings.resolve_source(declared)
     try:
-        samples = samples_for_stub(stub)
+        if len(stub) != 1 or not {"family", "source"} <= set(stub.column_names):
+            raise ValueError(f"HVCU task stub must hold one row with 'family' and 'source', got {stub.column_names}")
+        if source != declared:
+            env = settings.DATA_ENV
+            log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, env, declared)
+        samples = load_family(source, family)
         return samples, provenance.encode(data_identity(family, source, samples))
     except DataError as exc:
         raise TaskLoadError(family, source, exc.problems) from exc

@@ -1,10 +1,7 @@
 """What an exported task folder hands the shared hooks (hooks.py) in place of the toolkit's `lmms/documents.py`.
 
-`hvcu export-task` ships this file as `hvcu_lib/documents.py`: the two functions the hooks ask of it, `task_data`
-(a task's checked samples and data identity) and `document_image`. It reads the authors' layouts only (their JSON
-+ image folders, locally or from the hub through huggingface_hub; a local parquet copy with their columns), checks
-records and ids but decodes no image before the first request, and hands out plain RGB images (the installed
-toolkit's carry their source, so its plugin sends API backends the file's own bytes). Everything else is the hooks'.
+`hvcu export-task` ships it as `hvcu_lib/documents.py`: `task_data` and `document_image` over the authors' layouts
+only (JSON + image folders, local or from the hub; a local parquet copy with their columns), plain RGB images.
 """
 
 from __future__ import annotations
@@ -24,22 +21,12 @@ from hvcu_tasks.core.fingerprint import SCHEME, fingerprint
 from hvcu_tasks.core.names import IMAGE_EXTENSIONS, UnsafeNameError, check_name
 from hvcu_tasks.core.records import loads_unique, record_to_sample
 from hvcu_tasks.core.schema import DataError, ImageRef, Problem, Sample, TaskLoadError
-from hvcu_tasks.settings import DATA_ENV, Settings, current
+from hvcu_tasks.settings import DATA_ENV, hub_spec, resolve_source
 
 log = logging.getLogger("hvcu_tasks")
 
-HUB_DATASET = "Chime316/HVCU-Bench"
 SMOKE_DIR = Path(__file__).resolve().parent.parent / "data"
 """The bundled smoke sample: the export folder's `data/` (this file is `<export>/hvcu_lib/documents.py`)."""
-
-
-def resolve_source(declared: str, config: Settings) -> str:
-    """Return the source a task reads: $HVCU_BENCH_DATA for a hub task, the hub pinned by $HVCU_BENCH_REVISION."""
-    source = config.data if declared == "hub" and config.data else declared
-    revision = config.revision
-    if revision and (source == "hub" or source.startswith("hub:")) and "@" not in source:
-        return f"hub:{source[4:] or HUB_DATASET}@{revision}"
-    return source
 
 
 def record_sample(
@@ -135,10 +122,10 @@ def read_hub(repo: str, revision: str | None, family: str) -> tuple[list[tuple[S
 def load_family(source: str, family: str) -> tuple[list[Sample], dict[str, Any]]:
     """Load and check one family; return the samples and where they came from, or raise DataError (every problem)."""
     _split, stem, _short = FAMILIES[family]
-    if source == "hub" or source.startswith("hub:"):
-        repo, _, requested = (source[4:] or HUB_DATASET).partition("@")
-        read, commit = read_hub(repo, requested or None, family)
-        where = {"kind": "hub", "location": repo, "requested_revision": requested or None, "revision": commit}
+    if (spec := hub_spec(source)) is not None:
+        repo, requested = spec
+        read, commit = read_hub(repo, requested, family)
+        where = {"kind": "hub", "location": repo, "requested_revision": requested, "revision": commit}
         where["layout"] = "json"
     elif source == "smoke":
         read = read_json_family(SMOKE_DIR / f"{stem}.json", family, SMOKE_DIR / "Image" / stem)
@@ -181,7 +168,7 @@ def task_data(stub: Any) -> tuple[list[Sample], str]:
         why = f"expected one row with family and source, got {stub.column_names}"
         raise TaskLoadError("?", "?", [Problem("task stub", "-", "rows", why)])
     family, declared = str(stub[0]["family"]), str(stub[0]["source"])
-    source = resolve_source(declared, current())
+    source = resolve_source(declared)
     if source != declared:
         log.warning("HVCU-Bench %s: reading %s (from $%s) instead of %s", family, source, DATA_ENV, declared)
     try:

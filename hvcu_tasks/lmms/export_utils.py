@@ -1,14 +1,9 @@
 """HVCU-Bench task hooks for lmms-eval: every `!function utils.<name>` the task YAMLs of this folder reference.
 
-Written by `hvcu export-task` (the template is hvcu-toolkit's `hvcu_tasks/lmms/export_utils.py`). The hooks live in
-`hvcu_lib/` beside this file: the toolkit's own hook modules (`hook_table.HOOKS` names them) over its pure core in
-`hvcu_lib/core/` (prompts, both answer parsers, the metrics); this file only hands them to lmms-eval.
-
-lmms-eval executes this file once for every `!function` it reads, as a module it does not register. So the code in
-`hvcu_lib/` is loaded once per process as the package `hvcu_export_<digest of its folder's real path>`: registered
-in `sys.modules` under that name (so every load shares one set of hooks, caches and classes, and pickle finds the
-classes in every process of a data-parallel run) and never put on `sys.path`, so it cannot shadow another package:
-not hvcu-toolkit's own `hvcu_tasks`, not another exported copy of this folder elsewhere.
+Written by `hvcu export-task`; the hooks are the toolkit's own modules in `hvcu_lib/` beside this file. lmms-eval
+executes this file once per `!function`, unregistered, so `hvcu_lib/` is loaded once per process as the package
+`hvcu_export_<digest of its real path>`: registered in `sys.modules` (one set of hooks and classes; pickle finds
+them in every rank) and never put on `sys.path`, so it shadows neither `hvcu_tasks` nor another exported copy.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Every `!function utils.<name>` of the task YAMLs -> its hook: what both task folders' utils.py hand lmms-eval.
 
-The aggregations are the core's (`core.aggregate`) over a memo of the task's scores, kept here at the edge:
-lmms-eval calls one aggregation per metric (11 per family task) on equal payloads, and each would score the
-whole task again (measured: 18 ms per 1,200 outcomes, ×11 per task; the memo costs a 1 ms pickle). There is an
-aggregation for each metric a task reports (TABLE_METRICS) and no other: a YAML that names a diagnostic's is refused
-when lmms-eval builds the task (`unknown_hook`), never reported empty.
+lmms-eval calls one aggregation per metric (11 per task) on equal payloads: a memo here, at the edge, scores the
+task once (18 ms per 1,200 outcomes, x11; the memo's pickle costs 1 ms). A YAML naming a diagnostic's aggregation
+is refused when lmms-eval builds the task (`unknown_hook`).
 """
 
 from __future__ import annotations

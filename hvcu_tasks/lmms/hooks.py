@@ -1,10 +1,7 @@
 """The base setting's hooks (one document per level) and what every setting's hooks share: tables, identity, scoring.
 
-One implementation for both task folders: the installed one (`tasks/utils.py`) and `hvcu export-task`, which copies
-this file, context.py, analysis_tasks.py and hook_table.py as they are (their package imports made relative). They
-import only the core, settings and `documents`, the one module each side brings itself: where a task's
-samples come from and how a document's image is handed out (`lmms/documents.py` installed,
-`lmms/export_documents.py` exported).
+`hvcu export-task` copies this file, context.py, analysis_tasks.py and hook_table.py as they are; each side brings
+its own `documents` (samples and images): `lmms/documents.py` installed, `lmms/export_documents.py` exported.
 """
 
 from __future__ import annotations
@@ -45,9 +42,7 @@ def features(kind: str) -> Any:
 def document_table(rows: list[dict[str, Any]], kind: str, identity: str = "") -> Any:
     """Build a `datasets.Dataset` of documents straight from Arrow, fingerprinted by the data identity when given.
 
-    `Dataset.from_list` encodes every cell in Python and hashes the whole table for its fingerprint (about 0.2 s
-    per 1,050 samples); the identity already names the content (its SHA-256 fingerprint), the source and the
-    family, and `kind` tells the tables of one load apart.
+    `Dataset.from_list` encodes and hashes every cell (0.2 s per 1,050 samples); the identity names the content.
     """
     import datasets
     import pyarrow as pa
@@ -62,8 +57,7 @@ def document_table(rows: list[dict[str, Any]], kind: str, identity: str = "") ->
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block (a data load allocates many small objects).
 
-    With lmms-eval loaded, each collection the load's allocations trigger walks lmms-eval's large heap: that
-    took 0.4 s of a 1.2 s load of 1,050 samples. The collector is back on (if it was) when the block ends.
+    With lmms-eval loaded, each collection walks its large heap: 0.4 s of a 1.2 s load of 1,050 samples.
     """
     enabled = gc.isenabled()
     gc.disable()

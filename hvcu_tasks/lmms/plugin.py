@@ -1,11 +1,7 @@
 """lmms-eval entry point (`manifests`): this package's models, and small adapters over lmms-eval's own methods.
 
-Each adapter wraps one lmms-eval class once, after checking that the wrapped methods still take the parameters it
-was written for (else an error naming the supported releases, and that adapter is left out): the task folder
-indexed without --include_path (HVCU_NO_AUTO_TASKS=1 opts out), HVCU images sent to API backends as their own
-bytes, whole rounds for the chat backends (models/routing.py; HVCU_NO_ROUND_ROUTING=1 opts out), the data identity
-in each HVCU task's config, and exit status 1 after the results files of an hvcu_context run whose every request
-failed. See docs/lmms-eval.md and docs/evaluation.md.
+Each adapter wraps one lmms-eval class once, after checking the wrapped methods' parameters (else an error naming
+the supported releases, and that adapter is left out). What each does: docs/lmms-eval.md and docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -191,10 +187,7 @@ def dataset_identity(docs: Any) -> dict[str, Any]:
 
 
 def install_identity_hook() -> None:
-    """Make an HVCU task's dumped config record the data it read, the versions and the served model (idempotent).
-
-    They go under `configs.<task>.metadata` of the results file (docs/evaluation.md), never into lmms-eval's table.
-    """
+    """Make an HVCU task's dumped config (`configs.<task>.metadata`) record its data, the versions and the model."""
     from lmms_eval.api.task import ConfigurableTask
 
     from hvcu_tasks.data import provenance as p
@@ -212,7 +205,7 @@ def install_identity_hook() -> None:
                 metadata = dict(config.get("metadata") or {})
                 metadata[p.CONFIG_KEY] = identity
                 metadata[p.VERSION_KEY] = p.toolkit_version()
-                metadata[p.LMMS_EVAL_KEY] = p.lmms_eval_release()
+                metadata[p.LMMS_EVAL_KEY] = installed_lmms_eval()
                 model = served_identity(str(getattr(self.config, "task", "")), dataset)
                 config["metadata"] = metadata if model is None else {**metadata, p.MODEL_KEY: model}
             return config
@@ -265,10 +258,7 @@ def _end_now() -> None:
 
 
 def install_results_hook() -> None:
-    """Make a pending end line (end_after_results) end the command after the last file lmms-eval writes (idempotent).
-
-    The files: the results file, then with --log_samples one samples file per task, then with a hub push the card.
-    """
+    """Make a pending end line end the command after the last file lmms-eval writes (results, samples, hub card)."""
     from lmms_eval.loggers.evaluation_tracker import EvaluationTracker
 
     def written(tracker: Any) -> None:
@@ -353,20 +343,10 @@ def ensure_image_hook() -> None:
         _logged(install_image_hook)
 
 
-def token_line(task: str, dataset: str) -> str:
-    """Return the one line that refuses a task whose hub dataset asks for a token when none is configured."""
-    return (
-        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face token (its YAML sets "
-        "dataset_kwargs: token: True) and none is configured: run `hf auth login` or set HF_TOKEN, then rerun "
-        "(nothing was asked of the model)"
-    )
-
-
 def install_token_hook() -> None:
     """Make a task whose hub dataset asks for a token none is configured for end the run in one line (exit 1).
 
-    Left alone, lmms-eval logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result;
-    a dataset already in the cache still loads without a token, as before (idempotent).
+    Left alone, lmms-eval logs the hub client's LocalTokenNotFoundError and exits 0 without writing any result.
     """
     from huggingface_hub.errors import LocalTokenNotFoundError
     from lmms_eval.api.task import ConfigurableTask
@@ -378,7 +358,12 @@ def install_token_hook() -> None:
             except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's
                 last = getattr(exc, "last_attempt", None)
                 if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
-                    raise SystemExit(token_line(str(self.config.task), str(self.config.dataset_path))) from None
+                    task, dataset = self.config.task, self.config.dataset_path
+                    raise SystemExit(
+                        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face "
+                        "token (its YAML sets dataset_kwargs: token: True) and none is configured: run `hf auth "
+                        "login` or set HF_TOKEN, then rerun (nothing was asked of the model)"
+                    ) from None
                 raise
 
         return download

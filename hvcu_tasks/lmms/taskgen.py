@@ -19,9 +19,9 @@ GROUP_METRICS = (FULL_METRIC, OFFICIAL_FULL_METRIC)
 """What a group of the three family tasks reports: the Overall Score under our rule and under the authors'."""
 
 
-def higher_is_better(name: str) -> bool:
-    """Whether a larger value of a reported metric is better (the YAMLs' `higher_is_better`): accuracies, not counts."""
-    return not name.startswith("n_")
+def higher_is_better(name: str) -> bool | None:
+    """The YAMLs' `higher_is_better`: True for an accuracy (lmms-eval prints ↑), None for a count (no arrow)."""
+    return None if name.startswith("n_") else True
 
 
 # (task-name infix, stub source, human label) per dataset the tasks can read.
@@ -43,7 +43,7 @@ ANALYSIS_SETTINGS = (
 )
 ANALYSIS_GROUP = "hvcu_analysis"
 CIRCULAR_METRICS = "_circular_metrics_yaml"
-YAML_BOOL = {True: "true", False: "false"}
+YAML_BOOL = {True: "true", None: "null"}
 
 
 def metrics_yaml(family: str) -> str:
@@ -117,7 +117,9 @@ def group_yaml(prefix: str, setting: str, infix: str, label: str, score: str = "
         "# acc_full_official is the same under the authors' answer-parsing rule (comparable with the paper).\n"
         "# lmms-eval matches these names as substrings of the subtasks' metric keys, so the acc_full entry also\n"
         "# covers acc_full_official; both use the same aggregation over each key's own values, so they agree.\n"
+        "# The alias names the group's rows in the printed table (lmms-eval orders groups by name, not alias).\n"
         f"group: {group_name(prefix, infix)}\n"
+        f'group_alias: "{group_name(prefix, infix)}: Overall Score"\n'
         f"task:\n{tasks}"
         f"aggregate_metric_list:\n{aggregates}"
         "metadata:\n"

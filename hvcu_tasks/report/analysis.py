@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hvcu_tasks.core.families import FAMILIES, LEVEL_NAMES, LEVELS, OPTION_KEYS
-from hvcu_tasks.core.metrics import FULL_METRIC, acc_metric, is_na
+from hvcu_tasks.core.metrics import acc_metric, is_na
 from hvcu_tasks.report.tables import (
     CHANCE_FULL,
     CHANCE_LEVEL,
@@ -21,6 +21,8 @@ from hvcu_tasks.report.tables import (
     CIRCULAR_CHANCE_FULL,
     CIRCULAR_CHANCE_LEVEL,
     FAMILY_LABEL,
+    LEVEL_METRICS,
+    METRIC_LABEL,
     Table,
 )
 from hvcu_tasks.results.runs import BENCHMARK, CUSTOM, SMOKE, AnalysisRun
@@ -41,8 +43,6 @@ SETTING_LABEL = {
     "blind": "blind",
     "circular": "circular",
 }
-LEVEL_COLUMNS = [acc_metric(n) for n in LEVEL_NAMES.values()] + [FULL_METRIC]
-COLUMN_LABEL = {m: m.capitalize() for m in LEVEL_COLUMNS}
 CHANCE_ROW = "chance (uniform guess)"
 SMOKE_MARK = "†"
 PARTIAL_MARK = "*"
@@ -109,12 +109,12 @@ def _data_notes(runs: list[AnalysisRun]) -> list[str]:
 def _family_cells(run: AnalysisRun, setting: str) -> list[float | int | None]:
     """Return per family Acc_perc, Acc_bridge, Acc_conn, Acc_full of a setting (None where absent)."""
     fams = run.settings.get(setting, {})
-    return [fams[f].get(m) if f in fams else None for f in FAMILIES for m in LEVEL_COLUMNS]
+    return [fams[f].get(m) if f in fams else None for f in FAMILIES for m in LEVEL_METRICS]
 
 
 def _family_columns(suffix: str) -> list[str]:
     """Return the per-family level columns, labelled like the paper's Table 2 with a suffix."""
-    return [f"{FAMILY_LABEL[f]} {COLUMN_LABEL[m]}{suffix}" for f in FAMILIES for m in LEVEL_COLUMNS]
+    return [f"{FAMILY_LABEL[f]} {METRIC_LABEL[m]}{suffix}" for f in FAMILIES for m in LEVEL_METRICS]
 
 
 def _mean(values: list[Any]) -> float | None:

@@ -23,21 +23,8 @@ from hvcu_tasks.results.general import HEADLINES, MMSTAR_CATEGORIES, TABLE_ORDER
 from hvcu_tasks.results.runs import SMOKE
 
 RANK_COLUMN = "Score (official)"
-LEADERBOARD_COLUMNS = [
-    "Rank",
-    "Model",
-    RANK_COLUMN,
-    "95% CI",
-    "Rank range",
-    "Group",
-    "Failed",
-    "Context (official)",
-    "Δ",
-    "Δ 95% CI",
-    "Score",
-    *[f"{FAMILY_LABEL[f]} full" for f in FAMILIES],
-    "Source",
-]
+LEADERBOARD_COLUMNS = ["Rank", "Model", RANK_COLUMN, "95% CI", "Rank range", "Group", "Failed", "Context (official)"]
+LEADERBOARD_COLUMNS += ["Δ", "Δ 95% CI", "Score", *[f"{FAMILY_LABEL[f]} full" for f in FAMILIES], "Source"]
 LEADERBOARD_NOTES = [
     f"Ranked by {RANK_COLUMN}: the Overall Score of the base setting (mean of the three families' Acc_full) under "
     "the authors' answer parser, the number the paper reports, so [paper] rows and runs rank on one scale.",
@@ -247,45 +234,23 @@ def pairs_table(board: Board) -> Table:
     return table
 
 
-SUMMARY_COLUMNS = [
-    "Rank",
-    "Rank range",
-    "Model",
-    RANK_COLUMN,
-    "95% CI",
-    "Failed",
-    "Context (official)",
-    "Score",
-    "Source",
-]
+SUMMARY_COLUMNS = ["Rank", "Rank range", "Model", RANK_COLUMN, "95% CI", "Failed", "Context (official)", "Score"]
+SUMMARY_COLUMNS.append("Source")
 SUMMARY_PAPER_ROWS = 3
 
 
-def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
-    """Return the short leaderboard: every run beside the best `paper_rows` [paper] rows, human and chance."""
+def summary_table(whole: Board, custom: list[Board] | None = None, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
+    """Return the short leaderboard: every run (those on `custom` data boards unranked, after the rest), then the best
+    `paper_rows` [paper] rows, human and chance; notes on every mark shown and on which runs differ significantly."""
     board = ranked(whole.entries)  # ranks of the whole board, not of the rows shown
     papers = [e for _rank, e in board if e.source == "paper"]
-    shown = {id(e) for e in papers[:paper_rows]}
-    table = Table(
-        "leaderboard_summary",
-        f"HVCU-Bench leaderboard: your runs beside the best {min(paper_rows, len(papers))} [paper] rows",
-        list(SUMMARY_COLUMNS),
-    )
-    for rank, e in board:
-        if e.source == "paper" and id(e) not in shown:
-            continue
-        row = [
-            "–" if rank is None else rank,
-            _range_text(e.rank_range),
-            e.label,
-            e.score_base,
-            interval_text(e.interval_base),
-            failed_text(e),
-            e.score_context,
-            e.score_base_hvcu,
-            _source_text(e),
-        ]
-        table.rows.append(row)
+    refs = [(r, e) for r, e in board if e.source != "run" and (e.source != "paper" or e in papers[:paper_rows])]
+    others = [replace(e, rank_range=None) for b in custom or [] for e in b.entries]  # unranked beside the benchmark
+    title = f"HVCU-Bench leaderboard: your runs and the best {len(papers[:paper_rows])} [paper] rows"
+    table = Table("leaderboard_summary", title, list(SUMMARY_COLUMNS))
+    for rank, e in [(r, e) for r, e in board if e.source == "run"] + [(None, e) for e in others] + refs:
+        cells = [_range_text(e.rank_range), e.label, e.score_base, interval_text(e.interval_base), failed_text(e)]
+        table.rows.append(["–" if rank is None else rank, *cells, e.score_context, e.score_base_hvcu, _source_text(e)])
     table.notes += _unranked_notes(whole)
     table.notes.append(
         f"{RANK_COLUMN}: the Overall Score of the base setting under the authors' parser (the paper's number, the "
@@ -296,14 +261,32 @@ def summary_table(whole: Board, paper_rows: int = SUMMARY_PAPER_ROWS) -> Table:
     table.notes.append(detectable_note(whole))
     if len(papers) > paper_rows:
         table.notes.append(f"{len(papers) - paper_rows} more [paper] rows on the full leaderboard.")
-    runs = [e for _rank, e in board if e.source == "run"]
-    if any(e.data == SMOKE for e in runs):
-        table.notes.append(
-            f"{SMOKE_MARK} smoke sample: not the benchmark, never ranked; its numbers prove the path, not a score."
-        )
-    if any(e.partial() for e in runs):
-        table.notes.append(f"{PARTIAL_MARK} partial: a family missing or --limit; no rank for a partial base setting.")
+    labels = "".join(str(row[2]) for row in table.rows)
+    table.notes += [note for mark, note in SUMMARY_MARKS.items() if mark in labels]
+    table.notes += [f"{d}: not the published HVCU-Bench, never ranked with it." for d in {e.data: 0 for e in others}]
+    table.notes += _differences([whole, *(custom or [])])
     return table
+
+
+SUMMARY_MARKS = {
+    SMOKE_MARK: f"{SMOKE_MARK} smoke sample: not the benchmark, never ranked; its numbers prove the path, not a score.",
+    PARTIAL_MARK: f"{PARTIAL_MARK} partial: a family missing or --limit; no rank for a partial base setting.",
+    DISAGREE_MARK: f"{DISAGREE_MARK}: the two parsers' base Scores (Score and {RANK_COLUMN}) differ by more than 1 "
+    "point; only Score (official) is comparable with the [paper] rows.",
+}
+
+
+def _differences(boards: list[Board]) -> list[str]:
+    """Return one line per two runs compared on the boards (B − A, 95% CI, Holm-adjusted p, significant or not)."""
+    lines = [
+        f"{b} − {a}: Δ {delta:.2f} {ci}, p (Holm) {p}: {'significant' if yes == 'yes' else 'not significant'}."
+        for board in boards
+        for a, b, _sa, _sb, delta, ci, _p, p, yes in _comparison_rows(board, run_pairs(board))
+    ]
+    if sum(e.source == "run" for board in boards for e in board.entries) < 2:
+        return lines
+    head = "Your runs compared (base Score (official), paired when logged on the same samples, Holm-adjusted)"
+    return [f"{head}: none (runs on different data are not compared)." if not lines else f"{head}:", *lines]
 
 
 PER_MODEL_NOTES = [

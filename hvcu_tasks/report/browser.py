@@ -1,25 +1,10 @@
 """The chain browser: every logged chain of every model, both settings side by side, filterable, one static page.
 
-`write_browser(logs, site)` takes the lmms-eval `--log_samples` files `results.runs` read (base and context
-tasks, any number of models) and writes `site/chains.html`: one card per sample and model with the image, the
-three questions with their options, the gold keys and, per setting, the raw reply and the letter each parsing
-rule read. Filters (model, family, aspect, first wrong level per setting, base right but context wrong and the
-reverse, sample id) live in the URL hash, so a filtered view is a link. The page works from `file://`: the data
-is embedded as JSON and rendered by a small script, 50 cards a page. A page of two or more models also has the
-two-model view (report/pairs.py): whose chain holds and whose breaks, and at which level, sample by sample.
-
-What a samples line holds (lmms-eval 0.7): the questions with their options as the model read them, the raw
-replies, the harness's outcomes (aspect, gold, both parses, verdicts, failures), the data identity, and
-`input_media` (the image file, only when the data has image files). lmms-eval drops the document itself. So
-the image comes only from data the user passes (`hvcu report --data`: a folder, hub[:REPO[@REV]], smoke; the
-bundled smoke sample for smoke runs), and only from data whose fingerprint is the one the run recorded. The
-folder or file a samples log names is never read nor searched (a log is input the report does not control), so
-a picture replaced or deleted after the run is never shown in place of the one the model saw. An image that
-cannot be shown gets a placeholder, a note on its card and a `warning:` line on stderr naming
-the samples file and the sample.
-
-Images: each distinct image (by the SHA-256 of its stored bytes) becomes `site/thumbs/<hash>.jpg` (at most
-240 px) and `site/images/<hash>.jpg` (at most 1,024 px, shown on click), shared by models and settings.
+`write_browser(logs, site)` writes `site/chains.html` from the `--log_samples` files `results.runs` read: one card
+per sample and model (image, questions, gold keys, each setting's raw reply and parsed letters), filters in the
+URL hash, and the two-model view (report/pairs.py). Images come only from data the user passes whose fingerprint
+is the run's, never from a path a log names; each distinct image is written once as a thumbnail and a view.
+What the page shows and why: docs/reports.md, "leaderboard.json, the chain browser, model pages".
 """
 
 from __future__ import annotations

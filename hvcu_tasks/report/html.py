@@ -23,6 +23,8 @@ from hvcu_tasks.results.run_record import RunRecord
 TITLE = "HVCU-Bench leaderboard"
 LEAD_COLUMNS = (SCORE, f"Δ {SCORE}", OFFICIAL_SCORE, f"Δ {OFFICIAL_SCORE}")
 """Columns shown right after Model on the page (the data files keep the paper's layout, Scores last)."""
+MARKS = "*†‡"
+"""The marks a row label may end in (partial, smoke sample, parsers disagree): stripped, they leave the model."""
 
 STYLE = asset("page.css")
 """The style of index.html and the model pages."""
@@ -80,13 +82,8 @@ def _row_class(label: str, source: str | None) -> str:
         return "human" if label.startswith("Human ") else "paper"
     if label == CHANCE_NAME:
         return "chance"
-    marks = label.removeprefix(_model_label(label))
+    marks = label.removeprefix(label.rstrip(MARKS))
     return "smoke" if SMOKE_MARK in marks else "partial" if PARTIAL_MARK in marks else "run"
-
-
-def _model_label(label: str) -> str:
-    """Return the model name of a row label (its marks *, †, ‡ removed)."""
-    return label.rstrip("*†‡")
 
 
 def table_html(table: Table, links: dict[str, str] | None = None) -> str:
@@ -99,12 +96,13 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
     def th(i: int) -> str:
         css = " class='model'" if i == model_col else " class='headline'" if board and i == 2 else ""
         css = " class='text'" if i == source_col else css
-        return f"<th scope='col'{css}>{html.escape(table.columns[i])}</th>"
+        text = re.sub(r"(?<=\S )\S+ \S+$", r"<span class='keep'>\g<0></span>", html.escape(table.columns[i]))
+        return f"<th scope='col'{css}>{text}</th>"  # of three words or more, the last two on one line
 
     def td(i: int, value: object, kind: str, continuation: bool = False) -> str:
         text = "" if continuation and value is None else html.escape(cell_text(value))  # type: ignore[arg-type]
         if i == model_col:
-            href = (links or {}).get(_model_label(str(value))) if value else None
+            href = (links or {}).get(str(value).rstrip(MARKS)) if value else None
             if href and kind in {"run", "smoke", "partial"}:  # a [paper] row of the same name is not that run
                 text = f"<a href='{html.escape(href)}'>{text}</a>"
             return f"<td class='model'>{text}</td>"
@@ -131,9 +129,8 @@ def table_html(table: Table, links: dict[str, str] | None = None) -> str:
         body_html = "".join(f"<tbody class='group'>{''.join(body)}</tbody>" for body in bodies)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
     css_table = "sortable board" if board else "sortable"
-    wrap = "" if board else " class='scroll'"
     return (
-        f"<section id='s-{html.escape(table.name)}'><h2>{html.escape(table.title)}</h2><div{wrap}>"
+        f"<section id='s-{html.escape(table.name)}'><h2>{html.escape(table.title)}</h2><div class='scroll'>"
         f"<table class='{css_table}' id='{html.escape(table.name)}'><thead><tr>{''.join(th(i) for i in order)}"
         f"</tr></thead>{body_html}</table></div><ul class='notes'>{notes}</ul></section>"
     )

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import textwrap
 
 from hvcu_tasks.data.files import csv_cell
 from hvcu_tasks.data.jsonio import json_safe
@@ -19,23 +20,11 @@ from hvcu_tasks.report.board_tables import (
     versus_table,
 )
 from hvcu_tasks.report.crossbench import cross_table
-from hvcu_tasks.report.tables import NA_TEXT, Cell, Table, all_tables
+from hvcu_tasks.report.tables import CHANCE_NAME, MISSING, NA_TEXT, PAPER_MARK, Cell, Table, all_tables, cell_text
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
-MISSING = "–"
 TEXT_COLUMNS = ("Model", "Source", "Method", "Rank moves most (HVCU-Bench → benchmark)")
 """Columns of words, left-aligned wherever they stand (the first column always is)."""
-
-
-def cell_text(value: Cell) -> str:
-    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
-    if value is None:
-        return MISSING
-    if is_nan(value):
-        return NA_TEXT
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
 
 
 LINE_BREAKS = frozenset(("\r\n", "\r", "\n", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"))
@@ -75,13 +64,9 @@ CSV_DECIMALS = 2
 
 def csv_value(value: Cell) -> str:
     """Format one CSV cell: missing empty, n/a as n/a, a float rounded to 2 decimals, never a formula."""
-    if value is None:
-        return ""
-    if is_nan(value):
-        return NA_TEXT
-    if isinstance(value, float):
-        return csv_cell(round(value, CSV_DECIMALS))
-    return csv_cell(value)
+    if value is None or is_nan(value):
+        return "" if value is None else NA_TEXT
+    return csv_cell(round(value, CSV_DECIMALS) if isinstance(value, float) else value)
 
 
 def to_csv(table: Table) -> str:
@@ -94,25 +79,9 @@ def to_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
-_LATEX_ESCAPES = {
-    "&": r"\&",
-    "%": r"\%",
-    "_": r"\_",
-    "#": r"\#",
-    "$": r"\$",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "\\": r"\textbackslash{}",
-    "Δ": r"$\Delta$",
-    "–": "--",
-    "†": r"\dag{}",
-    "‡": r"\ddag{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
-}
+_LATEX_ESCAPES = {c: "\\" + c for c in "&%_#${}"} | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_ESCAPES |= {"\\": r"\textbackslash{}", "Δ": r"$\Delta$", "–": "--", "†": r"\dag{}", "‡": r"\ddag{}"}
+_LATEX_ESCAPES |= {"<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
 
 
 def latex_text(text: str) -> str:
@@ -146,18 +115,86 @@ def to_json(tables: list[Table]) -> str:
     return json.dumps(json_safe(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def report_tables(
-    models: list[ModelResult],
-    reference: bool = True,
-    board: Board | None = None,
-) -> list[Table]:
+WIDTH = 120
+"""The terminal's columns: `hvcu report` without --out and --format fits its tables and notes in them."""
+MAX_ROWS = 12
+"""The terminal shows at most this many of the user's rows of a table; every row is in the files."""
+REFERENCE_ROWS = 4
+"""...and at most this many reference rows (or groups of rows, Table 3's) after them: human and the best paper rows."""
+KEY_COLUMNS = ("Rank", "Model", "Setting", "Task", "A", "B", "Run", "[paper] row")
+"""Leading columns that name a row: repeated in each block of a table too wide for the terminal."""
+
+
+def is_reference(row: list[Cell]) -> bool:
+    """Whether a row is the paper's, the human baseline or chance (a reference, not the user's run)."""
+    return any(c in (PAPER_MARK, "human", "chance", CHANCE_NAME) or str(c).endswith(f" {PAPER_MARK}") for c in row)
+
+
+def terminal_rows(table: Table, limit: int = REFERENCE_ROWS) -> tuple[list[list[Cell]], int]:
+    """Return the rows a terminal shows (the user's first, at most MAX_ROWS, then REFERENCE_ROWS reference groups)
+    and how many rows it leaves out; `limit`: reference groups shown; a group of rows (Table 3's) stays whole."""
+    groups = table.groups or list(range(len(table.rows)))
+    refs = list(dict.fromkeys(g for g, row in zip(groups, table.rows, strict=True) if is_reference(row)))
+    runs = [row for g, row in zip(groups, table.rows, strict=True) if g not in refs][:MAX_ROWS]
+    shown = set(refs[:limit])
+    runs += [row for g, row in zip(groups, table.rows, strict=True) if g in shown]
+    return runs, len(table.rows) - len(runs)
+
+
+def _blocks(widths: list[int], keys: int, width: int) -> list[list[int]]:
+    """Split the columns after the `keys` leading ones into blocks that fit `width` with the key columns repeated."""
+    blocks: list[list[int]] = []
+    for i in range(keys, len(widths)):
+        if not blocks or sum(widths[j] + 2 for j in [*range(keys), *blocks[-1], i]) > width:
+            blocks.append([])
+        blocks[-1].append(i)
+    return blocks or [[]]
+
+
+def to_terminal(table: Table, width: int = WIDTH, shown: set[str] | None = None, refs: int = REFERENCE_ROWS) -> str:
+    """Return a table for a terminal `width` columns wide: the user's rows first, at most MAX_ROWS of them, too many
+    columns split into blocks, headers and notes wrapped at words; a note in `shown` (printed before) left out."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table as Grid
+    from rich.text import Text
+
+    shown_rows, left_out = terminal_rows(table, refs)
+    rows = [[cell_text(c) for c in row] for row in shown_rows]
+    widths = [max([*map(len, h.split()), *(len(r[i]) for r in rows)], default=1) for i, h in enumerate(table.columns)]
+    keys = next((i for i, c in enumerate(table.columns) if c not in KEY_COLUMNS), 1) or 1
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, emoji=False)
+    console.print(Text(table.title))
+    if not any(c != MISSING for r in rows for c in r[keys:]):  # nothing measured: no grid of dashes
+        rows, left_out = [], 0
+        console.print(Text(f"({'no values: see the notes' if table.rows else 'no rows'})"))
+    for block in _blocks(widths, keys, width) if rows else []:
+        grid = Grid(box=box.MARKDOWN, pad_edge=False, padding=(0, 1, 0, 0))
+        for i in [*range(keys), *block]:
+            left = "left" if i == 0 or table.columns[i] in TEXT_COLUMNS else "right"
+            grid.add_column(Text(table.columns[i]), justify=left, min_width=widths[i], max_width=widths[i])
+        for row in rows:
+            grid.add_row(*(Text(row[i]) for i in [*range(keys), *block]))
+        console.print(grid)
+    if left_out:
+        console.print(Text(f"… {left_out} more rows: every table in full is named at the end"))
+    shown = set() if shown is None else shown
+    for note in (n for n in table.notes if n not in shown):
+        console.print(
+            Text(textwrap.fill(note, width, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False))
+        )
+        shown.add(note)
+    lines = (line.rstrip() for line in console.file.getvalue().splitlines())  # type: ignore[attr-defined]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def report_tables(models: list[ModelResult], reference: bool = True, board: Board | None = None) -> list[Table]:
     """Return the leaderboard, the ranked tables (benchmark and smoke-sample runs beside the paper), then one section
     per custom data.
 
-    `board` replaces the leaderboard (a published board merged with new runs, `--base`); the paired comparisons
-    of its runs follow it when there are any. A run on data
-    that is not the published benchmark never shares a table, and so never an Overall Score ranking, with it: its
-    tables are named `custom<N>_<table>` and titled with the data they ran on.
+    `board` replaces the leaderboard (a published board merged with new runs, `--base`); the paired comparisons of
+    its runs follow it when there are any. A run on data that is not the published benchmark never shares a table,
+    and so never an Overall Score ranking, with it: its tables are named `custom<N>_<table>`, titled with its data.
     """
     ranked = [m for m in models if CUSTOM not in m.dataset]
     if board is None:
@@ -170,14 +207,9 @@ def report_tables(
         head += [per_model_table(rows)] + [t for t in [cross_table(rows)] if t.rows]
     tables = head + all_tables(ranked, reference)
     unrecorded = [m.model for m in ranked if m.data_notes and m.settings]
-    for table in tables:
-        if unrecorded:
-            table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
-    sections: dict[str, list[ModelResult]] = {}
-    for m in models:
-        if CUSTOM in m.dataset:
-            sections.setdefault(m.data_label(), []).append(m)
-    for n, (label, group) in enumerate(sorted(sections.items()), start=1):
+    for table in tables if unrecorded else []:
+        table.notes.append(f"{', '.join(unrecorded)}: {NO_IDENTITY_NOTE}.")
+    for n, (label, group) in enumerate(custom_groups(models).items(), start=1):
         custom = make_board(board_entries(group, reference=False))
         head = [leaderboard_table(custom)] + ([pairs_table(custom)] if run_pairs(custom) else [])
         head += [per_model_table(per_model(custom.entries, False))] if any(e.general for e in custom.entries) else []
@@ -190,6 +222,14 @@ def report_tables(
             )
             tables.append(table)
     return tables
+
+
+def custom_groups(models: list[ModelResult]) -> dict[str, list[ModelResult]]:
+    """Return the runs on data other than the benchmark and the smoke sample, by the data they ran on (sorted)."""
+    sections: dict[str, list[ModelResult]] = {}
+    for m in (m for m in models if CUSTOM in m.dataset):
+        sections.setdefault(m.data_label(), []).append(m)
+    return dict(sorted(sections.items()))
 
 
 RENDERERS = {"md": to_markdown, "csv": to_csv, "latex": to_latex}

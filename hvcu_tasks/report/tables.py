@@ -15,9 +15,10 @@ Cell = str | float | int | None
 FAMILY_LABEL = {"implication": "Impl.", "aesthetic": "Aesth.", "affective": "Affect."}
 LEVEL_METRICS = ACCURACY_METRICS
 """The per-family columns of Tables 2, 3 and 8: the level accuracies and the full-chain accuracy."""
-METRIC_LABEL = {m: m.capitalize() for m in LEVEL_METRICS}
-"""Column label of each accuracy: Acc_perc, Acc_bridge, Acc_conn, Acc_full."""
+METRIC_LABEL = {m: "Acc_" + m.rsplit("_", 1)[-1] for m in LEVEL_METRICS}
+"""Column label of each accuracy, as in the paper: Acc_perc, Acc_bridge, Acc_conn, Acc_full."""
 NA_TEXT = "n/a"
+MISSING = "–"
 NA_NOTE = (
     f"{NA_TEXT}: not available, nothing to measure (no complete chain, e.g. in a --limit run; no failed chain "
     "for an error share); never counted as 0."
@@ -70,6 +71,13 @@ class Table:
     whole groups."""
 
 
+def cell_text(value: Cell) -> str:
+    """Format one cell: numbers with 2 decimals (like the paper), missing values as a dash, NaN as n/a."""
+    if value is None or is_nan(value):
+        return MISSING if value is None else NA_TEXT
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
 def disagreement(model: ModelResult, setting: str) -> tuple[float, float] | None:
     """Return (Score, Score (official)) when both are known and differ by more than DISAGREE_POINTS, else None."""
     ours, official = model.score(setting), model.official_score(setting)
@@ -95,21 +103,17 @@ def _score_notes(models: list[ModelResult], settings: tuple[str, ...]) -> list[s
                     f"{OFFICIAL_SCORE} of {m.model} ({s}) is –: its results have no {OFFICIAL_FULL_METRIC} "
                     "(written before this toolkit reported it); rerun the evaluation to get it."
                 )
-    for m in models:
-        for s in settings:
-            pair = disagreement(m, s)
-            if pair is None:
-                continue
-            ours, official = pair
-            why = (
-                "its answers are in a format the authors' parser misses"
-                if official < ours
-                else "the authors' parser takes a letter from replies this toolkit's parser refuses as ambiguous"
-            )
-            notes.append(
-                f"{DISAGREE_MARK} {m.model} ({s}): {SCORE} {ours:.2f} with this toolkit's parser, {official:.2f} "
-                f"with the authors' parser: {why}; only {OFFICIAL_SCORE} is comparable with the [paper] rows."
-            )
+    for m, s in ((m, s) for m in models for s in settings if disagreement(m, s)):
+        ours, official = disagreement(m, s)  # type: ignore[misc]
+        why = (
+            "its answers are in a format the authors' parser misses"
+            if official < ours
+            else "the authors' parser takes a letter from replies this toolkit's parser refuses as ambiguous"
+        )
+        notes.append(
+            f"{DISAGREE_MARK} {m.model} ({s}): {SCORE} {ours:.2f} with this toolkit's parser, {official:.2f} "
+            f"with the authors' parser: {why}; only {OFFICIAL_SCORE} is comparable with the [paper] rows."
+        )
     return notes
 
 
@@ -143,29 +147,20 @@ def setting_table(models: list[ModelResult], setting: str, reference: bool = Tru
     number = {"base": 2, "context": 8}[setting]
     columns = ["Model"] + [f"{FAMILY_LABEL[f]} {METRIC_LABEL[m]}" for f in FAMILIES for m in LEVEL_METRICS]
     columns += [SCORE, OFFICIAL_SCORE]
-    table = Table(
-        f"table{number}_{setting}", f"HVCU-Bench, {setting} setting (layout of the paper's Table {number})", columns
-    )
+    title = f"HVCU-Bench, {setting} setting (layout of the paper's Table {number})"
+    table = Table(f"table{number}_{setting}", title, columns)
     if reference:
         for ref in rows_for(setting):
             cells = [ref.families[f][m] for f in FAMILIES for m in LEVEL_METRICS]
             table.rows.append([f"{ref.model} {PAPER_MARK}", *cells, None, ref.score])
         chance = [CHANCE_FULL if m == "acc_full" else CHANCE_LEVEL for _f in FAMILIES for m in LEVEL_METRICS]
         table.rows.append([CHANCE_NAME, *chance, CHANCE_FULL, CHANCE_FULL])
-    for model in models:
-        fams = model.settings.get(setting)
-        if not fams:
-            continue
+    for model, fams in ((m, m.settings[setting]) for m in models if m.settings.get(setting)):
         cells = [fams[f].get(m) if f in fams else None for f in FAMILIES for m in LEVEL_METRICS]
-        row = [_label(model, setting, scores=True), *cells, model.score(setting), model.official_score(setting)]
-        table.rows.append(row)
-    if reference:
-        table.notes.append(
-            f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors and {PAPER_NOTE}"
-        )
-        table.notes.append(CHANCE_NOTE)
-    table.notes += _score_notes(models, (setting,))
-    table.notes += _partial_notes(models, (setting,))
+        table.rows.append([_label(model, setting, True), *cells, model.score(setting), model.official_score(setting)])
+    paper = f"{PAPER_MARK} rows: {rows_for(setting)[0].source}, reported by the paper's authors and {PAPER_NOTE}"
+    table.notes += [paper, CHANCE_NOTE] if reference else []
+    table.notes += _score_notes(models, (setting,)) + _partial_notes(models, (setting,))
     return table
 
 
@@ -182,11 +177,8 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
         for i, f in enumerate(FAMILIES):
             table.groups.append(group)  # type: ignore[union-attr]
             cells = [fams.get(f, {}).get(m) for m in LEVEL_METRICS]
-            first = i == 0
-            table.rows.append(
-                [name if first else "", setting if first else "", FAMILY_LABEL[f], *cells]
-                + (scores if first else [None] * len(scores))
-            )
+            first = [name, setting] if i == 0 else ["", ""]
+            table.rows.append([*first, FAMILY_LABEL[f], *cells, *(scores if i == 0 else [None] * len(scores))])
 
     if reference:
         context = {r.model: r for r in rows_for("context")}
@@ -220,8 +212,7 @@ def base_vs_context_table(models: list[ModelResult], reference: bool = True) -> 
             name = _label(model, setting, scores=True)
             add(name, setting, fams, [scores[setting], gains[0], official[setting], gains[1]])
     both = [m for m in models if {"base", "context"} <= set(m.settings)]
-    table.notes += _score_notes(both, ("base", "context"))
-    table.notes += _partial_notes(models, ("base", "context"))
+    table.notes += _score_notes(both, ("base", "context")) + _partial_notes(models, ("base", "context"))
     return table
 
 
@@ -230,13 +221,10 @@ def aspect_table(models: list[ModelResult], setting: str) -> Table:
     pairs = aspect_names()
     columns = ["Model", *[a for _f, a in pairs], SCORE]
     table = Table(f"aspects_{setting}", f"Acc_full per aspect, {setting} setting", columns)
-    for model in models:
-        fams = model.settings.get(setting)
-        if fams:
-            aspects = [fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]
-            table.rows.append([_label(model, setting), *aspects, model.score(setting)])
-    table.notes += diagnostic_notes(models, setting, "per-aspect accuracies")
-    table.notes += _partial_notes(models, (setting,))
+    for model, fams in ((m, m.settings[setting]) for m in models if m.settings.get(setting)):
+        aspects = [fams[f].get(aspect_metric(a)) if f in fams else None for f, a in pairs]
+        table.rows.append([_label(model, setting), *aspects, model.score(setting)])
+    table.notes += diagnostic_notes(models, setting, "per-aspect accuracies") + _partial_notes(models, (setting,))
     return table
 
 
@@ -262,10 +250,8 @@ def error_table(models: list[ModelResult], setting: str) -> Table:
 
 def _error_cell(count: float | None, share: float | None) -> Cell:
     """Format 'count (share%)' for the error table; n/a parts stay n/a, a missing count stays missing."""
-    if count is None:
-        return None
-    if is_nan(count):
-        return NA_TEXT
+    if count is None or is_nan(count):
+        return None if count is None else NA_TEXT
     return f"{int(count)} ({NA_TEXT if share is None or is_nan(share) else f'{share:.2f}%'})"
 
 
@@ -273,19 +259,15 @@ def all_tables(models: list[ModelResult], reference: bool = True) -> list[Table]
     """Return every table the runs support, in reading order."""
     settings = [s for s in ("base", "context") if any(s in m.settings for m in models)]
     tables = [setting_table(models, s, reference) for s in settings]
-    if settings == ["base", "context"]:
-        both = base_vs_context_table(models, reference)
-        if both.rows:
-            tables.append(both)
+    both = [base_vs_context_table(models, reference)] if settings == ["base", "context"] else []
+    tables += [t for t in both if t.rows]
     for s in settings:
         tables += [aspect_table(models, s), error_table(models, s)]
         if any(m.chains.get(s) for m in models):
             tables.append(interval_table(models, s))
     for table in tables:
-        if any(
-            is_nan(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r
-        ):
-            table.notes.append(NA_NOTE)
+        na = (is_nan(c) or c == NA_TEXT or (isinstance(c, str) and f"({NA_TEXT})" in c) for r in table.rows for c in r)
+        table.notes += [NA_NOTE] if any(na) else []
     return tables
 
 
@@ -300,10 +282,7 @@ def interval_table(models: list[ModelResult], setting: str) -> Table:
 
     columns = ["Model", *[f"{FAMILY_LABEL[f]} Acc_full" for f in FAMILIES], "Score"]
     table = Table(f"intervals_{setting}", f"95% intervals, {setting} setting", columns)
-    for model in models:
-        chains = model.chains.get(setting, {})
-        if not chains:
-            continue
+    for model, chains in ((m, m.chains[setting]) for m in models if m.chains.get(setting)):
         right = {f: sum(c.values()) for f, c in chains.items() if c}
         sizes = {f: len(c) for f, c in chains.items() if c}
         cells: list[Cell] = [
@@ -331,9 +310,7 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
     table = Table(f"compare_{setting}", title, columns)
     fa, fb = a.settings.get(setting, {}), b.settings.get(setting, {})
     ca, cb = a.chains_official.get(setting, {}), b.chains_official.get(setting, {})
-    for f in FAMILIES:
-        if f not in fa or f not in fb:
-            continue
+    for f in (f for f in FAMILIES if f in fa and f in fb):
         cells: list[Cell] = []
         for m in official:
             va, vb = fa[f].get(m), fb[f].get(m)
@@ -343,7 +320,7 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
     sa, sb = a.official_score(setting), b.official_score(setting)
     delta = None if sa is None or sb is None else round(sb - sa, 2)
     table.notes.append(
-        f"Score (official): A {cell_or_dash(sa)}, B {cell_or_dash(sb)}, Δ = B − A {cell_or_dash(delta)} (the "
+        f"Score (official): A {cell_text(sa)}, B {cell_text(sb)}, Δ = B − A {cell_text(delta)} (the "
         "sign convention of every comparison in this report; the leaderboard's parser)."
     )
     if set(ca) == set(cb) == set(FAMILIES) and all(set(ca[f]) & set(cb[f]) for f in FAMILIES):
@@ -357,10 +334,3 @@ def compare_table(a: ModelResult, b: ModelResult, setting: str) -> Table:
     table.notes.append("McNemar: exact two-sided test on full-chain verdicts of the samples both models answered.")
     table.notes += _partial_notes([a, b], (setting,))
     return table
-
-
-def cell_or_dash(value: float | None) -> str:
-    """Format an optional number for a footnote (missing as a dash, not available as n/a)."""
-    if value is None:
-        return "–"
-    return NA_TEXT if is_nan(value) else f"{value:.2f}"

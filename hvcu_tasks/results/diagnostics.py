@@ -1,10 +1,7 @@
 """The diagnostics a family task does not report to lmms-eval, computed from the run's `--log_samples` files.
 
-A family task reports only `metrics.TABLE_METRICS` (the rows lmms-eval prints). Every other metric (per aspect
-full_<aspect>, errors_at_*/error_share_*, invalid_*, pred_share_*/gold_share_*/position_bias, wrong_*_after_*,
-and the circular tasks' plain_acc_*) is computed here (results.scores, over the core's scores), from
-the outcome records lmms-eval logged per document (each line's acc_full entry). A results file written before
-the tasks stopped reporting them keeps its own values: only names missing from the file are computed.
+Per aspect, error attribution, invalid replies, answer positions, propagation and plain_acc_* come from each
+line's acc_full outcome records (results.scores); a results file's own values of them are kept.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ TASK = re.compile(
 )
 """Every HVCU-Bench family task: base, context, blind, circular, gold context, hub or sample data."""
 SHORT_TO_FAMILY = {short: family for family, (_split, _stem, short) in FAMILIES.items()}
-LOG_SAMPLES_HINT = "rerun the evaluation with --log_samples to get them"
 
 
 class SamplesFileError(ValueError):
@@ -139,15 +135,3 @@ def with_diagnostics(
         return dict(metrics), missing
     logged = logged_metrics(task, path, outcomes)
     return {**metrics, **{n: logged[n] for n in missing}}, []
-
-
-def run_metrics(results_file: Path) -> dict[str, dict[str, Any]]:
-    """Return every HVCU-Bench family task's metrics of a results file, diagnostics included (from its samples)."""
-    results = jsonio.read_json(Path(results_file))["results"]
-    out = {}
-    for task, values in results.items():
-        if family_of(task) is None or not isinstance(values, dict):
-            continue
-        metrics = {k.split(",")[0]: v for k, v in values.items() if k.endswith(",none") and "_stderr" not in k}
-        out[task] = with_diagnostics(task, metrics, Path(results_file))[0]
-    return out

@@ -1,8 +1,6 @@
-"""Read the authors' evaluation result files and simple prediction files into scored outcomes.
-
-The authors' evaluator writes `Result/<Family stem>/<Indep|Context>/<model>.json`: the family and the setting
-are in the path. Each file is read into a `ResultFile`; `score_runs` groups the files by (model, setting) and
-scores each group with the stored `model_response_key` (the authors' rule) or, with --reparse, with both rules.
+"""Read the authors' evaluation result files (`Result/<Family stem>/<Indep|Context>/<model>.json`) and simple
+prediction files into scored outcomes; `score_runs` scores each (model, setting) with the stored key or, with
+--reparse, both rules.
 """
 
 from __future__ import annotations

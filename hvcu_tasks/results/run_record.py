@@ -1,7 +1,5 @@
-"""How one results file's run was made: model, recorded command line, versions and data, as lmms-eval wrote them.
-
-Everything comes from the results file itself (a field an older file lacks is None); secret-named values are
-redacted, URLs made public (data/public.py), and recorded paths shown from the runs folders (shown_path).
+"""How one results file's run was made: model, recorded command line, versions and data, as lmms-eval wrote them
+(secrets redacted, URLs made public, recorded paths shown from the runs folders).
 """
 
 from __future__ import annotations

@@ -10,14 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVELS
-from hvcu_tasks.core.metrics import (
-    ACCURACY_METRICS,
-    FULL_METRIC,
-    OFFICIAL_FULL_METRIC,
-    Outcome,
-    overall_score,
-)
+from hvcu_tasks.core import metrics as core_metrics
+from hvcu_tasks.core.families import ASPECTS, FAMILIES, LEVEL_NAMES, LEVELS
+from hvcu_tasks.core.metrics import ACCURACY_METRICS, FULL_METRIC, OFFICIAL_FULL_METRIC, Outcome, overall_score
 from hvcu_tasks.data import jsonio, provenance
 from hvcu_tasks.data.provenance import location_text, published_match
 from hvcu_tasks.results.chains import chains_of_file, logged_chains, samples_files
@@ -237,10 +232,23 @@ def number_text(value: Any) -> str:
     return repr(value)
 
 
+RENAMED = {
+    f"{plain}acc_{n}{rule}": f"{plain}{core_metrics.acc_metric(n)}{rule}"
+    for n in LEVEL_NAMES.values()
+    for plain, rule in (("", ""), ("", core_metrics.OFFICIAL_SUFFIX), ("plain_", ""))
+}
+"""The levels' accuracies as results files written before they were numbered name them (acc_perc: acc_l1_perc)."""
+
+
+def current_name(name: str) -> str:
+    """Return a metric's name today: an older results file's level accuracy (acc_perc, ...) under its new name."""
+    return RENAMED.get(name, name)
+
+
 def _hvcu_metrics(values: dict[str, Any], where: str) -> dict[str, float | int]:
     """Return an HVCU-Bench task's metrics, each checked: percentages within 0-100, counts >= 0 and never n/a."""
     return {
-        name: checked_value(
+        current_name(name): checked_value(
             value, f"{where}: {name}", name.startswith(PERCENT_PREFIXES), count=name.startswith(COUNT_PREFIXES)
         )
         for name, value in _metric_values(values).items()

@@ -31,7 +31,7 @@ from hvcu_tasks.core.families import ASPECTS, FAMILIES
 from hvcu_tasks.core.metrics import Outcome, overall_score, score_family
 from hvcu_tasks.core.prompts import NO_ANSWER
 from hvcu_tasks.data import validate
-from hvcu_tasks.lmms import context, documents, hooks
+from hvcu_tasks.lmms import context, documents, hook_table, hooks
 from hvcu_tasks.lmms.models.wrapper import ContextWrapper
 from hvcu_tasks.results.scores import family_metrics
 
@@ -388,18 +388,18 @@ def test_a_missing_reply_counts_as_a_failed_request_with_a_warning(reply, caplog
     payload = hooks.process_results(doc, [reply])["n_failed_requests"]
     assert payload["outcomes"][0]["failed"] is True and payload["outcomes"][0]["correct"] is False
     with caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
-        assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+        assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 1
     assert "implication/symbolism_001 L2" in caplog.text
 
 
 def test_no_results_at_all_counts_as_a_failed_request() -> None:
     payload = hooks.process_results(_base_docs()[0], [])["n_failed_requests"]
-    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+    assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 1
 
 
 def test_a_real_reply_is_not_a_failed_request() -> None:
     payload = hooks.process_results(_base_docs()[0], ["C"])["n_failed_requests"]
-    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 0
+    assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 0
 
 
 class NoneInRound(lmms):
@@ -449,15 +449,15 @@ def test_context_wrapper_keeps_a_none_reply_as_failed_in_any_round(none_round: i
     payload = context.process_results(docs[0], [replies])["n_failed_requests"]
     assert [o["failed"] for o in payload["outcomes"]] == [i == none_round for i in range(3)]
     with caplog.at_level(logging.WARNING, logger="hvcu_tasks"):
-        assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+        assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 1
     assert f"implication/metaphor_001 L{none_round + 1}" in caplog.text
 
 
 def test_context_chain_with_a_missing_last_round_counts_it_failed() -> None:
     docs = context.process_docs(stub("implication", "smoke"))
     payload = context.process_results(docs[0], [["B", "A"]])["n_failed_requests"]
-    assert aggregate.AGGREGATIONS["n_failed_requests"]([payload]) == 1
-    assert aggregate.AGGREGATIONS["n_incomplete"]([payload]) == 0
+    assert hook_table.AGGREGATIONS["n_failed_requests"]([payload]) == 1
+    assert hook_table.AGGREGATIONS["n_incomplete"]([payload]) == 0
 
 
 # ---------------------------------------------------------------- empty denominators are "not available"
@@ -500,9 +500,9 @@ def logged_diagnostics(items: list[dict], family: str) -> dict[str, float | int]
 def test_limit_without_a_complete_chain_gives_nan_aggregations() -> None:
     docs = _base_docs()
     items = [hooks.process_results(d, [d["answer"]])["acc_full"] for d in list(docs)[:2]]
-    assert math.isnan(aggregate.AGGREGATIONS["acc_full"](items))
-    assert math.isnan(aggregate.AGGREGATIONS["acc_conn"](items))
-    assert aggregate.AGGREGATIONS["n_chains"](items) == 0
+    assert math.isnan(hook_table.AGGREGATIONS["acc_full"](items))
+    assert math.isnan(hook_table.AGGREGATIONS["acc_l3_conn"](items))
+    assert hook_table.AGGREGATIONS["n_chains"](items) == 0
     diagnostics = logged_diagnostics(items, "implication")  # what `hvcu report` computes from the sample log
     assert math.isnan(diagnostics["full_metaphor"]) and math.isnan(diagnostics["error_share_perc"])
 

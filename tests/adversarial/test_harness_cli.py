@@ -89,8 +89,8 @@ def test_limit_without_a_complete_chain_gives_nan_not_zero(tmp_path: Path) -> No
     text = Path(found).read_text(encoding="utf-8")
     results = json.loads(text)["results"]
     impl = results["hvcu_bench_sample_impl"]
-    assert impl["acc_perc,none"] == 100.0 and impl["n_chains,none"] == 0
-    for metric in ("acc_full", "acc_conn"):  # reported to lmms-eval
+    assert impl["acc_l1_perc,none"] == 100.0 and impl["n_chains,none"] == 0
+    for metric in ("acc_full", "acc_l3_conn"):  # reported to lmms-eval
         assert math.isnan(impl[f"{metric},none"]), metric
     diagnostics = report_metrics(out)["hvcu_bench_sample_impl"]  # what hvcu report computes from the sample log
     for metric in ("invalid_conn", "error_share_perc", "full_metaphor"):

@@ -19,9 +19,9 @@ from conftest import full_disk, one_line_error, run
 
 FAMILY_TASKS = ("impl", "aesth", "affect")
 GOOD = {
-    "acc_perc": 90.0,
-    "acc_bridge": 80.0,
-    "acc_conn": 70.0,
+    "acc_l1_perc": 90.0,
+    "acc_l2_bridge": 80.0,
+    "acc_l3_conn": 70.0,
     "acc_full": 60.0,
     "invalid_perc": 0.0,
     "invalid_bridge": 0.0,
@@ -82,9 +82,9 @@ def test_report_csv_neutralises_a_model_name_that_is_a_formula(tmp_path: Path, c
 
 
 def test_report_csv_keeps_negative_numbers_as_numbers(tmp_path: Path, capsys) -> None:
-    official = {"acc_perc_official": 90.0}
+    official = {"acc_l1_perc_official": 90.0}
     write_run(tmp_path / "a", tasks(impl=official, aesth=official, affect=official), model="A")
-    write_run(tmp_path / "b", tasks(impl={"acc_perc_official": 80.0}, aesth=official, affect=official), model="B")
+    write_run(tmp_path / "b", tasks(impl={"acc_l1_perc_official": 80.0}, aesth=official, affect=official), model="B")
     code, out, _ = run(
         "report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", "--format", "csv", capsys=capsys
     )
@@ -124,8 +124,8 @@ def test_report_refuses_a_negative_count(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize("missing", [float("nan"), None], ids=["NaN", "null"])
 def test_report_shows_n_a_for_an_unavailable_metric_and_score_in_markdown(tmp_path: Path, capsys, missing) -> None:
-    write_run(tmp_path / "run", tasks(aesth={"acc_full": missing, "acc_perc": missing}))
-    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    write_run(tmp_path / "run", tasks(aesth={"acc_full": missing, "acc_l1_perc": missing}))
+    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", "--format", "md", capsys=capsys)
     assert code == 0
     row = md_row(out, "Qwen/X", "Table 2")
     assert row["Aesth. Acc_full"] == "n/a" and row["Aesth. Acc_perc"] == "n/a"
@@ -160,15 +160,18 @@ def test_report_n_a_in_the_error_table_is_not_nan_percent(tmp_path: Path, capsys
     no_failure = {"errors_at_perc": 0, "errors_at_bridge": 0, "errors_at_conn": 0}
     shares = {"error_share_perc": nan, "error_share_bridge": nan, "error_share_conn": nan}
     write_run(tmp_path / "run", tasks(aesth={**no_failure, **shares, "acc_full": 100.0}))
-    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    code, out, _ = run("report", str(tmp_path / "run"), "--no-reference", "--format", "md", capsys=capsys)
     assert code == 0
     assert "| Qwen/X | Aesth. | 0 | 0 (n/a) | 0 (n/a) | 0 (n/a) |" in out
     assert "nan" not in out.lower().replace("n/a", "")
+    code, terminal, _ = run("report", str(tmp_path / "run"), "--no-reference", capsys=capsys)
+    assert code == 0 and "0 (n/a)" in terminal
+    assert "nan" not in terminal.lower().replace("n/a", "")
 
 
 def test_report_html_and_figures_survive_n_a_values_in_both_settings(tmp_path: Path, capsys) -> None:
     nan = float("nan")
-    limited = {"acc_perc": nan, "acc_bridge": nan, "acc_conn": nan, "acc_full": nan, "full_metaphor": nan}
+    limited = {"acc_l1_perc": nan, "acc_l2_bridge": nan, "acc_l3_conn": nan, "acc_full": nan, "full_metaphor": nan}
     write_run(tmp_path / "base", tasks(impl=limited), limit=2)
     write_run(tmp_path / "ctx", tasks("_context", impl=limited), limit=2)
     out_dir = tmp_path / "page"
@@ -371,7 +374,9 @@ def test_report_compare_with_an_n_a_value_shows_n_a_deltas(tmp_path: Path, capsy
     write_run(tmp_path / "a", tasks(impl=official, aesth=official, affect=official), model="A")
     nan = {"acc_full_official": float("nan")}
     write_run(tmp_path / "b", tasks(impl=nan, aesth=official, affect=official), model="B")
-    code, out, err = run("report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", capsys=capsys)
+    code, out, err = run(
+        "report", str(tmp_path / "a"), str(tmp_path / "b"), "--compare", "--format", "md", capsys=capsys
+    )
     assert code == 0, err
     row = md_row(out, "Impl.", "(B) vs")
     assert row["Acc_full A"] == "60.00" and row["Acc_full B"] == "n/a" and row["Acc_full Δ"] == "n/a"

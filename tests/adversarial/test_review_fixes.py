@@ -233,7 +233,7 @@ def test_inside_with_no_parts_is_the_folder(tmp_path: Path) -> None:
 
 def results_file(folder: Path, impl: dict, limit=None) -> Path:
     """Write an lmms-eval results file (json.dumps: NaN as the bare token) with the implication task given."""
-    good = {"acc_perc": 80.0, "acc_bridge": 70.0, "acc_conn": 60.0, "acc_full": 50.0}
+    good = {"acc_l1_perc": 80.0, "acc_l2_bridge": 70.0, "acc_l3_conn": 60.0, "acc_full": 50.0}
     good |= {"n_chains": 5, "n_incomplete": 0, "n_failed_requests": 0, "errors_at_perc": 1}
     per_task = {
         f"hvcu_bench_{short}": {f"{k},none": v for k, v in (good | (impl if short == "impl" else {})).items()}

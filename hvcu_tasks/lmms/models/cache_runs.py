@@ -1,9 +1,7 @@
 """Runs of the request cache on disk: names, locks, manifests, the run id ranks agree on, `hvcu cache list`.
 
-Under an identity folder, `runs/<run id>/rank-<N>/` is one rank's share of a run: `run.json` (its manifest,
-rewritten atomically and fsync'd), `lock` (flock'd while the share is open; others probe it with a shared lock)
-and `replies.jsonl` (request_cache.py appends to it). A share is `running` while open, `finished` when its model
-phase completed, else `unfinished`; a run is `live` while a share is open, `finished` (sealed) when all are.
+`runs/<run id>/rank-<N>/` of an identity folder is one rank's share: `run.json` (its manifest), `lock` (flock'd
+while open) and `replies.jsonl`. A run is `live` while a share is open, `finished` (sealed) when all are.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Per-request reply cache of `hvcu_context`: a killed paid run, rerun, pays only for what was in flight.
 
-Each real reply is stored the moment it arrives, keyed by the model identity and the exact request: at the call of
-a client with `chat.completions.create` (`openai`, `async_openai`, litellm's shim: the request body is the key,
-written and fsync'd before the backend gets the reply), else by the wrapper (the chat messages, images by the
-SHA-256 of their bytes, and generation settings; stored as each call of `chunk_size` returns). The identity
-(backend, model arguments without credentials or NEUTRAL_ARGS, resolved IDENTITY_ATTRS, the endpoint without user,
-password or query) names a private folder `<root>/<digest>/` with `identity.json`; its runs are cache_runs.py's.
-
-The rule (no command line is read): every cache is a new run. It resumes the replies of the *unfinished* runs of
-its identity and `run=` name that no live process holds, except those of requests a later run has finished with; a
-run that finishes also holds the resumed replies it used, so it seals them. So a killed run's rerun asks only what
-is missing, and a run after a finished one asks again (a new checkpoint served under the same name). `reuse=`
-takes earlier runs' replies on purpose. A torn last line is skipped with a warning. Errors, blanks and lmms-eval's
-failure markers are never stored, and the cache never changes what the backend receives.
+Each real reply is stored (fsync'd) as it arrives, keyed by the model identity and the exact request: at a client's
+`chat.completions.create` (openai, async_openai, litellm), else by the wrapper. Every cache is a new run that
+resumes the unfinished runs' replies no later finished run holds; a run that finishes seals the replies it used.
+The rule, `reuse=` and `run=`: docs/evaluation.md, "A killed paid run resumes"; the runs on disk: cache_runs.py.
 """
 
 from __future__ import annotations

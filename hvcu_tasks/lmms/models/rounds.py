@@ -1,11 +1,8 @@
 """The round driver: runs multi-round chats over many documents, one model call per round per chunk.
 
-lmms-eval's `generate_until_multi_round` protocol asks the task, chain by chain, for the next round's chat
-(`doc_to_messages(doc, round_idx=..., previous_output=..., previous_round_info=...)`); its own loop walks one
-document at a time. `run_rounds` takes the documents `chunk_size` at a time and, per round, sends every pending
-chain's next round to one `generate` call, with exactly the messages of the one-at-a-time loop. During a call the
-model's own document lookup (`task_dict[task][split][doc_id]`) finds each request's row under the private key
-ROUND_TASK, by position: a copy of the chain's row (fetched once per chain) carrying the round's chat.
+`run_rounds` takes the documents `chunk_size` at a time and sends every pending chain's next round (the messages
+lmms-eval's one-document-at-a-time `generate_until_multi_round` loop would build) to one `generate` call. During a
+call the model's document lookup finds each request's row under the private key ROUND_TASK, by position.
 """
 
 from __future__ import annotations

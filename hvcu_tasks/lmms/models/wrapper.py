@@ -1,36 +1,10 @@
 """`hvcu_context`: runs multi-round chats on ANY lmms-eval chat model, one batched call per round per chunk.
 
-lmms-eval's own multi-round path (vllm) walks one document at a time; most backends do not implement
-it at all. This wrapper takes the pending documents `chunk_size` at a time; for each chunk it asks the
-task for every chain's next-round messages, sends them to the inner model's `generate_until` as one
-batch, and repeats until every chain of the chunk has ended, then moves on to the next chunk (the round driver
-is rounds.py, shared with the backends routed by routing.py).
-
     --model hvcu_context --model_args inner=openai,model_version=gpt-4o,base_url=...,chunk_size=64
 
-`chunk_size` (default 64, documents per chunk) bounds memory: only one chunk's documents and messages
-(decoded image included, about 2 MB per 512x512 sample) are alive at a time, whatever the number of
-samples. Raise it for servers that batch many requests (vllm, a large `num_concurrent`), lower it for
-large images. Each document row is fetched once per chain and reused across its rounds, so its image is
-decoded once; during a round the inner model's own document lookup returns a copy of that row (under a
-private task_dict key, removed after the call) carrying the round's chat, so the inner model neither
-fetches nor decodes it again. Every argument except `inner`, `chunk_size`, `cache`, `reuse` and `run` goes to
-the inner model; single-round requests pass straight through.
-
-`cache=on|off|PATH` (default: on for API backends, off for local models) keeps every real reply on disk, so a
-killed run, rerun with the same command, pays again only for what was unanswered (request_cache.py: the rule
-for runs, `reuse=`, `run=`). Client backends (`openai`, `async_openai`, `litellm`) are cached at their client's
-call; for every other backend the wrapper answers stored requests and sends the rest `chunk_size` at a time. A
-run ends finished when the model phase completed (every call returned, nothing raised), failed replies or not.
-
-An API backend's endpoint (the URL its client calls, without user, password or query) is named in one line at
-start. When the model phase ends (lmms-eval's `clean()`), requests without a reply are summed up in one line, all
-ranks together; when every request failed, lmms-eval's command line exits 1 with one line after it wrote the results
-files (plugin.end_after_results).
-
-Cache on or off, the served model's identity (the request cache's model identity, and the cache's identity folder
-and run when it is on) is written into the results file as `configs.<task>.metadata.hvcu_model_identity` of each
-HVCU task the wrapper served (plugin.py's dump_config hook).
+The round driver is rounds.py; the request cache (`cache=`, `reuse=`, `run=`) is request_cache.py. Every argument
+but those and `chunk_size` goes to the inner model. docs/evaluation.md, "The context setting", says what chunks
+cost, which lines a run prints (the endpoint, failed requests) and how a run whose every request failed ends.
 """
 
 from __future__ import annotations
@@ -119,11 +93,6 @@ def endpoint_line(backend: str, model: Any, endpoint: str, base_url_given: bool)
     return f"hvcu_context: inner {backend}, model {named}, endpoint {where}"
 
 
-def failure_line(failed: int, total: int, where: str, first_error: str | None) -> str:
-    """Return the end-of-run summary of the requests that got no reply."""
-    return f"hvcu_context: {failed} of {total} requests failed ({where}); first error: {first_error}"
-
-
 def all_failed_line(
     total: int, endpoint: str | None, inner: str, first_error: str | None, results_written: bool = True
 ) -> str:
@@ -150,14 +119,6 @@ def across_ranks(value: Any) -> list[Any]:
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, value)
     return gathered
-
-
-def async_openai_client(model: Any) -> Any:
-    """Return the `openai.AsyncOpenAI` client a backend sends its requests through (its pool is one loop's), or None."""
-    import openai
-
-    client = getattr(model, "client", None)
-    return client if isinstance(client, openai.AsyncOpenAI) else None
 
 
 def chunk_size_of(value: Any) -> int:
@@ -203,11 +164,7 @@ class ContextWrapper(lmms):
         run: Any = None,
         **inner_args: Any,
     ) -> None:
-        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run.
-
-        A bad argument of the wrapper's own is a ValueError; under lmms-eval's command line (which prints any
-        exception's traceback and exits 0) it is one `hvcu_context: error:` line on stderr and exit status 2.
-        """
+        """Build the inner model named by `inner` with every model argument except chunk_size, cache, reuse, run."""
         super().__init__()
         with _usage_errors():
             if not inner:
@@ -236,10 +193,8 @@ class ContextWrapper(lmms):
     ) -> ContextWrapper:
         """Wrap an already-built lmms-eval chat model (for code that builds its models itself).
 
-        `model_args` (what the model was built with) enter the request cache's model identity, with the model's
-        own model_version, model, model_name, base_url and pretrained attributes; when neither says which model
-        it is, the cache stays off (default) or `cache=on` is an error. `run` names the series of runs it resumes
-        from; `reuse` takes earlier runs' replies (request_cache.py).
+        `model_args` (what it was built with) and its IDENTITY_ATTRS identify it to the request cache; when neither
+        says which model it is, `cache=on` is an error. `run` and `reuse`: request_cache.py.
         """
         size = chunk_size_of(chunk_size)
         cls._check_chat(type(inner), name or type(inner).__name__)
@@ -278,11 +233,9 @@ class ContextWrapper(lmms):
         serve(self)
 
     def _open_cache(self, cache: Any, model_args: Mapping[str, Any], reuse: Any = None, run: Any = None) -> None:
-        """Note the served model's identity (the results file records it, with the cache's run), name the endpoint,
-        open the request cache's run and hook the inner model's client.
+        """Note the served model's identity, name the endpoint, open the request cache's run and hook the client.
 
-        With the default setting, a model nothing identifies or a folder that cannot be used leaves the cache off
-        with one line; asked for explicitly, either is an error.
+        By default a model nothing identifies or an unusable folder leaves the cache off; asked for, it is an error.
         """
         setting, reuse, run = cache_setting(cache), reuse_setting(reuse), run_name(run)
         client, attrs = chat_client(self.inner), resolved_attributes(self.inner)
@@ -361,10 +314,7 @@ class ContextWrapper(lmms):
         self.inner.set_cache_hook(cache_hook)
 
     def clean(self) -> None:
-        """Free the inner model's memory; lmms-eval calls this once every rank's requests are done, so judge the run.
-
-        The judgement (_judge): how many requests of the run got no reply, all ranks together.
-        """
+        """Free the inner model's memory; lmms-eval calls this once every rank's requests are done, so judge the run."""
         self.inner.clean()
         self._judge()
 
@@ -379,11 +329,8 @@ class ContextWrapper(lmms):
                     self._first_error = why
 
     def _judge(self) -> None:
-        """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero.
-
-        Under lmms-eval's command line such a run ends with exit status 1 and one line once lmms-eval has written
-        its results files (plugin.end_after_results); called from code, nothing is raised.
-        """
+        """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero
+        under lmms-eval's command line, after its results files are written (plugin.end_after_results)."""
         mine = (self._failed, self._asked, self._first_error)
         self._failed = self._asked = 0
         self._first_error = None
@@ -395,7 +342,7 @@ class ContextWrapper(lmms):
             end_after_results(None)
             return
         where = f"endpoint {self.endpoint}" if self.endpoint else f"inner model {self.inner_name}"
-        self._say(failure_line(failed, total, where, first))
+        self._say(f"hvcu_context: {failed} of {total} requests failed ({where}); first error: {first}")
         if failed < total or not is_lmms_eval(sys.argv[0] if sys.argv else ""):
             end_after_results(None)
             return
@@ -452,10 +399,7 @@ class ContextWrapper(lmms):
         return replies
 
     def _generate(self, requests: list[Instance], sample: int = 0) -> list[Any]:
-        """Answer requests: stored replies from the cache, the rest from the inner model `chunk_size` at a time.
-
-        A client backend's cache sits in its client, so its requests go to the inner model in one call.
-        """
+        """Answer requests from the cache and the inner model (a client backend's cache sits in its client)."""
         cache = self.request_cache
         if cache is not None and not self._client_cached:
             replies = self._generate_cached(cache, requests, sample)
@@ -471,10 +415,7 @@ class ContextWrapper(lmms):
         return replies
 
     def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
-        """Answer stored requests from the cache and send the rest `chunk_size` at a time, storing each reply.
-
-        Equal requests within the call are sent once; each gets that reply.
-        """
+        """Answer stored requests from the cache, send the rest (equal ones once) `chunk_size` at a time, store each."""
         keys = [cache.key(self._request_content(r), sample) for r in requests]
         replies: list[Any] = [getattr(cache.get(key), "text", None) for key in keys]
         first: dict[Any, int] = {}  # each request to send (by key; uncached ones by position) -> its first position
@@ -502,10 +443,10 @@ class ContextWrapper(lmms):
         keeps the previous loop's pooled connections: without a fresh pool, the first requests of each later call
         fail ("Event loop is closed") after the server got them, and are sent (and paid) twice.
         """
-        client = async_openai_client(self.inner)
-        if self._inner_calls and client is not None and hasattr(client, "copy"):
-            import openai
+        import openai
 
+        client = getattr(self.inner, "client", None)
+        if self._inner_calls and isinstance(client, openai.AsyncOpenAI) and hasattr(client, "copy"):
             fresh = client.copy(http_client=openai.DefaultAsyncHttpxClient())
             self.inner.client = fresh
             if self._client_cached:

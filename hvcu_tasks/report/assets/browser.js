@@ -160,7 +160,7 @@
       body.appendChild(row);
     }
     table.appendChild(body);
-    article.appendChild(table);
+    article.appendChild(el('div', 'scroll')).appendChild(table);
     const sources = SETTINGS.filter(s => card[s]).map(s => s + ': ' + card[s].source).join('   ');
     article.appendChild(el('p', 'sources', sources));
     return article;

@@ -1,6 +1,6 @@
-"""Regenerate the bundled smoke sample (images and JSON) deterministically: `python -m hvcu_tasks.dev.smoke.build`.
+"""Regenerate the bundled smoke sample (images and JSON) deterministically: `python tests/tools/build_smoke.py`.
 
-The chains' texts are data (chains.tsv beside this file); the images are drawn here, one per aspect.
+The chains' texts are data (smoke_chains.tsv beside this file); the images are drawn here, one per aspect.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _sadness(d: ImageDraw.ImageDraw) -> None:
 DRAWINGS: dict[str, Draw] = {aspect: globals()[f"_{aspect}"] for aspects in ASPECTS.values() for aspect in aspects}
 """The image of each aspect's one smoke chain: the function `_<aspect>` above."""
 
-CHAINS = Path(__file__).resolve().parent / "chains.tsv"
+CHAINS = Path(__file__).resolve().parent / "smoke_chains.tsv"
 """The chains' texts, one level a row: id, family, aspect, level, question, options A-D and the answer key."""
 COLUMNS = ("id", "family", "aspect", "level", "question", "A", "B", "C", "D", "answer")
 NOTE = "SMOKE SAMPLE for offline tests, not HVCU-Bench data"
