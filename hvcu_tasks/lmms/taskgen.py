@@ -46,41 +46,39 @@ CIRCULAR_METRICS = "_circular_metrics_yaml"
 YAML_BOOL = {True: "true", None: "null"}
 
 
+def _metric_list(comments: list[str], infix: str) -> str:
+    """Return a metric_list fragment: the comment lines, then every table metric aggregated by `utils.agg_{infix}*`."""
+    lines = [*comments, "metric_list:"]
+    for m in TABLE_METRICS:
+        lines += [
+            f"  - metric: {m}",
+            f"    aggregation: !function utils.agg_{infix}{m}",
+            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def metrics_yaml(family: str) -> str:
     """Return the metric_list fragment of one family."""
     split = FAMILIES[family][0].replace("_", " ")
-    lines = [
+    comments = [
         f"# Metrics of the {split} family lmms-eval prints (percent, except the n_* counts).",
         "# *_official: the same accuracy with the authors' answer-parsing rule (comparable with the paper).",
         "# n_chains, n_incomplete (> 0: a partial run), n_failed_requests. The diagnostics (per aspect, error",
         "# attribution, invalid replies, answer positions, propagation): `hvcu report` on a --log_samples run.",
-        "metric_list:",
     ]
-    for m in TABLE_METRICS:
-        lines += [
-            f"  - metric: {m}",
-            f"    aggregation: !function utils.agg_{m}",
-            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
-        ]
-    return "\n".join(lines) + "\n"
+    return _metric_list(comments, "")
 
 
 def circular_metrics_yaml() -> str:
     """Return the metric_list fragment every circular family task shares."""
-    lines = [
+    comments = [
         "# Metrics of every circular-evaluation family task lmms-eval prints (percent, except the n_* counts).",
         "# acc_*: a level counts right only when all 4 rotations of its options are; acc_full: all three levels so.",
         "# plain_acc_* (every rotated question on its own), invalid_* and the answer-position bias: `hvcu report`",
         "# on a --log_samples run.",
-        "metric_list:",
     ]
-    for m in TABLE_METRICS:
-        lines += [
-            f"  - metric: {m}",
-            f"    aggregation: !function utils.agg_circular_{m}",
-            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
-        ]
-    return "\n".join(lines) + "\n"
+    return _metric_list(comments, "circular_")
 
 
 def task_yaml(

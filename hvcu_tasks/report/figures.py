@@ -187,14 +187,12 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
     handles = [Patch(color=SETTING_COLOURS["base"], label="base setting")]
     handles.append(Patch(color=SETTING_COLOURS["context"], label="context setting"))
     handles.append(plt.Line2D([], [], color="#555555", linestyle=":", label=f"chance ({CHANCE_FULL:.2f})"))
-    if any(r[3] == "smoke" for r in rows):
-        handles.append(
-            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{SMOKE_LABEL} (not the benchmark)")
-        )
-    if any(r[3] == "partial" for r in rows):
-        handles.append(
-            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{PARTIAL_LABEL} (a subset; unranked)")
-        )
+    for kind, label in (
+        ("smoke", f"{SMOKE_LABEL} (not the benchmark)"),
+        ("partial", f"{PARTIAL_LABEL} (a subset; unranked)"),
+    ):
+        if any(r[3] == kind for r in rows):
+            handles.append(Patch(facecolor="white", edgecolor="#000000", hatch="///", label=label))
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.set_title("Overall Score (official) per model, base vs context setting")
     ax.grid(axis="x", alpha=0.3)
