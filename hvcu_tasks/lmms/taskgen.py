@@ -1,4 +1,4 @@
-"""Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
+"""Write the repetitive task YAMLs from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
 `metrics.TABLE_METRICS` and `hook_table.HOOKS`. The metric lists hold TABLE_METRICS (what lmms-eval prints), the
@@ -165,28 +165,9 @@ def analysis_group_yaml(infix: str, label: str) -> str:
     )
 
 
-UTILS_PY = '''"""Hooks named by the HVCU-Bench task YAMLs: `hvcu_tasks.lmms.hook_table.HOOKS`.
-
-One implementation for this folder and `hvcu export-task`'s, whose utils.py hands lmms-eval the same table from its
-copy of the same files.
-"""
-
-from hvcu_tasks.lmms.hook_table import HOOKS, unknown_hook
-
-globals().update(HOOKS)
-__all__ = sorted(HOOKS)
-
-
-def __getattr__(name: str) -> object:
-    """Refuse a `!function utils.<name>` that names no hook, saying which metrics a task YAML can list."""
-    raise AttributeError(unknown_hook(name))
-'''
-"""The task folder's utils.py: lmms-eval loads it once per YAML as a module of its own; each load hands out HOOKS."""
-
-
 def generated_files() -> dict[str, str]:
-    """Return every generated file, relative to the tasks folder."""
-    files = {"utils.py": UTILS_PY}
+    """Return every generated file, relative to the tasks folder (utils.py and the templates are written by hand)."""
+    files = {}
     for family, (_split, _stem, short) in FAMILIES.items():
         files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
         for infix, source, label in VARIANTS:
