@@ -150,15 +150,8 @@ def blind_table(runs: list[AnalysisRun]) -> Table:
         gap = _gain_gap(run, runs)
         if gap is not None:
             gaps.append(f"{_label(run, 'blind')}: no multi-modal gain: {gap}")
-        table.rows.append(
-            [
-                _label(run, "blind"),
-                *_family_cells(run, "blind"),
-                run.score("blind"),
-                run.score("base"),
-                _gain(run, runs),
-            ]
-        )
+        row = [_label(run, "blind"), *_family_cells(run, "blind")]
+        table.rows.append([*row, run.score("blind"), run.score("base"), _gain(run, runs)])
     table.notes += [
         "Blind: the base setting's system prompt and text with no image. Acc_perc/bridge/conn (blind) is the share "
         "of a level's questions answered right from the text alone; well above chance (25%) flags questions that "

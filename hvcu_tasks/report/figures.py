@@ -105,15 +105,8 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path, refer
                 continue
             values = [_value(result.get(m)) for m in ACCURACY_METRICS]
             style = run_style(model, setting)
-            ax.plot(
-                LEVEL_TICKS,
-                values,
-                color=OKABE_ITO[i % len(OKABE_ITO)],
-                linewidth=2.2,
-                marker="o",
-                markerfacecolor="white" if style["linestyle"] == "--" else None,
-                **style,
-            )
+            colour, face = OKABE_ITO[i % len(OKABE_ITO)], "white" if style["linestyle"] == "--" else None
+            ax.plot(LEVEL_TICKS, values, color=colour, linewidth=2.2, marker="o", markerfacecolor=face, **style)
         ax.set_title(FAMILIES[family][0].replace("_", " "))
         ax.set_xlabel("question level")
         ax.set_ylim(0, 100)
