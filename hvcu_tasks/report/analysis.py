@@ -138,6 +138,13 @@ def _diagnostic_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: 
     ]
 
 
+def _closing_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: str, missing: bool = True) -> list[str]:
+    """Return a table's last notes: what a dash means, the unknown diagnostics (`what`), the data marks and n/a."""
+    shown = [r for r in runs if any(s in r.settings for s in settings)]
+    head = [f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them)."]
+    return [*head * missing, *_diagnostic_notes(shown, settings, what), *_data_notes(shown), NA_NOTE]
+
+
 def blind_table(runs: list[AnalysisRun]) -> Table:
     """Visual dependency: blind accuracies, Score blind, Score with the image and the multi-modal gain."""
     columns = ["Model", *_family_columns(" (blind)"), "Score (blind)", "Score (image)", "Multi-modal gain"]
@@ -185,9 +192,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
         "Position bias: mean over the families of half the summed differences between the shares of predicted and "
         "gold letters, over the replies with a parsed letter (0 = replies spread like the golds; see "
         "analysis_position).",
-        *_diagnostic_notes(circular_runs, ("circular",), "the position bias"),
-        *_data_notes(circular_runs),
-        NA_NOTE,
+        *_closing_notes(runs, ("circular",), "the position bias", missing=False),
     ]
     return table
 
@@ -207,10 +212,7 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     table.notes += [
         "Plain Acc: rotated questions right / rotated questions asked, each counted on its own (no circular rule); "
         "invalid: the share of those replies that name no option.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(circular_runs, ("circular",), "plain accuracies and invalid replies"),
-        *_data_notes(circular_runs),
-        NA_NOTE,
+        *_closing_notes(runs, ("circular",), "plain accuracies and invalid replies"),
     ]
     return table
 
@@ -240,10 +242,7 @@ def position_table(runs: list[AnalysisRun]) -> Table:
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
         "absolute differences (0 = no preference beyond the golds'). In circular runs every key holds the gold "
         "equally often, so Gold is 25% each when every reply names a letter.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
-        *_data_notes(runs),
-        NA_NOTE,
+        *_closing_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
     ]
     return table
 
@@ -267,10 +266,7 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
         "own earlier errors.",
         "Chance: a uniform guesser's levels are independent, so each conditional probability is 75%.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
-        *_data_notes([r for r in runs if any(s in r.settings for s in PROPAGATION_SETTINGS)]),
-        NA_NOTE,
+        *_closing_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
     ]
     return table
 
