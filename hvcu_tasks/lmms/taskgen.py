@@ -167,19 +167,13 @@ def analysis_group_yaml(infix: str, label: str) -> str:
 
 def generated_files() -> dict[str, str]:
     """Return every generated file, relative to the tasks folder (utils.py and the templates are written by hand)."""
-    files = {}
+    files = {CIRCULAR_METRICS: circular_metrics_yaml()}
+    every_setting = [(*s, None) for s in SETTINGS] + list(ANALYSIS_SETTINGS)  # (prefix, template, setting, metrics)
     for family, (_split, _stem, short) in FAMILIES.items():
         files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
         for infix, source, label in VARIANTS:
             files[f"stubs/{source}_{family}.jsonl"] = f'{{"family": "{family}", "source": "{source}"}}\n'
-            for prefix, template, setting in SETTINGS:
-                files[f"{prefix}{infix}{short}.yaml"] = task_yaml(
-                    family, prefix, template, setting, infix, source, label
-                )
-    files[CIRCULAR_METRICS] = circular_metrics_yaml()
-    for family, (_split, _stem, short) in FAMILIES.items():
-        for infix, source, label in VARIANTS:
-            for prefix, template, setting, metrics in ANALYSIS_SETTINGS:
+            for prefix, template, setting, metrics in every_setting:
                 files[f"{prefix}{infix}{short}.yaml"] = task_yaml(
                     family, prefix, template, setting, infix, source, label, CIRCULAR_METRICS if metrics else ""
                 )
