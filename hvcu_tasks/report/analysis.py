@@ -179,8 +179,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
     table = Table("analysis_circular", "Circular evaluation: a level counts only if right in all 4 rotations", columns)
     chance = [chance_text(CIRCULAR_CHANCE_LEVEL)] * 3 + [chance_text(CIRCULAR_CHANCE_FULL)]
     table.rows.append([CHANCE_ROW, *chance * len(FAMILIES), chance_text(CIRCULAR_CHANCE_FULL), None])
-    circular_runs = [r for r in runs if "circular" in r.settings]
-    for run in circular_runs:
+    for run in (r for r in runs if "circular" in r.settings):
         fams = run.settings["circular"]
         bias = _mean([fams[f].get(POSITION_BIAS_METRIC) if f in fams else None for f in FAMILIES])
         table.rows.append([_label(run, "circular"), *_family_cells(run, "circular"), run.score("circular"), bias])
@@ -203,8 +202,7 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     columns = ["Model", "Family", *[f"Plain Acc_{n}" for n in names], *[f"invalid {n} %" for n in names]]
     table = Table("analysis_circular_questions", "Circular evaluation, every rotated question on its own (%)", columns)
     table.rows.append([CHANCE_ROW, None, *[CHANCE_LEVEL] * len(names), *[None] * len(names)])
-    circular_runs = [r for r in runs if "circular" in r.settings]
-    for run in circular_runs:
+    for run in (r for r in runs if "circular" in r.settings):
         for family in (f for f in FAMILIES if f in run.settings["circular"]):
             m = run.settings["circular"][family]
             cells = [m.get(PLAIN_PREFIX + acc_metric(n)) for n in names] + [m.get(f"invalid_{n}") for n in names]
