@@ -177,8 +177,7 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
     ax.axvline(CHANCE_FULL, color="#555555", linestyle=":", linewidth=1.2)
     ax.set_xlim(0, 100)
     ax.set_xlabel("Overall Score (official), %")
-    handles = [Patch(color=SETTING_COLOURS["base"], label="base setting")]
-    handles.append(Patch(color=SETTING_COLOURS["context"], label="context setting"))
+    handles = [Patch(color=SETTING_COLOURS[s], label=f"{s} setting") for s in ("base", "context")]
     handles.append(plt.Line2D([], [], color="#555555", linestyle=":", label=f"chance ({CHANCE_FULL:.2f})"))
     for kind, label in (
         ("smoke", f"{SMOKE_LABEL} (not the benchmark)"),
