@@ -52,48 +52,35 @@ def _number(value: float, spec: str) -> str:
 
 def _print_table(summary: list[dict]) -> None:
     """Print one table per (model, setting) in the paper's layout, both parsers side by side, then its Overall Score."""
-    from rich.console import Console
-    from rich.table import Table
+    from hvcu_tasks.report.render import to_terminal
+    from hvcu_tasks.report.tables import Table
 
-    class PipeConsole(Console):
-        """A rich console that leaves a closed stdout to `main` (rich's own handler exits with status 1)."""
-
-        def on_broken_pipe(self) -> None:
-            """Raise the closed pipe as stdout's."""
-            raise _StdoutClosed("stdout closed")
-
-    console = PipeConsole(width=max(Console().width, 120))
     names = list(LEVEL_NAMES.values())
+    columns = ["family", "parser", "n", "Acc_perc", "Acc_bridge", "Acc_conn", "Acc_full"]
+    columns += ["invalid p/b/c", "first error p/b/c"]
     for run in summary:
         model = run["model"] or "(model not named)"
         title = f"{model} · {run['setting'] or 'setting unknown'} — HVCU-Bench scores (percent)"
-        table = Table(title=title, caption=f"official: {run['parser_official']}")
-        columns = ["family", "parser", "n", "Acc_perc", "Acc_bridge", "Acc_conn", "Acc_full"]
-        for col in [*columns, "invalid p/b/c", "first error p/b/c"]:
-            table.add_column(col, justify="left" if col in {"family", "parser"} else "right")
+        table = Table("score", title, columns, notes=[f"official: {run['parser_official']}"])
         for family in FAMILIES:
             rows = [("hvcu", run["families"].get(family)), ("official", run["families_official"].get(family))]
             for parser, d in rows:
                 if d is None:
                     continue
                 s = FamilyScores(**d)
-                table.add_row(
-                    family,
-                    parser,
-                    str(s.n_samples),
-                    *(_number(s.acc[n], ".2f") for n in names),
-                    _number(s.acc_full, ".2f"),
-                    "/".join(_number(s.invalid[n], ".1f") for n in names),
-                    "/".join(str(s.error_counts[n]) for n in names),
+                invalid = "/".join(_number(s.invalid[n], ".1f") for n in names)
+                accs = [float(s.acc[n]) for n in names] + [float(s.acc_full)]
+                table.rows.append(
+                    [family, parser, s.n_samples, *accs, invalid, "/".join(str(s.error_counts[n]) for n in names)]
                 )
-        console.print(table)
+        print(to_terminal(table), end="")
         scores = [("hvcu parser", run["overall_score"]), ("authors' rule", run["overall_score_official"])]
         for label, value in scores:
             if value is not None:
-                console.print(f"Overall Score ({label}): {_number(value, '.2f')}")
+                print(f"Overall Score ({label}): {_number(value, '.2f')}")
         if run["note"]:
-            console.print(f"note: {run['note']}")
-        console.print()
+            print(f"note: {run['note']}")
+        print()
 
 
 def _cmd_score(args: argparse.Namespace) -> int:

@@ -110,13 +110,14 @@ _warned: set[str] = set()
 
 
 def _wrap(owner: type, methods: dict[str, tuple[tuple[str, ...], Callable]], advice: str) -> None:
-    """Replace each `owner.NAME` by `make(original)` once, after checking every original takes its parameters.
+    """Replace each `owner.NAME` once by a method calling `hook(original, self, ...)`, after checking every original
+    takes its parameters.
 
-    `methods`: NAME -> (the parameters the original must take, make); a changed one raises IncompatibleLmmsEval
+    `methods`: NAME -> (the parameters the original must take, hook); a changed one raises IncompatibleLmmsEval
     naming it and `advice` (what the user gets until the plugin is updated), before anything is replaced.
     """
     todo = {}
-    for name, (expected, make) in methods.items():
+    for name, (expected, hook) in methods.items():
         original = getattr(owner, name, None)
         if getattr(original, "_hvcu_hook", False):
             continue
@@ -125,11 +126,20 @@ def _wrap(owner: type, methods: dict[str, tuple[tuple[str, ...], Callable]], adv
             raise IncompatibleLmmsEval(
                 f"lmms_eval {owner.__name__}.{name}{params} no longer matches {expected}; {advice}"
             )
-        todo[name] = (original, make)
-    for name, (original, make) in todo.items():
-        method = functools.wraps(original)(make(original))
+        todo[name] = (original, hook)
+    for name, (original, hook) in todo.items():
+        method = functools.wraps(original)(_calling(hook, original))
         method._hvcu_hook = True
         setattr(owner, name, method)
+
+
+def _calling(hook: Callable, original: Callable) -> Callable:
+    """Return a function that calls `hook(original, *args, **kwargs)`."""
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return hook(original, *args, **kwargs)
+
+    return method
 
 
 def _with_our_tasks(include_path: str | list[str] | None) -> list[str]:
@@ -144,14 +154,11 @@ def install_task_hook() -> None:
     """Make lmms-eval's TaskManager index TASKS_DIR after its own tasks and any --include_path (idempotent)."""
     from lmms_eval.tasks import TaskManager
 
-    def make(original: Callable) -> Callable:
-        def initialize_tasks(self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
-            return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
-
-        return initialize_tasks
+    def initialize_tasks(original, self, include_path=None, include_defaults=True):  # noqa: ANN001, ANN202
+        return original(self, include_path=_with_our_tasks(include_path), include_defaults=include_defaults)
 
     advice = f"run lmms-eval with --include_path {TASKS_DIR} and set {settings.NO_AUTO_TASKS_ENV}=1"
-    _wrap(TaskManager, {"initialize_tasks": (EXPECTED_SIGNATURE, make)}, advice)
+    _wrap(TaskManager, {"initialize_tasks": (EXPECTED_SIGNATURE, initialize_tasks)}, advice)
 
 
 SERVING: weakref.WeakSet = weakref.WeakSet()
@@ -192,28 +199,25 @@ def install_identity_hook() -> None:
 
     from hvcu_tasks.data import provenance as p
 
-    def make(original: Callable) -> Callable:
-        def dump_config(self):  # noqa: ANN001, ANN202
-            config = original(self)
-            dataset, split = getattr(self, "dataset", None), getattr(self.config, "test_split", None)
-            try:
-                docs = dataset[split] if dataset is not None and split is not None else None
-            except (KeyError, TypeError):
-                docs = None
-            identity = dataset_identity(docs)
-            if identity:
-                metadata = dict(config.get("metadata") or {})
-                metadata[p.CONFIG_KEY] = identity
-                metadata[p.VERSION_KEY] = p.toolkit_version()
-                metadata[p.LMMS_EVAL_KEY] = installed_lmms_eval()
-                model = served_identity(str(getattr(self.config, "task", "")), dataset)
-                config["metadata"] = metadata if model is None else {**metadata, p.MODEL_KEY: model}
-            return config
-
-        return dump_config
+    def dump_config(original, self):  # noqa: ANN001, ANN202
+        config = original(self)
+        dataset, split = getattr(self, "dataset", None), getattr(self.config, "test_split", None)
+        try:
+            docs = dataset[split] if dataset is not None and split is not None else None
+        except (KeyError, TypeError):
+            docs = None
+        identity = dataset_identity(docs)
+        if identity:
+            metadata = dict(config.get("metadata") or {})
+            metadata[p.CONFIG_KEY] = identity
+            metadata[p.VERSION_KEY] = p.toolkit_version()
+            metadata[p.LMMS_EVAL_KEY] = installed_lmms_eval()
+            model = served_identity(str(getattr(self.config, "task", "")), dataset)
+            config["metadata"] = metadata if model is None else {**metadata, p.MODEL_KEY: model}
+        return config
 
     advice = "results files will not record the data an HVCU task read until hvcu_tasks/lmms/plugin.py is updated"
-    _wrap(ConfigurableTask, {"dump_config": (("self",), make)}, advice)
+    _wrap(ConfigurableTask, {"dump_config": (("self",), dump_config)}, advice)
 
 
 _END_LINE: list[str] = []
@@ -266,40 +270,31 @@ def install_results_hook() -> None:
         if _END_LINE and not tracker._hvcu_pending and not pushes:
             _end_now()
 
-    def aggregated(original: Callable) -> Callable:
-        def save_results_aggregated(self, results, samples, datetime_str):  # noqa: ANN001, ANN202
-            got = original(self, results, samples, datetime_str)
-            configs = results.get("configs", {}) if isinstance(results, dict) else {}
-            self._hvcu_pending = set(configs) if samples is not None else set()
+    def save_results_aggregated(original, self, results, samples, datetime_str):  # noqa: ANN001, ANN202
+        got = original(self, results, samples, datetime_str)
+        configs = results.get("configs", {}) if isinstance(results, dict) else {}
+        self._hvcu_pending = set(configs) if samples is not None else set()
+        written(self)
+        return got
+
+    def save_results_samples(original, self, task_name, samples):  # noqa: ANN001, ANN202
+        got = original(self, task_name, samples)
+        if hasattr(self, "_hvcu_pending"):
+            self._hvcu_pending.discard(task_name)
             written(self)
-            return got
+        return got
 
-        return save_results_aggregated
-
-    def per_task(original: Callable) -> Callable:
-        def save_results_samples(self, task_name, samples):  # noqa: ANN001, ANN202
-            got = original(self, task_name, samples)
-            if hasattr(self, "_hvcu_pending"):
-                self._hvcu_pending.discard(task_name)
-                written(self)
-            return got
-
-        return save_results_samples
-
-    def card(original: Callable) -> Callable:
-        def recreate_metadata_card(self):  # noqa: ANN001, ANN202
-            try:
-                return original(self)
-            finally:
-                if _END_LINE:
-                    _end_now()
-
-        return recreate_metadata_card
+    def recreate_metadata_card(original, self):  # noqa: ANN001, ANN202
+        try:
+            return original(self)
+        finally:
+            if _END_LINE:
+                _end_now()
 
     methods = {
-        "save_results_aggregated": (("self", "results", "samples", "datetime_str"), aggregated),
-        "save_results_samples": (("self", "task_name", "samples"), per_task),
-        "recreate_metadata_card": (("self",), card),
+        "save_results_aggregated": (("self", "results", "samples", "datetime_str"), save_results_aggregated),
+        "save_results_samples": (("self", "task_name", "samples"), save_results_samples),
+        "recreate_metadata_card": (("self",), recreate_metadata_card),
     }
     advice = (
         "a run of hvcu_context whose every request failed ends before lmms-eval writes its results until "
@@ -314,16 +309,13 @@ def install_image_hook() -> None:
 
     from hvcu_tasks.data.images import api_messages
 
-    def make(original: Callable) -> Callable:
-        def method(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            built = api_messages(self.messages)
-            return built if built is not None else original(self, *args, **kwargs)
-
-        return method
+    def method(original, self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built = api_messages(self.messages)
+        return built if built is not None else original(self, *args, **kwargs)
 
     methods = {
-        "to_openai_messages": (("self", "video_kwargs", "pass_video_url"), make),
-        "to_qwen3_vl_openai_messages": (("self", "video_kwargs"), make),
+        "to_openai_messages": (("self", "video_kwargs", "pass_video_url"), method),
+        "to_qwen3_vl_openai_messages": (("self", "video_kwargs"), method),
     }
     advice = (
         "API backends will get lmms-eval's own re-encoding of every HVCU image (larger requests, alpha dropped) "
@@ -351,51 +343,45 @@ def install_token_hook() -> None:
     from huggingface_hub.errors import LocalTokenNotFoundError
     from lmms_eval.api.task import ConfigurableTask
 
-    def make(original: Callable) -> Callable:
-        def download(self, dataset_kwargs=None):  # noqa: ANN001, ANN202
-            try:
-                return original(self, dataset_kwargs)
-            except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's
-                last = getattr(exc, "last_attempt", None)
-                if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
-                    task, dataset = self.config.task, self.config.dataset_path
-                    raise SystemExit(
-                        f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face "
-                        "token (its YAML sets dataset_kwargs: token: True) and none is configured: run `hf auth "
-                        "login` or set HF_TOKEN, then rerun (nothing was asked of the model)"
-                    ) from None
-                raise
+    def download(original, self, dataset_kwargs=None):  # noqa: ANN001, ANN202
+        try:
+            return original(self, dataset_kwargs)
+        except Exception as exc:  # lmms-eval retries the download: its RetryError holds the last attempt's
+            last = getattr(exc, "last_attempt", None)
+            if isinstance(last.exception() if last is not None else exc, LocalTokenNotFoundError):
+                task, dataset = self.config.task, self.config.dataset_path
+                raise SystemExit(
+                    f"hvcu: error: lmms-eval task {task} reads the hub dataset {dataset} with a Hugging Face "
+                    "token (its YAML sets dataset_kwargs: token: True) and none is configured: run `hf auth "
+                    "login` or set HF_TOKEN, then rerun (nothing was asked of the model)"
+                ) from None
+            raise
 
-        return download
-
-    _wrap(ConfigurableTask, {"download": (("self", "dataset_kwargs"), make)}, "set HF_TOKEN before a run")
+    _wrap(ConfigurableTask, {"download": (("self", "dataset_kwargs"), download)}, "set HF_TOKEN before a run")
 
 
 def install_route_hook() -> None:
     """Make lmms-eval's registry hand out routing.route's subclasses, recording each resolution in RESOLVED."""
     from lmms_eval.models.registry_v2 import ModelRegistryV2
 
-    def make(original: Callable) -> Callable:
-        def get_model_class(self, model_name, force_simple=False):  # noqa: ANN001, ANN202
-            cls = original(self, model_name, force_simple=force_simple)
-            model_id = self.resolve(model_name, force_simple=force_simple).model_id
-            got, why = cls, f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
-            if not settings.current().no_round_routing:  # routing is imported only when it is on
-                from hvcu_tasks.lmms.models.routing import route, unrouted_reason
+    def get_model_class(original, self, model_name, force_simple=False):  # noqa: ANN001, ANN202
+        cls = original(self, model_name, force_simple=force_simple)
+        model_id = self.resolve(model_name, force_simple=force_simple).model_id
+        got, why = cls, f"{settings.NO_ROUND_ROUTING_ENV}=1 turns routing off"
+        if not settings.current().no_round_routing:  # routing is imported only when it is on
+            from hvcu_tasks.lmms.models.routing import route, unrouted_reason
 
-                got = route(cls, model_id)
-                why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
-            RESOLVED[model_id] = Resolution(model_id, bool(getattr(cls, "is_simple", True)), not why, why)
-            return got
-
-        get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
-        return get_model_class
+            got = route(cls, model_id)
+            why = "" if getattr(got, "_hvcu_routed", False) else unrouted_reason(cls, model_id)
+        RESOLVED[model_id] = Resolution(model_id, bool(getattr(cls, "is_simple", True)), not why, why)
+        return got
 
     advice = (
         "--model vllm runs the context setting one document at a time and the Hugging Face backends need "
         "--model hvcu_context --model_args inner=<model>,... until hvcu_tasks/lmms/plugin.py is updated"
     )
-    _wrap(ModelRegistryV2, {"get_model_class": (("self", "model_name", "force_simple"), make)}, advice)
+    _wrap(ModelRegistryV2, {"get_model_class": (("self", "model_name", "force_simple"), get_model_class)}, advice)
+    ModelRegistryV2.get_model_class._hvcu_resolved = RESOLVED  # type: ignore[attr-defined]
 
 
 def _logged(install: Callable[[], None]) -> None:

@@ -1,4 +1,4 @@
-"""Write the repetitive task YAMLs and utils.py from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
+"""Write the repetitive task YAMLs from the metric definitions: `python -m hvcu_tasks.lmms.taskgen`.
 
 The committed files must equal what this writes (a test checks it), so the YAMLs cannot drift from
 `metrics.TABLE_METRICS` and `hook_table.HOOKS`. The metric lists hold TABLE_METRICS (what lmms-eval prints), the
@@ -46,41 +46,39 @@ CIRCULAR_METRICS = "_circular_metrics_yaml"
 YAML_BOOL = {True: "true", None: "null"}
 
 
+def _metric_list(comments: list[str], infix: str) -> str:
+    """Return a metric_list fragment: the comment lines, then every table metric aggregated by `utils.agg_{infix}*`."""
+    lines = [*comments, "metric_list:"]
+    for m in TABLE_METRICS:
+        lines += [
+            f"  - metric: {m}",
+            f"    aggregation: !function utils.agg_{infix}{m}",
+            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def metrics_yaml(family: str) -> str:
     """Return the metric_list fragment of one family."""
     split = FAMILIES[family][0].replace("_", " ")
-    lines = [
+    comments = [
         f"# Metrics of the {split} family lmms-eval prints (percent, except the n_* counts).",
         "# *_official: the same accuracy with the authors' answer-parsing rule (comparable with the paper).",
         "# n_chains, n_incomplete (> 0: a partial run), n_failed_requests. The diagnostics (per aspect, error",
         "# attribution, invalid replies, answer positions, propagation): `hvcu report` on a --log_samples run.",
-        "metric_list:",
     ]
-    for m in TABLE_METRICS:
-        lines += [
-            f"  - metric: {m}",
-            f"    aggregation: !function utils.agg_{m}",
-            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
-        ]
-    return "\n".join(lines) + "\n"
+    return _metric_list(comments, "")
 
 
 def circular_metrics_yaml() -> str:
     """Return the metric_list fragment every circular family task shares."""
-    lines = [
+    comments = [
         "# Metrics of every circular-evaluation family task lmms-eval prints (percent, except the n_* counts).",
         "# acc_*: a level counts right only when all 4 rotations of its options are; acc_full: all three levels so.",
         "# plain_acc_* (every rotated question on its own), invalid_* and the answer-position bias: `hvcu report`",
         "# on a --log_samples run.",
-        "metric_list:",
     ]
-    for m in TABLE_METRICS:
-        lines += [
-            f"  - metric: {m}",
-            f"    aggregation: !function utils.agg_circular_{m}",
-            f"    higher_is_better: {YAML_BOOL[higher_is_better(m)]}",
-        ]
-    return "\n".join(lines) + "\n"
+    return _metric_list(comments, "circular_")
 
 
 def task_yaml(
@@ -167,40 +165,15 @@ def analysis_group_yaml(infix: str, label: str) -> str:
     )
 
 
-UTILS_PY = '''"""Hooks named by the HVCU-Bench task YAMLs: `hvcu_tasks.lmms.hook_table.HOOKS`.
-
-One implementation for this folder and `hvcu export-task`'s, whose utils.py hands lmms-eval the same table from its
-copy of the same files.
-"""
-
-from hvcu_tasks.lmms.hook_table import HOOKS, unknown_hook
-
-globals().update(HOOKS)
-__all__ = sorted(HOOKS)
-
-
-def __getattr__(name: str) -> object:
-    """Refuse a `!function utils.<name>` that names no hook, saying which metrics a task YAML can list."""
-    raise AttributeError(unknown_hook(name))
-'''
-"""The task folder's utils.py: lmms-eval loads it once per YAML as a module of its own; each load hands out HOOKS."""
-
-
 def generated_files() -> dict[str, str]:
-    """Return every generated file, relative to the tasks folder."""
-    files = {"utils.py": UTILS_PY}
+    """Return every generated file, relative to the tasks folder (utils.py and the templates are written by hand)."""
+    files = {CIRCULAR_METRICS: circular_metrics_yaml()}
+    every_setting = [(*s, None) for s in SETTINGS] + list(ANALYSIS_SETTINGS)  # (prefix, template, setting, metrics)
     for family, (_split, _stem, short) in FAMILIES.items():
         files[f"_{short}_metrics_yaml"] = metrics_yaml(family)
         for infix, source, label in VARIANTS:
             files[f"stubs/{source}_{family}.jsonl"] = f'{{"family": "{family}", "source": "{source}"}}\n'
-            for prefix, template, setting in SETTINGS:
-                files[f"{prefix}{infix}{short}.yaml"] = task_yaml(
-                    family, prefix, template, setting, infix, source, label
-                )
-    files[CIRCULAR_METRICS] = circular_metrics_yaml()
-    for family, (_split, _stem, short) in FAMILIES.items():
-        for infix, source, label in VARIANTS:
-            for prefix, template, setting, metrics in ANALYSIS_SETTINGS:
+            for prefix, template, setting, metrics in every_setting:
                 files[f"{prefix}{infix}{short}.yaml"] = task_yaml(
                     family, prefix, template, setting, infix, source, label, CIRCULAR_METRICS if metrics else ""
                 )

@@ -138,6 +138,13 @@ def _diagnostic_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: 
     ]
 
 
+def _closing_notes(runs: list[AnalysisRun], settings: tuple[str, ...], what: str, missing: bool = True) -> list[str]:
+    """Return a table's last notes: what a dash means, the unknown diagnostics (`what`), the data marks and n/a."""
+    shown = [r for r in runs if any(s in r.settings for s in settings)]
+    head = [f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them)."]
+    return [*head * missing, *_diagnostic_notes(shown, settings, what), *_data_notes(shown), NA_NOTE]
+
+
 def blind_table(runs: list[AnalysisRun]) -> Table:
     """Visual dependency: blind accuracies, Score blind, Score with the image and the multi-modal gain."""
     columns = ["Model", *_family_columns(" (blind)"), "Score (blind)", "Score (image)", "Multi-modal gain"]
@@ -150,15 +157,8 @@ def blind_table(runs: list[AnalysisRun]) -> Table:
         gap = _gain_gap(run, runs)
         if gap is not None:
             gaps.append(f"{_label(run, 'blind')}: no multi-modal gain: {gap}")
-        table.rows.append(
-            [
-                _label(run, "blind"),
-                *_family_cells(run, "blind"),
-                run.score("blind"),
-                run.score("base"),
-                _gain(run, runs),
-            ]
-        )
+        row = [_label(run, "blind"), *_family_cells(run, "blind")]
+        table.rows.append([*row, run.score("blind"), run.score("base"), _gain(run, runs)])
     table.notes += [
         "Blind: the base setting's system prompt and text with no image. Acc_perc/bridge/conn (blind) is the share "
         "of a level's questions answered right from the text alone; well above chance (25%) flags questions that "
@@ -179,8 +179,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
     table = Table("analysis_circular", "Circular evaluation: a level counts only if right in all 4 rotations", columns)
     chance = [chance_text(CIRCULAR_CHANCE_LEVEL)] * 3 + [chance_text(CIRCULAR_CHANCE_FULL)]
     table.rows.append([CHANCE_ROW, *chance * len(FAMILIES), chance_text(CIRCULAR_CHANCE_FULL), None])
-    circular_runs = [r for r in runs if "circular" in r.settings]
-    for run in circular_runs:
+    for run in (r for r in runs if "circular" in r.settings):
         fams = run.settings["circular"]
         bias = _mean([fams[f].get(POSITION_BIAS_METRIC) if f in fams else None for f in FAMILIES])
         table.rows.append([_label(run, "circular"), *_family_cells(run, "circular"), run.score("circular"), bias])
@@ -192,9 +191,7 @@ def circular_table(runs: list[AnalysisRun]) -> Table:
         "Position bias: mean over the families of half the summed differences between the shares of predicted and "
         "gold letters, over the replies with a parsed letter (0 = replies spread like the golds; see "
         "analysis_position).",
-        *_diagnostic_notes(circular_runs, ("circular",), "the position bias"),
-        *_data_notes(circular_runs),
-        NA_NOTE,
+        *_closing_notes(runs, ("circular",), "the position bias", missing=False),
     ]
     return table
 
@@ -205,8 +202,7 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     columns = ["Model", "Family", *[f"Plain Acc_{n}" for n in names], *[f"invalid {n} %" for n in names]]
     table = Table("analysis_circular_questions", "Circular evaluation, every rotated question on its own (%)", columns)
     table.rows.append([CHANCE_ROW, None, *[CHANCE_LEVEL] * len(names), *[None] * len(names)])
-    circular_runs = [r for r in runs if "circular" in r.settings]
-    for run in circular_runs:
+    for run in (r for r in runs if "circular" in r.settings):
         for family in (f for f in FAMILIES if f in run.settings["circular"]):
             m = run.settings["circular"][family]
             cells = [m.get(PLAIN_PREFIX + acc_metric(n)) for n in names] + [m.get(f"invalid_{n}") for n in names]
@@ -214,10 +210,7 @@ def circular_questions_table(runs: list[AnalysisRun]) -> Table:
     table.notes += [
         "Plain Acc: rotated questions right / rotated questions asked, each counted on its own (no circular rule); "
         "invalid: the share of those replies that name no option.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(circular_runs, ("circular",), "plain accuracies and invalid replies"),
-        *_data_notes(circular_runs),
-        NA_NOTE,
+        *_closing_notes(runs, ("circular",), "plain accuracies and invalid replies"),
     ]
     return table
 
@@ -247,10 +240,7 @@ def position_table(runs: list[AnalysisRun]) -> Table:
         "questions whose gold is each key (a reply naming no letter counts in neither). Bias: half the summed "
         "absolute differences (0 = no preference beyond the golds'). In circular runs every key holds the gold "
         "equally often, so Gold is 25% each when every reply names a letter.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
-        *_data_notes(runs),
-        NA_NOTE,
+        *_closing_notes(runs, tuple(SETTING_LABEL), "answer-position shares"),
     ]
     return table
 
@@ -274,10 +264,7 @@ def propagation_table(runs: list[AnalysisRun]) -> Table:
         "own: comparing them splits the context setting's gain into help from the bridge and damage from the model's "
         "own earlier errors.",
         "Chance: a uniform guesser's levels are independent, so each conditional probability is 75%.",
-        f"{MISSING}: not in the results file and no sample log beside it (rerun with --log_samples to get them).",
-        *_diagnostic_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
-        *_data_notes([r for r in runs if any(s in r.settings for s in PROPAGATION_SETTINGS)]),
-        NA_NOTE,
+        *_closing_notes(runs, PROPAGATION_SETTINGS, "error propagation"),
     ]
     return table
 

@@ -288,17 +288,13 @@ def entry_key(entry: Entry) -> str:
     return f"{entry.source}:{entry.model}"
 
 
-def _sizes(entry: Entry) -> dict[str, int] | None:
-    """Return the family sizes of a binomial interval: the entry's own, else the benchmark's for its rows."""
-    if entry.family_sizes is not None:
-        return entry.family_sizes
-    return dict(BENCHMARK_SIZES) if entry.data == BENCHMARK and entry.source in ("paper", "human", "run") else None
-
-
 def _contender(entry: Entry) -> Contender:
     """Return what the uncertainty can draw from for an entry (chance is exact: nothing)."""
     acc = {f: v for f, v in entry.acc_full.items() if v is not None}
-    sizes = _sizes(entry) if entry.source != "chance" and set(acc) == set(FAMILIES) else None
+    sizes = entry.family_sizes  # a binomial interval's sizes: the entry's own, else the benchmark's for its rows
+    if sizes is None and entry.data == BENCHMARK and entry.source in ("paper", "human", "run"):
+        sizes = dict(BENCHMARK_SIZES)
+    sizes = sizes if entry.source != "chance" and set(acc) == set(FAMILIES) else None
     verdicts = {s: Verdicts(v, entry.fingerprint) for s, v in entry.verdicts.items()}
     return Contender(
         entry_key(entry),

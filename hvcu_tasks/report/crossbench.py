@@ -38,9 +38,8 @@ def cross_table(rows: list[Entry]) -> Table:
         most = max(abs(a - b) for a, b in ranks)
         moves = [f"{e.label} ({int(a)} → {int(b)})" for (e, _s, _v), (a, b) in zip(both, ranks, strict=True)]
         moved = "; ".join(m for m, (a, b) in zip(moves, ranks, strict=True) if abs(a - b) == most) if most else "none"
-        table.rows.append(
-            [label, len(both), tau, interval_text(interval), None if is_nan(p) else stats.p_text(p), moved]
-        )
+        shown_p = None if is_nan(p) else stats.p_text(p)
+        table.rows.append([label, len(both), tau, interval_text(interval), shown_p, moved])
     table.notes += [
         f"Kendall's τ-b between the base {SCORE} and each benchmark's headline over the models of the per-model view "
         "with both ([paper] rows included where the paper gives both); p: its two-sided test (scipy). 95% CI: "
@@ -78,9 +77,8 @@ def _change(a: Counts | None, b: Counts | None) -> tuple[stats.Difference, str] 
 def compare_general_table(a: ModelResult, b: ModelResult) -> Table:
     """Return model B against model A (a tuned model against its base) on HVCU-Bench and each general benchmark."""
     columns = ["Benchmark", "A", "B", "Δ (B − A)", "95% CI", "p", "Method"]
-    table = Table(
-        "compare_general", f"{b.model} (B) vs {a.model} (A): HVCU-Bench beside the general benchmarks", columns
-    )
+    title = f"{b.model} (B) vs {a.model} (A): HVCU-Bench beside the general benchmarks"
+    table = Table("compare_general", title, columns)
     measures: list[tuple[str, Cell, Cell, Counts | None, Counts | None]] = [
         (f"HVCU-Bench {SCORE}, {s}", a.official_score(s), b.official_score(s), hvcu_counts(a, s), hvcu_counts(b, s))
         for s in ("base", "context")

@@ -105,15 +105,8 @@ def degradation_figure(models: list[ModelResult], setting: str, out: Path, refer
                 continue
             values = [_value(result.get(m)) for m in ACCURACY_METRICS]
             style = run_style(model, setting)
-            ax.plot(
-                LEVEL_TICKS,
-                values,
-                color=OKABE_ITO[i % len(OKABE_ITO)],
-                linewidth=2.2,
-                marker="o",
-                markerfacecolor="white" if style["linestyle"] == "--" else None,
-                **style,
-            )
+            colour, face = OKABE_ITO[i % len(OKABE_ITO)], "white" if style["linestyle"] == "--" else None
+            ax.plot(LEVEL_TICKS, values, color=colour, linewidth=2.2, marker="o", markerfacecolor=face, **style)
         ax.set_title(FAMILIES[family][0].replace("_", " "))
         ax.set_xlabel("question level")
         ax.set_ylim(0, 100)
@@ -184,17 +177,14 @@ def settings_figure(models: list[ModelResult], out: Path, reference: bool = True
     ax.axvline(CHANCE_FULL, color="#555555", linestyle=":", linewidth=1.2)
     ax.set_xlim(0, 100)
     ax.set_xlabel("Overall Score (official), %")
-    handles = [Patch(color=SETTING_COLOURS["base"], label="base setting")]
-    handles.append(Patch(color=SETTING_COLOURS["context"], label="context setting"))
+    handles = [Patch(color=SETTING_COLOURS[s], label=f"{s} setting") for s in ("base", "context")]
     handles.append(plt.Line2D([], [], color="#555555", linestyle=":", label=f"chance ({CHANCE_FULL:.2f})"))
-    if any(r[3] == "smoke" for r in rows):
-        handles.append(
-            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{SMOKE_LABEL} (not the benchmark)")
-        )
-    if any(r[3] == "partial" for r in rows):
-        handles.append(
-            Patch(facecolor="white", edgecolor="#000000", hatch="///", label=f"{PARTIAL_LABEL} (a subset; unranked)")
-        )
+    for kind, label in (
+        ("smoke", f"{SMOKE_LABEL} (not the benchmark)"),
+        ("partial", f"{PARTIAL_LABEL} (a subset; unranked)"),
+    ):
+        if any(r[3] == kind for r in rows):
+            handles.append(Patch(facecolor="white", edgecolor="#000000", hatch="///", label=label))
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.set_title("Overall Score (official) per model, base vs context setting")
     ax.grid(axis="x", alpha=0.3)

@@ -23,7 +23,7 @@ from hvcu_tasks.report.crossbench import cross_table
 from hvcu_tasks.report.tables import CHANCE_NAME, MISSING, NA_TEXT, PAPER_MARK, Cell, Table, all_tables, cell_text
 from hvcu_tasks.results.runs import CUSTOM, NO_IDENTITY_NOTE, ModelResult, is_nan
 
-TEXT_COLUMNS = ("Model", "Source", "Method", "Rank moves most (HVCU-Bench → benchmark)")
+TEXT_COLUMNS = ("Model", "Source", "Method", "parser", "Rank moves most (HVCU-Bench → benchmark)")
 """Columns of words, left-aligned wherever they stand (the first column always is)."""
 
 

@@ -73,10 +73,9 @@ def _identity_text(record: RunRecord) -> str:
         return f"{NOT_RECORDED} ({why})"
     parts = [f"backend {_value_text(identity.get('backend'))}"]
     parts += _pairs(identity.get("resolved")) or _pairs(identity.get("args"))
-    if identity.get("endpoint") is not None:
-        parts.append(f"endpoint {_value_text(identity['endpoint'])}")
-    if identity.get("lmms_eval") is not None:
-        parts.append(f"lmms-eval {_value_text(identity['lmms_eval'])}")
+    for key, name in (("endpoint", "endpoint"), ("lmms_eval", "lmms-eval")):
+        if identity.get(key) is not None:
+            parts.append(f"{name} {_value_text(identity[key])}")
     cache = identity.get("request_cache")
     if isinstance(cache, Mapping) and cache.get("run") is not None:
         parts.append(f"request cache run {_value_text(cache['run'])}")

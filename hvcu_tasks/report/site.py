@@ -100,12 +100,6 @@ def model_tables(
     return tables
 
 
-def _chains_page(logs: Sequence[SampleLog], runs: Sequence[Path], out: Path, data: Sequence[str] = ()) -> str | None:
-    """Write the chain browser (images from `data` only) and return its path relative to `out`, None without logs."""
-    page = write_browser(logs, out, data, runs)
-    return None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
-
-
 def _share(part: int, whole: int) -> str:
     """Return part/whole in percent for a page: 0% and 100% only when exactly so, else one decimal (n/a of none)."""
     if whole <= 0:
@@ -184,7 +178,8 @@ def write_site(
     page only its leaderboard row is rewritten (from the merged board), the rest is as it was written. `data`: the
     data sources the chain browser may take images from (`hvcu report --data`); `logs`: the sample logs it shows.
     """
-    chains = _chains_page(logs, runs, out, data)
+    page = write_browser(logs, out, data, runs)  # the chain browser (images from `data` only), None without logs
+    chains = None if page is None else Path(page).resolve().relative_to(out.resolve()).as_posix()
     tables = [placed_table(t, runs) for t in tables]
     shown = [m for m in models if m.settings or m.general]
     current = {m.model for m in shown}

@@ -297,13 +297,9 @@ def outcomes_from_results(preds: Iterable[Prediction], rule: str = "stored") -> 
 
 def _score(files: Mapping[str, ResultFile], rule: str) -> tuple[dict[str, dict], float | None]:
     """Return the per-family scores and the Overall Score (None unless all three families are there)."""
-    scores = {
-        fam: score_family(outcomes_from_results(files[fam].predictions, rule)) for fam in FAMILIES if fam in files
-    }
-    complete = len(scores) == len(FAMILIES)
-    return {f: s.to_dict() for f, s in scores.items()}, (
-        overall_score([s.acc_full for s in scores.values()]) if complete else None
-    )
+    scores = {f: score_family(outcomes_from_results(files[f].predictions, rule)) for f in FAMILIES if f in files}
+    overall = overall_score([s.acc_full for s in scores.values()]) if len(scores) == len(FAMILIES) else None
+    return {f: s.to_dict() for f, s in scores.items()}, overall
 
 
 def _stored_key_disagreements(files: Mapping[str, ResultFile]) -> tuple[int, str | None]:

@@ -318,16 +318,6 @@ class ContextWrapper(lmms):
         self.inner.clean()
         self._judge()
 
-    def _count(self, replies: list[Any]) -> None:
-        """Count the requests answered and those without a reply, keeping the first one's reason."""
-        self._asked += len(replies)
-        for reply in replies:
-            why = failure_of(reply)
-            if why is not None:
-                self._failed += 1
-                if self._first_error is None:
-                    self._first_error = why
-
     def _judge(self) -> None:
         """Say how many requests of the run failed (all ranks together); a run whose every request failed ends non-zero
         under lmms-eval's command line, after its results files are written (plugin.end_after_results)."""
@@ -411,7 +401,11 @@ class ContextWrapper(lmms):
         own = [reply for request, reply in zip(requests, replies, strict=False) if not is_padding(request)]
         if cache is not None:
             cache.tally([_text(reply) for reply in own])
-        self._count(own)
+        failures = [why for why in map(failure_of, own) if why is not None]  # counted, the first one's reason kept
+        self._asked += len(own)
+        self._failed += len(failures)
+        if self._first_error is None and failures:
+            self._first_error = failures[0]
         return replies
 
     def _generate_cached(self, cache: RequestCache, requests: list[Instance], sample: int = 0) -> list[Any]:
