@@ -154,15 +154,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
         tables += [compare_general_table(*pair)] if any(m.general for m in pair) else []
     for line in (f"warning: {m.model} ({s}): {n}" for m in models for s, notes in m.notes.items() for n in notes):
         print(line, file=sys.stderr)
-    summary = summary_table(
-        board, [make_board(board_entries(g, reference=False)) for g in custom_groups(models).values()]
-    )
-    shown: set[str] = set()
-    render = RENDERERS["md"] if args.format == "md" else lambda t: to_terminal(t, shown=shown, refs=len(t.rows))
+    summary = ""
+    if args.summary:  # its custom-data boards are made only when it is printed
+        table = summary_table(
+            board, [make_board(board_entries(g, reference=False)) for g in custom_groups(models).values()]
+        )
+        summary = RENDERERS["md"](table) if args.format == "md" else to_terminal(table, refs=len(table.rows))
     if args.out is None:
         if args.summary:
-            print(render(summary) + "\n" + _report_next(args), end="")
+            print(summary + "\n" + _report_next(args), end="")
         elif args.format is None:
+            shown: set[str] = set()
             print("\n".join(to_terminal(t, shown=shown) for t in tables) + "\n" + _report_next(args), end="")
         else:
             print(to_json(tables) if args.format == "json" else "\n".join(map(RENDERERS[args.format], tables)), end="")
@@ -190,7 +192,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         pages = write_site(
             args.out, tables, models, figures, args.runs, pair, reference, runs_on_board, args.data, folders.logs
         )
-    print(render(summary) if args.summary else "", end="")
+    print(summary, end="")
     print(f"wrote {len(texts) + len(pages)} file(s) and {len(figures)} figure file(s) to {args.out}")
     print(_report_next(args) if args.summary else "", end="")
     return 0
